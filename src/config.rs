@@ -1,0 +1,469 @@
+//! The gateway configuration file (TOML): what users write, how it is read,
+//! and the checks that run before anything starts.
+//!
+//! Every table denies unknown keys, and every error names the file and line.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A configuration problem, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Several problems found at once, so `redmark check` can list them all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<Spanned<RouteConfig>>,
+    /// Directory of the config file; relative paths in it resolve against this.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the 2026-07-28 endpoint(s).
+    pub listen: Spanned<String>,
+    /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`).
+    #[serde(default)]
+    pub admin: Option<Spanned<String>>,
+    /// Largest request body accepted, in bytes; larger bodies get 413.
+    #[serde(default = "defaults::max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Allowed `Origin` values (scheme://host[:port]). Unset: loopback origins only.
+    #[serde(default)]
+    pub allowed_origins: Option<Vec<String>>,
+    /// How long in-flight requests may run after SIGTERM before they are cut.
+    #[serde(default = "defaults::shutdown_grace", with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Interval of SSE keep-alive comments on open response streams.
+    #[serde(default = "defaults::keepalive", with = "humantime_serde")]
+    pub sse_keepalive: Duration,
+    /// Most client connections served at once.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub api_key: Vec<Spanned<ApiKeyConfig>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// Hex SHA-256 of the key; the key itself is never stored.
+    pub sha256: String,
+    pub principal: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub name: String,
+    pub path: String,
+    pub upstream: Spanned<UpstreamConfig>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+    #[serde(default)]
+    pub cache: CacheConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// A stdio server: program and arguments.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of a stdio server; default: the config file's directory.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// A Streamable HTTP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Extra headers sent to an HTTP server (for example its own credentials).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Limit on the `initialize` handshake.
+    #[serde(default = "defaults::init_timeout", with = "humantime_serde")]
+    pub init_timeout: Duration,
+    /// Limit on one upstream request that involves no person (lists, completion).
+    #[serde(default = "defaults::request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Longest silence from the server during a call before redmark cancels it.
+    #[serde(default = "defaults::call_timeout", with = "humantime_serde")]
+    pub call_timeout: Duration,
+    /// Largest single message accepted from the upstream, in bytes.
+    #[serde(default = "defaults::max_message_bytes")]
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Upstream sessions of this route, all principals together.
+    #[serde(default = "defaults::max_sessions")]
+    pub max_sessions: usize,
+    /// Upstream sessions one principal may hold on this route.
+    #[serde(default = "defaults::max_sessions_per_principal")]
+    pub max_sessions_per_principal: usize,
+    /// An idle session older than this is closed.
+    #[serde(default = "defaults::idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// How long a request waits for a free session before `upstream_busy`.
+    #[serde(default = "defaults::lease_timeout", with = "humantime_serde")]
+    pub lease_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            max_sessions: defaults::max_sessions(),
+            max_sessions_per_principal: defaults::max_sessions_per_principal(),
+            idle_timeout: defaults::idle_timeout(),
+            lease_timeout: defaults::lease_timeout(),
+        }
+    }
+}
+
+/// Caching hints (`ttlMs`, `cacheScope`) put on cacheable results, and how
+/// long redmark itself keeps list results (until a list-changed notification).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    #[serde(default = "defaults::cache_ttl", with = "humantime_serde")]
+    pub ttl: Duration,
+    /// `public` or `private`; default: `private` when `[auth]` is set, else `public`.
+    #[serde(default)]
+    pub scope: Option<CacheScope>,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            ttl: defaults::cache_ttl(),
+            scope: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
+}
+
+mod defaults {
+    use std::time::Duration;
+    pub fn max_body_bytes() -> usize {
+        4 * 1024 * 1024
+    }
+    pub fn shutdown_grace() -> Duration {
+        Duration::from_secs(10)
+    }
+    pub fn keepalive() -> Duration {
+        Duration::from_secs(15)
+    }
+    pub fn max_connections() -> usize {
+        4096
+    }
+    pub fn init_timeout() -> Duration {
+        Duration::from_secs(20)
+    }
+    pub fn request_timeout() -> Duration {
+        Duration::from_secs(60)
+    }
+    pub fn call_timeout() -> Duration {
+        Duration::from_secs(300)
+    }
+    pub fn max_message_bytes() -> usize {
+        16 * 1024 * 1024
+    }
+    pub fn max_sessions() -> usize {
+        64
+    }
+    pub fn max_sessions_per_principal() -> usize {
+        16
+    }
+    pub fn idle_timeout() -> Duration {
+        Duration::from_secs(300)
+    }
+    pub fn lease_timeout() -> Duration {
+        Duration::from_secs(30)
+    }
+    pub fn cache_ttl() -> Duration {
+        Duration::from_secs(60)
+    }
+}
+
+/// The upstream of a route after checking: exactly one transport.
+#[derive(Debug, Clone)]
+pub enum UpstreamTarget {
+    Stdio {
+        program: PathBuf,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: PathBuf,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Config {
+    /// Reads and checks a config file; every problem found is reported.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: file.clone(),
+                line: 0,
+                column: 0,
+                message: format!("cannot read: {e}"),
+            }])
+        })?;
+        let base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
+        Config::parse(&text, &file, base_dir)
+    }
+
+    pub fn parse(text: &str, file: &str, base_dir: PathBuf) -> Result<Config, ConfigErrors> {
+        let locate = |span: Option<std::ops::Range<usize>>, message: String| {
+            let (line, column) = span.map_or((0, 0), |s| line_col(text, s.start));
+            ConfigError {
+                file: file.to_owned(),
+                line,
+                column,
+                message,
+            }
+        };
+        let mut config: Config = toml::from_str(text)
+            .map_err(|e| ConfigErrors(vec![locate(e.span(), e.message().trim().to_owned())]))?;
+        config.base_dir = base_dir;
+        let problems: Vec<ConfigError> = config
+            .problems()
+            .into_iter()
+            .map(|(span, message)| locate(Some(span), message))
+            .collect();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigErrors(problems))
+        }
+    }
+
+    /// Semantic checks serde cannot express, each with the span it concerns.
+    fn problems(&self) -> Vec<(std::ops::Range<usize>, String)> {
+        let mut out = Vec::new();
+        for addr in std::iter::once(&self.server.listen).chain(self.server.admin.as_ref()) {
+            if addr.get_ref().parse::<SocketAddr>().is_err() {
+                out.push((addr.span(), format!("`{}` is not an address like 127.0.0.1:8080", addr.get_ref())));
+            }
+        }
+        if self.server.max_body_bytes == 0 {
+            out.push((self.server.listen.span(), "max_body_bytes must be positive".into()));
+        }
+        if let Some(auth) = &self.auth {
+            for key in &auth.api_key {
+                let k = key.get_ref();
+                if k.sha256.len() != 64 || hex::decode(&k.sha256).is_err() {
+                    out.push((key.span(), format!("api_key for `{}`: sha256 must be 64 hex digits", k.principal)));
+                }
+                if k.principal.trim().is_empty() {
+                    out.push((key.span(), "api_key: principal must not be empty".into()));
+                }
+            }
+        }
+        if self.routes.is_empty() {
+            out.push((self.server.listen.span(), "no [[route]] configured".into()));
+        }
+        let mut seen_paths = std::collections::HashSet::new();
+        let mut seen_names = std::collections::HashSet::new();
+        for route in &self.routes {
+            let r = route.get_ref();
+            if !r.path.starts_with('/') {
+                out.push((route.span(), format!("route `{}`: path must start with `/`", r.name)));
+            }
+            if !seen_paths.insert(r.path.clone()) {
+                out.push((route.span(), format!("route `{}`: path `{}` is used twice", r.name, r.path)));
+            }
+            if r.name.is_empty() || !seen_names.insert(r.name.clone()) {
+                out.push((route.span(), format!("route name `{}` is empty or used twice", r.name)));
+            }
+            let up = r.upstream.get_ref();
+            match (&up.command, &up.url) {
+                (Some(_), Some(_)) => out.push((r.upstream.span(), format!("route `{}`: upstream has both `command` and `url`; choose one", r.name))),
+                (None, None) => out.push((r.upstream.span(), format!("route `{}`: upstream needs `command` (stdio) or `url` (Streamable HTTP)", r.name))),
+                (Some(cmd), None) if cmd.is_empty() => out.push((r.upstream.span(), format!("route `{}`: upstream `command` is empty", r.name))),
+                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    out.push((r.upstream.span(), format!("route `{}`: upstream url must be http:// or https://", r.name)))
+                }
+                _ => {}
+            }
+            if r.pool.max_sessions == 0 || r.pool.max_sessions_per_principal == 0 {
+                out.push((route.span(), format!("route `{}`: pool limits must be positive", r.name)));
+            }
+        }
+        out
+    }
+
+    pub fn listen_addr(&self) -> SocketAddr {
+        // `problems` has already proven it parses.
+        self.server.listen.get_ref().parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.server.admin.as_ref().and_then(|a| a.get_ref().parse().ok())
+    }
+}
+
+impl RouteConfig {
+    pub fn target(&self, base_dir: &Path) -> UpstreamTarget {
+        let up = self.upstream.get_ref();
+        match (&up.command, &up.url) {
+            (Some(cmd), _) if !cmd.is_empty() => {
+                let cwd = match &up.cwd {
+                    Some(c) if c.is_relative() => base_dir.join(c),
+                    Some(c) => c.clone(),
+                    None => base_dir.to_path_buf(),
+                };
+                let program = PathBuf::from(&cmd[0]);
+                // A relative path with a slash means "relative to the config file",
+                // not to wherever redmark happened to be started.
+                let program = if program.is_relative() && cmd[0].contains('/') {
+                    base_dir.join(program)
+                } else {
+                    program
+                };
+                UpstreamTarget::Stdio {
+                    program,
+                    args: cmd[1..].to_vec(),
+                    env: up.env.clone(),
+                    cwd,
+                }
+            }
+            (_, url) => UpstreamTarget::Http {
+                url: url.clone().unwrap_or_default(),
+                headers: up.headers.clone(),
+            },
+        }
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+admin = "127.0.0.1:9464"
+
+[[auth.api_key]]
+sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+principal = "alice"
+groups = ["facilities"]
+
+[[route]]
+name = "rooms"
+path = "/mcp/rooms"
+[route.upstream]
+command = ["python3", "server.py"]
+env = { LOG_LEVEL = "info" }
+"#;
+
+    fn parse(text: &str) -> Result<Config, ConfigErrors> {
+        Config::parse(text, "redmark.toml", PathBuf::from("/etc/redmark"))
+    }
+
+    #[test]
+    fn accepts_the_documented_shape() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.routes.len(), 1);
+        assert_eq!(c.auth.unwrap().api_key[0].get_ref().groups, vec!["facilities"]);
+        let UpstreamTarget::Stdio { program, args, cwd, env } = c.routes[0].get_ref().target(&c.base_dir) else {
+            panic!("stdio expected")
+        };
+        assert_eq!(program, PathBuf::from("python3"));
+        assert_eq!(args, vec!["server.py"]);
+        assert_eq!(cwd, PathBuf::from("/etc/redmark"));
+        assert_eq!(env["LOG_LEVEL"], "info");
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_its_line() {
+        let text = GOOD.replace("path = \"/mcp/rooms\"", "path = \"/mcp/rooms\"\npaht = 1");
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(err.0[0].line, 14, "{err}");
+        assert!(err.0[0].message.contains("paht"), "{err}");
+        assert!(err.to_string().starts_with("redmark.toml:14:"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_line() {
+        let text = GOOD.replace("command = [\"python3\", \"server.py\"]", "command = [\"x\"]\nurl = \"http://h/mcp\"");
+        let err = parse(&text).unwrap_err();
+        assert!(err.0[0].message.contains("both `command` and `url`"), "{err}");
+        assert_eq!(err.0[0].line, 14, "{err}");
+        let err = parse(&GOOD.replace("2bb80d", "zz")).unwrap_err();
+        assert!(err.0[0].message.contains("64 hex digits"), "{err}");
+        assert_eq!(err.0[0].line, 6, "{err}");
+        let err = parse(&GOOD.replace("127.0.0.1:8080", "localhost")).unwrap_err();
+        assert_eq!(err.0[0].line, 3, "{err}");
+    }
+
+    #[test]
+    fn relative_program_resolves_against_config_dir() {
+        let c = parse(&GOOD.replace("\"python3\"", "\"../bin/server\"")).unwrap();
+        let UpstreamTarget::Stdio { program, .. } = c.routes[0].get_ref().target(&c.base_dir) else { panic!() };
+        assert_eq!(program, PathBuf::from("/etc/redmark/../bin/server"));
+    }
+}

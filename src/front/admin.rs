@@ -1,0 +1,32 @@
+//! The admin listener: `/healthz` (the process answers), `/readyz` (serving,
+//! not shutting down) and `/metrics` (Prometheus text format).
+
+use std::sync::Arc;
+
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+
+use super::Gateway;
+use super::body::{self, Body};
+
+pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
+    match req.uri().path() {
+        "/healthz" => body::text(StatusCode::OK, "ok\n"),
+        "/readyz" => {
+            if *gw.shutdown_signal().borrow() {
+                body::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+            } else {
+                body::text(StatusCode::OK, "ready\n")
+            }
+        }
+        "/metrics" => {
+            let mut resp = body::text(StatusCode::OK, &gw.metrics.render());
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            );
+            resp
+        }
+        _ => body::text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}

@@ -1,0 +1,94 @@
+//! HTTP response bodies: one JSON object, or an SSE stream that relays
+//! request-scoped notifications and ends with the final response.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::sse;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// What a handler streams to the client.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A notification relayed before the final response.
+    Notification(Value),
+    /// The final JSON-RPC response; ends the exchange.
+    Final { status: StatusCode, body: Value },
+}
+
+pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+pub fn empty(status: StatusCode) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::new()).boxed_unsync());
+    *resp.status_mut() = status;
+    resp
+}
+
+pub fn text(status: StatusCode, text: &str) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(text.to_owned())).boxed_unsync());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
+
+struct SseState {
+    first: Option<Value>,
+    rx: mpsc::Receiver<Outgoing>,
+    tick: tokio::time::Interval,
+    done: bool,
+}
+
+/// An SSE response: `first`, then everything from `rx` until a final response,
+/// with keep-alive comments in between so a dead client is noticed.
+pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> Response<Body> {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let state = SseState {
+        first: Some(first),
+        rx,
+        tick,
+        done: false,
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        if let Some(first) = st.first.take() {
+            return Some((Ok::<_, Infallible>(Frame::data(sse::encode_event(&first.to_string()))), st));
+        }
+        let bytes = tokio::select! {
+            item = st.rx.recv() => match item {
+                Some(Outgoing::Notification(n)) => sse::encode_event(&n.to_string()),
+                Some(Outgoing::Final { body, .. }) => {
+                    st.done = true;
+                    sse::encode_event(&body.to_string())
+                }
+                None => return None,
+            },
+            _ = st.tick.tick() => sse::keepalive(),
+        };
+        Some((Ok(Frame::data(bytes)), st))
+    });
+    let mut resp = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // spec 2026-07-28 streamable-http.mdx "Receiving Messages": servers SHOULD
+    // send `X-Accel-Buffering: no` so proxies do not hold events back.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}

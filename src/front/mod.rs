@@ -1,0 +1,95 @@
+//! The 2026-07-28 side: a Streamable HTTP endpoint per route, where each POST
+//! is checked, authenticated and dispatched, and answered with JSON or SSE.
+
+pub mod admin;
+mod body;
+pub mod dispatch;
+pub mod http;
+mod listen;
+mod origin;
+mod relay;
+pub mod request;
+pub mod server;
+pub mod shape;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::auth::Authenticator;
+use crate::config::{CacheScope, Config};
+use crate::telemetry::metrics::Metrics;
+use crate::upstream::catalog::Catalog;
+use crate::upstream::pool::RoutePool;
+
+/// One configured route: a path on the front, a pool of sessions behind it.
+pub struct Route {
+    pub name: Arc<str>,
+    pub path: String,
+    pub pool: Arc<RoutePool>,
+    pub catalog: Arc<Catalog>,
+    pub cache_ttl: Duration,
+    pub cache_scope: CacheScope,
+}
+
+/// Everything a request handler needs, shared by all connections.
+pub struct Gateway {
+    pub routes: HashMap<String, Arc<Route>>,
+    pub auth: Authenticator,
+    pub metrics: Arc<Metrics>,
+    pub max_body_bytes: usize,
+    pub allowed_origins: Option<Vec<String>>,
+    pub sse_keepalive: Duration,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gateway {
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Arc<Self> {
+        let auth = Authenticator::from_config(config.auth.as_ref());
+        let http = reqwest::Client::builder().build().unwrap_or_default();
+        let routes = config
+            .routes
+            .iter()
+            .map(|r| {
+                let r = r.get_ref();
+                let name: Arc<str> = Arc::from(r.name.as_str());
+                let pool = RoutePool::new(name.clone(), r.target(&config.base_dir), r.upstream.get_ref().clone(), r.pool.clone(), http.clone(), metrics.clone());
+                let catalog = Catalog::new(&pool, r.cache.ttl);
+                let scope = r.cache.scope.unwrap_or(if auth.is_anonymous() { CacheScope::Public } else { CacheScope::Private });
+                let route = Route {
+                    name,
+                    path: r.path.clone(),
+                    pool,
+                    catalog,
+                    cache_ttl: r.cache.ttl,
+                    cache_scope: scope,
+                };
+                (r.path.clone(), Arc::new(route))
+            })
+            .collect();
+        Arc::new(Self {
+            routes,
+            auth,
+            metrics,
+            max_body_bytes: config.server.max_body_bytes,
+            allowed_origins: config.server.allowed_origins.clone(),
+            sse_keepalive: config.server.sse_keepalive,
+            shutdown: tokio::sync::watch::channel(false).0,
+        })
+    }
+
+    /// Changes to `true` when the gateway starts shutting down.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Tells long-lived streams (subscriptions) to finish.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Stops every pool: idle sessions end now, leased ones when returned.
+    pub fn shutdown_upstreams(&self) {
+        self.routes.values().for_each(|r| r.pool.shutdown());
+    }
+}

@@ -1,0 +1,236 @@
+//! JSON-RPC 2.0 framing shared by both sides: ids, messages and error objects.
+//!
+//! Payloads stay `serde_json::Value`: a gateway relays fields it does not know,
+//! so only the envelope is typed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A JSON-RPC request id. MCP forbids `null` ids (spec 2026-07-28
+/// `basic/index.mdx` "Requests": "the ID **MUST NOT** be `null`").
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    Number(i64),
+    String(String),
+}
+
+impl Id {
+    /// Reads an id from a raw JSON value; `None` for anything MCP does not allow.
+    pub fn from_value(value: &Value) -> Option<Id> {
+        match value {
+            Value::Number(n) => n.as_i64().map(Id::Number),
+            Value::String(s) => Some(Id::String(s.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        match self {
+            Id::Number(n) => Value::from(*n),
+            Id::String(s) => Value::from(s.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Id::Number(n) => write!(f, "{n}"),
+            Id::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// The `error` member of a JSON-RPC error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
+/// Standard JSON-RPC and MCP error codes (spec 2026-07-28 `basic/index.mdx`, "Error Codes").
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    pub const HEADER_MISMATCH: i64 = -32020;
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// Resource not found in 2025-11-25 and earlier; 2026-07-28 uses -32602 instead.
+    pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+}
+
+/// One message read from a peer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: Id,
+        outcome: Result<Value, ErrorObject>,
+    },
+}
+
+/// Why a JSON value is not a JSON-RPC message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("a JSON-RPC message must be a JSON object")]
+    NotAnObject,
+    #[error("`jsonrpc` must be \"2.0\"")]
+    WrongVersion,
+    #[error("`method` must be a string")]
+    BadMethod,
+    #[error("`id` must be a string or an integer")]
+    BadId,
+    #[error("`params` must be an object")]
+    BadParams,
+    #[error("a response must carry exactly one of `result` and `error`")]
+    BadResponse,
+}
+
+impl Message {
+    /// Classifies a parsed JSON value as a request, notification or response.
+    pub fn from_value(value: Value) -> Result<Message, FramingError> {
+        let Value::Object(mut obj) = value else {
+            return Err(FramingError::NotAnObject);
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(FramingError::WrongVersion);
+        }
+        let id = match obj.remove("id") {
+            None => None,
+            Some(raw) => Some(Id::from_value(&raw).ok_or(FramingError::BadId)?),
+        };
+        if let Some(method) = obj.remove("method") {
+            let Value::String(method) = method else {
+                return Err(FramingError::BadMethod);
+            };
+            let params = match obj.remove("params") {
+                None | Some(Value::Null) => None,
+                Some(p @ Value::Object(_)) => Some(p),
+                Some(_) => return Err(FramingError::BadParams),
+            };
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            });
+        }
+        let id = id.ok_or(FramingError::BadId)?;
+        let outcome = match (obj.remove("result"), obj.remove("error")) {
+            (Some(result), None) => Ok(result),
+            (None, Some(error)) => {
+                Err(serde_json::from_value(error).map_err(|_| FramingError::BadResponse)?)
+            }
+            _ => return Err(FramingError::BadResponse),
+        };
+        Ok(Message::Response { id, outcome })
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("jsonrpc".into(), "2.0".into());
+        match self {
+            Message::Request { id, method, params } => {
+                obj.insert("id".into(), id.to_value());
+                obj.insert("method".into(), method.clone().into());
+                if let Some(p) = params {
+                    obj.insert("params".into(), p.clone());
+                }
+            }
+            Message::Notification { method, params } => {
+                obj.insert("method".into(), method.clone().into());
+                if let Some(p) = params {
+                    obj.insert("params".into(), p.clone());
+                }
+            }
+            Message::Response { id, outcome } => {
+                obj.insert("id".into(), id.to_value());
+                match outcome {
+                    Ok(result) => obj.insert("result".into(), result.clone()),
+                    Err(error) => obj.insert("error".into(), error_value(error)),
+                };
+            }
+        }
+        Value::Object(obj)
+    }
+}
+
+fn error_value(error: &ErrorObject) -> Value {
+    serde_json::to_value(error).unwrap_or_else(|_| serde_json::json!({"code": error.code, "message": error.message}))
+}
+
+/// A JSON-RPC error response; `id` is `None` only when the request id could not be read.
+pub fn error_response(id: Option<&Id>, error: &ErrorObject) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    if let Some(id) = id {
+        obj.insert("id".into(), id.to_value());
+    }
+    obj.insert("error".into(), error_value(error));
+    Value::Object(obj)
+}
+
+pub fn result_response(id: &Id, result: Value) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn classifies_messages() {
+        let req = Message::from_value(json!({"jsonrpc":"2.0","id":"a","method":"m","params":{}})).unwrap();
+        assert!(matches!(req, Message::Request { id: Id::String(ref s), .. } if s == "a"));
+        let note = Message::from_value(json!({"jsonrpc":"2.0","method":"n"})).unwrap();
+        assert!(matches!(note, Message::Notification { .. }));
+        let resp = Message::from_value(json!({"jsonrpc":"2.0","id":3,"result":{}})).unwrap();
+        assert_eq!(resp, Message::Response { id: Id::Number(3), outcome: Ok(json!({})) });
+        let err = Message::from_value(json!({"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}})).unwrap();
+        assert!(matches!(err, Message::Response { outcome: Err(ErrorObject { code: -1, .. }), .. }));
+    }
+
+    #[test]
+    fn rejects_what_mcp_forbids() {
+        assert_eq!(Message::from_value(json!([1])), Err(FramingError::NotAnObject));
+        assert_eq!(Message::from_value(json!({"jsonrpc":"1.0","id":1,"method":"m"})), Err(FramingError::WrongVersion));
+        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":null,"method":"m"})), Err(FramingError::BadId));
+        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1.5,"method":"m"})), Err(FramingError::BadId));
+        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1,"method":"m","params":[1]})), Err(FramingError::BadParams));
+        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1,"result":1,"error":{}})), Err(FramingError::BadResponse));
+    }
+
+    #[test]
+    fn round_trips() {
+        let m = Message::Response { id: Id::String("x".into()), outcome: Err(ErrorObject::new(-32601, "nope")) };
+        assert_eq!(Message::from_value(m.to_value()).unwrap(), m);
+    }
+}

@@ -1,0 +1,122 @@
+//! The `redmark` command: parse the command line, load the config, set up
+//! logging, and hand over to the library.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use redmark::config::Config;
+use redmark::telemetry::logging::{self, LogFormat};
+
+/// redmark: an MCP gateway that lets 2026-07-28 hosts use legacy MCP servers,
+/// including the questions (elicitations) those servers push mid-call.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Log format on stderr (filter with RUST_LOG, e.g. RUST_LOG=redmark=debug).
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve {
+        /// The gateway config file (TOML).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Listen here instead of `[server] listen` (port 0 picks a free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Check a config file and exit: non-zero, with file:line messages, on any error.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Print the SHA-256 to put in `[[auth.api_key]] sha256` for an API key read from stdin.
+    HashKey,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    match cli.command {
+        Command::Check { config } => match Config::load(&config) {
+            Ok(c) => {
+                println!("{}: ok ({} route(s))", config.display(), c.routes.len());
+                ExitCode::SUCCESS
+            }
+            Err(errors) => {
+                eprintln!("{errors}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::HashKey => {
+            let mut key = String::new();
+            if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
+                eprintln!("write the API key on stdin, e.g.: printf %s \"$KEY\" | redmark hash-key");
+                return ExitCode::FAILURE;
+            }
+            println!("{}", redmark::auth::key_digest_hex(key.trim()));
+            ExitCode::SUCCESS
+        }
+        Command::Serve { config, listen } => match serve(config, listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("redmark: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn serve(path: PathBuf, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+    let mut config = Config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(addr) = listen {
+        config.server.listen = toml::Spanned::new(0..0, addr.to_string());
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let mut running = redmark::start(config).await?;
+        // Tests and scripts read the bound address from this line.
+        println!("redmark listening on http://{}", running.addr);
+        if let Some(admin) = running.admin_addr {
+            println!("redmark admin on http://{admin}");
+        }
+        let stop = running.take_stop();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            if let Some(stop) = stop {
+                let _ = stop.send(());
+            }
+        });
+        running.wait().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

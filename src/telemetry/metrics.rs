@@ -1,0 +1,116 @@
+//! Prometheus metrics served on the admin listener.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: String,
+    pub method: String,
+    /// `ok` or the `data.reason` of the error returned.
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub route: String,
+    pub method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SessionLabels {
+    pub route: String,
+    pub state: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<MethodLabels, Histogram>,
+    sessions: Family<SessionLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("redmark");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("requests", "Client requests by route, method and outcome", requests.clone());
+        let duration = Family::<MethodLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 16)));
+        registry.register(
+            "request_duration_seconds",
+            "Time to answer a client request (in the spirit of mcp.server.operation.duration)",
+            duration.clone(),
+        );
+        let sessions = Family::<SessionLabels, Gauge>::default();
+        registry.register("upstream_sessions", "Upstream legacy sessions by route and state (idle, leased)", sessions.clone());
+        Self {
+            registry,
+            requests,
+            duration,
+            sessions,
+        }
+    }
+
+    pub fn record_request(&self, route: &str, method: &str, outcome: &str, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.into(),
+                method: method.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+        self.duration
+            .get_or_create(&MethodLabels {
+                route: route.into(),
+                method: method.into(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn set_sessions(&self, route: &str, idle: usize, leased: usize) {
+        for (state, n) in [("idle", idle), ("leased", leased)] {
+            self.sessions
+                .get_or_create(&SessionLabels {
+                    route: route.into(),
+                    state: state.into(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_requests_and_sessions() {
+        let m = Metrics::new();
+        m.record_request("rooms", "tools/list", "ok", 0.01);
+        m.set_sessions("rooms", 2, 1);
+        let text = m.render();
+        assert!(text.contains(r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#), "{text}");
+        assert!(text.contains(r#"redmark_upstream_sessions{route="rooms",state="idle"} 2"#), "{text}");
+        assert!(text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#), "{text}");
+    }
+}

@@ -1,0 +1,115 @@
+//! What redmark remembers of a route's server: list results (until their TTL
+//! or a list-changed notice) and the `initialize` answer per profile, so
+//! `server/discover` and repeated lists do not each cost a round trip.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::pool::{PoolKey, RoutePool};
+use super::profile::Profile;
+use super::session::InitInfo;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ListKey {
+    pool: PoolKey,
+    method: String,
+    cursor: Option<String>,
+}
+
+pub struct Catalog {
+    ttl: Duration,
+    lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
+    init: Mutex<HashMap<Profile, InitInfo>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The list methods a list-changed notice makes stale.
+fn stale_methods(notice: &str) -> &'static [&'static str] {
+    match notice {
+        "notifications/tools/list_changed" => &["tools/list"],
+        "notifications/prompts/list_changed" => &["prompts/list"],
+        "notifications/resources/list_changed" => &["resources/list", "resources/templates/list"],
+        _ => &[],
+    }
+}
+
+impl Catalog {
+    /// A catalog kept fresh by the pool's notices.
+    pub fn new(pool: &Arc<RoutePool>, ttl: Duration) -> Arc<Self> {
+        let catalog = Arc::new(Self {
+            ttl,
+            lists: Mutex::new(HashMap::new()),
+            init: Mutex::new(HashMap::new()),
+        });
+        let mut notices = pool.notices();
+        let weak = Arc::downgrade(&catalog);
+        tokio::spawn(async move {
+            loop {
+                let notice = match notices.recv().await {
+                    Ok(n) => n,
+                    // Missed notices might have been list changes: forget everything.
+                    Err(RecvError::Lagged(_)) => {
+                        let Some(c) = weak.upgrade() else { return };
+                        lock(&c.lists).clear();
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                };
+                let Some(c) = weak.upgrade() else { return };
+                c.invalidate(stale_methods(&notice.method));
+            }
+        });
+        catalog
+    }
+
+    pub fn invalidate(&self, methods: &[&str]) {
+        if methods.is_empty() {
+            return;
+        }
+        lock(&self.lists).retain(|k, _| !methods.contains(&k.method.as_str()));
+    }
+
+    pub fn list(&self, pool: &PoolKey, method: &str, cursor: Option<&str>) -> Option<Value> {
+        let key = ListKey {
+            pool: pool.clone(),
+            method: method.into(),
+            cursor: cursor.map(str::to_owned),
+        };
+        let mut lists = lock(&self.lists);
+        match lists.get(&key) {
+            Some((v, at)) if at.elapsed() < self.ttl => Some(v.clone()),
+            Some(_) => {
+                lists.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn put_list(&self, pool: &PoolKey, method: &str, cursor: Option<&str>, result: Value) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let key = ListKey {
+            pool: pool.clone(),
+            method: method.into(),
+            cursor: cursor.map(str::to_owned),
+        };
+        lock(&self.lists).insert(key, (result, Instant::now()));
+    }
+
+    pub fn init(&self, profile: &Profile) -> Option<InitInfo> {
+        lock(&self.init).get(profile).cloned()
+    }
+
+    pub fn put_init(&self, profile: Profile, info: InitInfo) {
+        lock(&self.init).insert(profile, info);
+    }
+}

@@ -1,0 +1,12 @@
+//! The legacy side: sessions to MCP servers that speak 2024-11-05 to
+//! 2025-11-25 over stdio or Streamable HTTP, initialized per capability
+//! profile and leased one operation at a time.
+
+pub mod catalog;
+mod error;
+pub mod pool;
+pub mod profile;
+pub mod session;
+pub mod transport;
+
+pub use error::UpstreamError;

@@ -1,0 +1,389 @@
+//! One legacy MCP session: the `initialize` handshake declaring exactly one
+//! capability profile, request/response correlation, and the routing of what
+//! the server sends: responses to their waiters, request-scoped traffic
+//! (progress, log messages, pushed requests) to the one call in flight, and
+//! list-changed notices to the route.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::UpstreamError;
+use super::transport::{Inbound, Link};
+use crate::jsonrpc::{ErrorObject, Id, Message, code};
+use crate::upstream::profile::Profile;
+
+/// Legacy protocol versions redmark speaks to servers, newest first
+/// (spec 2025-11-25 `basic/lifecycle.mdx` "Version Negotiation").
+pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Depth of a call's event queue. Pushed requests wait for room; progress and
+/// log notifications beyond it are dropped (and logged) rather than buffered forever.
+const CALL_QUEUE_DEPTH: usize = 64;
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// What the server told us in `initialize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitInfo {
+    pub protocol_version: String,
+    pub capabilities: Value,
+    pub server_info: Value,
+    pub instructions: Option<String>,
+}
+
+/// Request-scoped traffic for the call in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallEvent {
+    /// `notifications/progress`, `notifications/message`, `notifications/cancelled`, ...
+    Notification { method: String, params: Option<Value> },
+    /// A pushed request (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...).
+    ServerRequest { id: Id, method: String, params: Option<Value> },
+}
+
+/// Route-wide notices: list changes and resource updates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub method: String,
+    pub params: Option<Value>,
+}
+
+type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
+
+struct State {
+    pending: Mutex<HashMap<i64, Waiter>>,
+    call_sink: Mutex<Option<mpsc::Sender<CallEvent>>>,
+    alive: AtomicBool,
+    /// A call was abandoned mid-flight: late traffic for it could be mistaken
+    /// for another operation's, so the session is not reused.
+    tainted: AtomicBool,
+    lost_reason: Mutex<Option<String>>,
+    next_id: AtomicI64,
+}
+
+pub struct Session {
+    pub local_id: u64,
+    pub route: Arc<str>,
+    pub profile: Profile,
+    pub init: InitInfo,
+    pub created: Instant,
+    outbound: mpsc::Sender<Value>,
+    state: Arc<State>,
+    upstream_session_id: Arc<Mutex<Option<String>>>,
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("local_id", &self.local_id).field("route", &self.route).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Session {
+    /// Runs the legacy handshake over a fresh transport.
+    pub async fn start(
+        link: Link,
+        route: Arc<str>,
+        profile: Profile,
+        notices: broadcast::Sender<Notice>,
+        init_timeout: Duration,
+    ) -> Result<Arc<Session>, UpstreamError> {
+        let Link {
+            outbound,
+            inbound,
+            session_id,
+            protocol_version,
+            shutdown,
+        } = link;
+        let state = Arc::new(State {
+            pending: Mutex::new(HashMap::new()),
+            call_sink: Mutex::new(None),
+            alive: AtomicBool::new(true),
+            tainted: AtomicBool::new(false),
+            lost_reason: Mutex::new(None),
+            next_id: AtomicI64::new(1),
+        });
+        tokio::spawn(dispatch(inbound, state.clone(), outbound.clone(), notices, route.clone()));
+
+        let local_id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+        let mut session = Session {
+            local_id,
+            route,
+            profile,
+            init: InitInfo {
+                protocol_version: String::new(),
+                capabilities: json!({}),
+                server_info: json!({}),
+                instructions: None,
+            },
+            created: Instant::now(),
+            outbound,
+            state,
+            upstream_session_id: session_id,
+            shutdown: Mutex::new(Some(shutdown)),
+        };
+        let params = json!({
+            "protocolVersion": LEGACY_VERSIONS[0],
+            "capabilities": profile.initialize_capabilities(),
+            "clientInfo": {"name": "redmark", "title": "redmark MCP gateway", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = match session.request("initialize", Some(params), init_timeout).await? {
+            Ok(result) => result,
+            Err(e) => return Err(UpstreamError::Unavailable(format!("initialize was refused: {} ({})", e.message, e.code))),
+        };
+        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+        // spec 2025-11-25 lifecycle.mdx "Version Negotiation": a client that does not
+        // support the server's version SHOULD disconnect.
+        if !LEGACY_VERSIONS.contains(&version.as_str()) {
+            session.close();
+            return Err(UpstreamError::Incompatible(version));
+        }
+        *lock(&protocol_version) = Some(version.clone());
+        session.init = InitInfo {
+            protocol_version: version,
+            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            server_info: result.get("serverInfo").cloned().unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
+            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+        };
+        // spec 2025-11-25 lifecycle.mdx "Initialization": "the client MUST send an initialized notification".
+        session.notify("notifications/initialized", None).await?;
+        Ok(Arc::new(session))
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.state.alive.load(Ordering::Acquire)
+    }
+
+    /// Alive and never left with a half-finished call.
+    pub fn is_reusable(&self) -> bool {
+        self.is_alive() && !self.state.tainted.load(Ordering::Acquire)
+    }
+
+    pub fn upstream_session_id(&self) -> Option<String> {
+        lock(&self.upstream_session_id).clone()
+    }
+
+    fn lost(&self) -> UpstreamError {
+        UpstreamError::Lost(lock(&self.state.lost_reason).clone().unwrap_or_else(|| "the session closed".into()))
+    }
+
+    async fn send(&self, msg: Message) -> Result<(), UpstreamError> {
+        if !self.is_alive() {
+            return Err(self.lost());
+        }
+        self.outbound.send(msg.to_value()).await.map_err(|_| self.lost())
+    }
+
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
+        self.send(Message::Notification { method: method.into(), params }).await
+    }
+
+    /// Answers a request the server pushed.
+    pub async fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) -> Result<(), UpstreamError> {
+        self.send(Message::Response { id, outcome }).await
+    }
+
+    fn register(&self) -> (i64, oneshot::Receiver<Result<Value, ErrorObject>>) {
+        let id = self.state.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.state.pending).insert(id, tx);
+        (id, rx)
+    }
+
+    /// A request that involves no person: waits at most `timeout`.
+    pub async fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+        let (id, rx) = self.register();
+        self.send(Message::Request { id: Id::Number(id), method: method.into(), params }).await?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(_)) => Err(self.lost()),
+            Err(_) => {
+                lock(&self.state.pending).remove(&id);
+                self.cancel(id, "redmark: request timed out");
+                Err(UpstreamError::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Starts the one call of this lease; its request-scoped traffic arrives on the returned [`Call`].
+    pub async fn call(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Call, UpstreamError> {
+        let (events_tx, events_rx) = mpsc::channel(CALL_QUEUE_DEPTH);
+        *lock(&self.state.call_sink) = Some(events_tx);
+        let (id, response) = self.register();
+        if let Err(e) = self.send(Message::Request { id: Id::Number(id), method: method.into(), params }).await {
+            lock(&self.state.call_sink).take();
+            return Err(e);
+        }
+        Ok(Call {
+            upstream_id: id,
+            events: events_rx,
+            response,
+            session: self.clone(),
+            finished: false,
+        })
+    }
+
+    /// Tells the server to stop working on one of our requests (never `initialize`).
+    fn cancel(&self, id: i64, reason: &str) {
+        let msg = Message::Notification {
+            method: "notifications/cancelled".into(),
+            params: Some(json!({"requestId": id, "reason": reason})),
+        };
+        // Best effort from synchronous contexts (drop): a full queue means the
+        // session is in trouble anyway, and it is retired below.
+        let _ = self.outbound.try_send(msg.to_value());
+        self.state.tainted.store(true, Ordering::Release);
+    }
+
+    /// Ends the session: closes stdin / deletes the HTTP session.
+    pub fn close(&self) {
+        self.state.alive.store(false, Ordering::Release);
+        if let Some(tx) = lock(&self.shutdown).take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// What a call produced next.
+#[derive(Debug)]
+pub enum CallStep {
+    Event(CallEvent),
+    Done(Result<Value, ErrorObject>),
+    Lost(UpstreamError),
+}
+
+/// The call in flight on a leased session.
+pub struct Call {
+    pub upstream_id: i64,
+    events: mpsc::Receiver<CallEvent>,
+    response: oneshot::Receiver<Result<Value, ErrorObject>>,
+    session: Arc<Session>,
+    finished: bool,
+}
+
+impl Call {
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// The next event, or the final answer. The dispatcher queues events before
+    /// it hands over the response, so polling events first (`biased`) delivers
+    /// everything the server sent before its answer, in order.
+    pub async fn next(&mut self) -> CallStep {
+        if self.finished {
+            return CallStep::Lost(UpstreamError::Lost("the call already ended".into()));
+        }
+        tokio::select! {
+            biased;
+            Some(ev) = self.events.recv() => CallStep::Event(ev),
+            outcome = &mut self.response => {
+                self.finish();
+                match outcome {
+                    Ok(o) => CallStep::Done(o),
+                    Err(_) => CallStep::Lost(self.session.lost()),
+                }
+            }
+        }
+    }
+
+    /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
+    pub fn cancel(mut self, reason: &str) {
+        if !self.finished {
+            self.session.cancel(self.upstream_id, reason);
+            self.finish();
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        lock(&self.session.state.call_sink).take();
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.session.cancel(self.upstream_id, "redmark: the client went away");
+            self.finish();
+        }
+    }
+}
+
+async fn dispatch(
+    mut inbound: mpsc::Receiver<Inbound>,
+    state: Arc<State>,
+    outbound: mpsc::Sender<Value>,
+    notices: broadcast::Sender<Notice>,
+    route: Arc<str>,
+) {
+    let reason = loop {
+        let Some(item) = inbound.recv().await else {
+            break "the transport ended".to_owned();
+        };
+        let msg = match item {
+            Inbound::Message(m) => m,
+            Inbound::Closed(why) => break why,
+        };
+        match msg {
+            Message::Response { id: Id::Number(n), outcome } => {
+                if let Some(waiter) = lock(&state.pending).remove(&n) {
+                    let _ = waiter.send(outcome);
+                }
+            }
+            Message::Response { .. } => {}
+            Message::Request { id, method, .. } if method == "ping" => {
+                let _ = outbound.send(Message::Response { id, outcome: Ok(json!({})) }.to_value()).await;
+            }
+            Message::Request { id, method, params } => {
+                let sink = lock(&state.call_sink).clone();
+                let delivered = match sink {
+                    Some(sink) => sink.send(CallEvent::ServerRequest { id: id.clone(), method: method.clone(), params }).await.is_ok(),
+                    None => false,
+                };
+                if !delivered {
+                    // spec 2025-11-25 SEP-2260: server requests belong to a client
+                    // request; with none in flight there is nobody to ask.
+                    tracing::info!(route = %route, %method, "upstream pushed a request with no call in flight; refused");
+                    let err = ErrorObject::new(code::INTERNAL_ERROR, format!("redmark: no client request is in flight to carry `{method}`"))
+                        .with_data(json!({"reason": "no_request_in_flight"}));
+                    let _ = outbound.send(Message::Response { id, outcome: Err(err) }.to_value()).await;
+                }
+            }
+            Message::Notification { method, params } => {
+                if method.ends_with("/list_changed") || method == "notifications/resources/updated" {
+                    let _ = notices.send(Notice { method, params });
+                    continue;
+                }
+                let sink = lock(&state.call_sink).clone();
+                match sink {
+                    Some(sink) => {
+                        if sink.try_send(CallEvent::Notification { method: method.clone(), params }).is_err() {
+                            tracing::warn!(route = %route, %method, "call event queue full; notification dropped");
+                        }
+                    }
+                    None => tracing::debug!(route = %route, %method, "upstream notification outside any call"),
+                }
+            }
+        }
+    };
+    state.alive.store(false, Ordering::Release);
+    tracing::info!(route = %route, reason = %reason, "upstream session lost");
+    *lock(&state.lost_reason) = Some(reason);
+    // Dropping the waiters tells every caller the session is gone.
+    lock(&state.pending).clear();
+    lock(&state.call_sink).take();
+}

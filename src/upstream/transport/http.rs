@@ -1,0 +1,277 @@
+//! A legacy Streamable HTTP server (spec 2025-06-18/2025-11-25
+//! `basic/transports.mdx` "Streamable HTTP"): every message is a POST whose
+//! answer is JSON or an SSE stream, the session id rides in `Mcp-Session-Id`,
+//! and a standalone GET stream carries what the server sends outside a POST.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Inbound, Link, QUEUE_DEPTH};
+use crate::jsonrpc::{ErrorObject, Id, Message, code};
+use crate::sse;
+use crate::upstream::UpstreamError;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+#[derive(Clone)]
+struct Shared {
+    client: reqwest::Client,
+    url: String,
+    extra: HeaderMap,
+    session_id: Arc<Mutex<Option<String>>>,
+    protocol_version: Arc<Mutex<Option<String>>>,
+    inbound: mpsc::Sender<Inbound>,
+    max_message_bytes: usize,
+    route: Arc<str>,
+}
+
+pub fn connect(
+    client: reqwest::Client,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    route: Arc<str>,
+    max_message_bytes: usize,
+) -> Result<Link, UpstreamError> {
+    let mut extra = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
+        let value = HeaderValue::from_str(v).map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
+        extra.insert(name, value);
+    }
+    let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
+    let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
+    let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
+    let shared = Shared {
+        client,
+        url: url.to_owned(),
+        extra,
+        session_id: Arc::new(Mutex::new(None)),
+        protocol_version: Arc::new(Mutex::new(None)),
+        inbound: in_tx,
+        max_message_bytes,
+        route,
+    };
+    let link = Link {
+        outbound: out_tx,
+        inbound: in_rx,
+        session_id: shared.session_id.clone(),
+        protocol_version: shared.protocol_version.clone(),
+        shutdown: shutdown_tx,
+    };
+
+    tokio::spawn(async move {
+        let mut get_stream: Option<tokio::task::JoinHandle<()>> = None;
+        loop {
+            tokio::select! {
+                msg = out_rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    let method = msg.get("method").and_then(Value::as_str).unwrap_or_default();
+                    let is_initialized = method == "notifications/initialized";
+                    if method == "initialize" || is_initialized {
+                        // The handshake is ordered: the session id comes back on
+                        // initialize's answer and every later POST needs it.
+                        shared.post(msg).await;
+                    } else {
+                        // Everything else runs concurrently: a call whose answer is
+                        // a plain JSON body stays open while the answers to its
+                        // pushed questions are POSTed.
+                        let shared = shared.clone();
+                        tokio::spawn(async move { shared.post(msg).await });
+                    }
+                    if is_initialized && get_stream.is_none() {
+                        get_stream = shared.open_standalone_stream().await;
+                    }
+                }
+                _ = &mut shutdown_rx => break,
+            }
+        }
+        if let Some(task) = get_stream {
+            task.abort();
+        }
+        shared.end_session().await;
+    });
+    Ok(link)
+}
+
+impl Shared {
+    fn headers(&self, accept: &'static str) -> HeaderMap {
+        let mut h = self.extra.clone();
+        h.insert(ACCEPT, HeaderValue::from_static(accept));
+        if let Some(id) = lock(&self.session_id).as_deref().and_then(|s| HeaderValue::from_str(s).ok()) {
+            h.insert(SESSION_HEADER, id);
+        }
+        if let Some(v) = lock(&self.protocol_version).as_deref().and_then(|s| HeaderValue::from_str(s).ok()) {
+            h.insert(VERSION_HEADER, v);
+        }
+        h
+    }
+
+    async fn closed(&self, why: String) {
+        let _ = self.inbound.send(Inbound::Closed(why)).await;
+    }
+
+    /// Fails one request locally, so its caller hears why instead of waiting.
+    async fn fail_request(&self, id: Option<Id>, error: ErrorObject) {
+        if let Some(id) = id {
+            let _ = self.inbound.send(Inbound::Message(Message::Response { id, outcome: Err(error) })).await;
+        }
+    }
+
+    async fn post(&self, msg: Value) {
+        let request_id = msg.get("method").and(msg.get("id")).and_then(Id::from_value);
+        let is_initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+        let had_session = lock(&self.session_id).is_some();
+        let mut headers = self.headers("application/json, text/event-stream");
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let resp = match self.client.post(&self.url).headers(headers).body(msg.to_string()).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.closed(format!("POST {} failed: {e}", self.url)).await;
+                return;
+            }
+        };
+        let status = resp.status();
+        if is_initialize {
+            if let Some(id) = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+                *lock(&self.session_id) = Some(id.to_owned());
+            }
+        }
+        // spec 2025-06-18 transports.mdx "Session Management": a 404 for a
+        // request carrying a session id means the session is gone.
+        if status == reqwest::StatusCode::NOT_FOUND && had_session {
+            self.closed("the server ended the HTTP session (404)".into()).await;
+            return;
+        }
+        if status == reqwest::StatusCode::ACCEPTED {
+            return;
+        }
+        if !status.is_success() {
+            let body = read_limited(resp, 4096).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body);
+            // Some servers (server-everything among them) answer an unknown or
+            // expired session with 400 instead of 404.
+            if had_session && status == reqwest::StatusCode::BAD_REQUEST && text.to_ascii_lowercase().contains("session") {
+                self.closed(format!("the server no longer knows the HTTP session: {}", text.trim())).await;
+                return;
+            }
+            // A JSON-RPC error body is the server's own answer: pass it on as is.
+            if let Ok(Message::Response { id, outcome: Err(e) }) = serde_json::from_slice::<Value>(&body).map_err(|_| ()).and_then(|v| Message::from_value(v).map_err(|_| ())) {
+                let _ = self.inbound.send(Inbound::Message(Message::Response { id, outcome: Err(e) })).await;
+                return;
+            }
+            self.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, format!("upstream HTTP {status}: {}", text.trim()))).await;
+            return;
+        }
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let this = self.clone();
+        // Bodies are read concurrently: a tool call's SSE stream stays open while
+        // the answers to its pushed questions are POSTed.
+        tokio::spawn(async move {
+            if is_sse {
+                this.pump_sse(resp, request_id).await;
+            } else {
+                match read_limited(resp, this.max_message_bytes).await {
+                    Ok(body) if body.is_empty() => {}
+                    Ok(body) => this.deliver(&body).await,
+                    Err(e) => this.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e)).await,
+                }
+            }
+        });
+    }
+
+    async fn deliver(&self, data: &[u8]) {
+        match serde_json::from_slice::<Value>(data).map_err(|e| e.to_string()).and_then(|v| Message::from_value(v).map_err(|e| e.to_string())) {
+            Ok(msg) => {
+                let _ = self.inbound.send(Inbound::Message(msg)).await;
+            }
+            Err(e) => tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC"),
+        }
+    }
+
+    async fn pump_sse(&self, resp: reqwest::Response, request_id: Option<Id>) {
+        let mut decoder = sse::Decoder::new(self.max_message_bytes);
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(route = %self.route, error = %e, "upstream SSE stream broke");
+                    break;
+                }
+            };
+            match decoder.feed(&chunk) {
+                Ok(events) => {
+                    for ev in events.into_iter().filter(|e| !e.data.trim().is_empty()) {
+                        self.deliver(ev.data.as_bytes()).await;
+                    }
+                }
+                Err(e) => {
+                    self.fail_request(request_id.clone(), ErrorObject::new(code::INTERNAL_ERROR, e.to_string())).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Opens the GET stream before any call, so pushes a server sends there
+    /// (for example without `relatedRequestId`) are not lost.
+    async fn open_standalone_stream(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let resp = self.client.get(&self.url).headers(self.headers("text/event-stream")).send().await.ok()?;
+        if !resp.status().is_success() {
+            // 405: the server offers no standalone stream, which is allowed.
+            return None;
+        }
+        let this = self.clone();
+        Some(tokio::spawn(async move {
+            this.pump_sse(resp, None).await;
+            let mut failures = 0u32;
+            // Servers may close the stream at any time; reopen it while the session lives.
+            while failures < 5 && !this.inbound.is_closed() {
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(failures + 1))).await;
+                match this.client.get(&this.url).headers(this.headers("text/event-stream")).send().await {
+                    Ok(resp) if resp.status().is_success() => {
+                        failures = 0;
+                        this.pump_sse(resp, None).await;
+                    }
+                    _ => failures += 1,
+                }
+            }
+        }))
+    }
+
+    async fn end_session(&self) {
+        if lock(&self.session_id).is_none() {
+            return;
+        }
+        // spec 2025-06-18 transports.mdx "Session Management": clients SHOULD DELETE the session they no longer need.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.delete(&self.url).headers(self.headers("application/json")).send()).await;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("reading upstream body: {e}"))?;
+        if out.len() + chunk.len() > limit {
+            return Err(format!("upstream message larger than {limit} bytes"));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}

@@ -1,0 +1,34 @@
+//! Byte transports to legacy servers. A transport moves JSON-RPC messages in
+//! both directions and reports when the peer is gone; the session above it
+//! owns ids, correlation and the MCP lifecycle.
+
+pub mod http;
+pub mod stdio;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::Message;
+
+/// What a transport hands up to its session.
+#[derive(Debug)]
+pub enum Inbound {
+    Message(Message),
+    /// The peer is gone; no more messages will arrive.
+    Closed(String),
+}
+
+/// Queue depth between a session and its transport, in messages.
+pub const QUEUE_DEPTH: usize = 256;
+
+/// A running transport: send messages with `outbound`, receive on `inbound`.
+pub struct Link {
+    pub outbound: mpsc::Sender<Value>,
+    pub inbound: mpsc::Receiver<Inbound>,
+    /// Set once the transport knows its peer-assigned session id (HTTP only).
+    pub session_id: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The negotiated protocol version, which HTTP sends as a header.
+    pub protocol_version: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// Closes the transport (kills the process / ends the HTTP session).
+    pub shutdown: tokio::sync::oneshot::Sender<()>,
+}
