@@ -42,7 +42,12 @@ impl IntoReject for AuthError {
             AuthError::Missing => "unauthenticated",
             AuthError::Invalid => "invalid_credentials",
         };
-        Reject::new(StatusCode::UNAUTHORIZED, code::INVALID_REQUEST, reason, self.to_string())
+        Reject::new(
+            StatusCode::UNAUTHORIZED,
+            code::INVALID_REQUEST,
+            reason,
+            self.to_string(),
+        )
     }
 }
 
@@ -135,19 +140,33 @@ mod tests {
         let p = auth().authenticate(&headers("Bearer s3cret")).unwrap();
         assert_eq!(&*p.name, "alice");
         assert_eq!(&p.groups[..], ["facilities".to_string()]);
-        assert_eq!(auth().authenticate(&headers("bearer s3cret")).unwrap().name, p.name);
+        assert_eq!(
+            auth().authenticate(&headers("bearer s3cret")).unwrap().name,
+            p.name
+        );
     }
 
     #[test]
     fn refuses_missing_and_wrong_keys() {
-        assert_eq!(auth().authenticate(&HeaderMap::new()), Err(AuthError::Missing));
-        assert_eq!(auth().authenticate(&headers("Basic s3cret")), Err(AuthError::Missing));
-        assert_eq!(auth().authenticate(&headers("Bearer nope")), Err(AuthError::Invalid));
+        assert_eq!(
+            auth().authenticate(&HeaderMap::new()),
+            Err(AuthError::Missing)
+        );
+        assert_eq!(
+            auth().authenticate(&headers("Basic s3cret")),
+            Err(AuthError::Missing)
+        );
+        assert_eq!(
+            auth().authenticate(&headers("Bearer nope")),
+            Err(AuthError::Invalid)
+        );
     }
 
     #[test]
     fn no_auth_section_means_anonymous() {
-        let p = Authenticator::from_config(None).authenticate(&HeaderMap::new()).unwrap();
+        let p = Authenticator::from_config(None)
+            .authenticate(&HeaderMap::new())
+            .unwrap();
         assert_eq!(&*p.name, "anonymous");
     }
 }

@@ -259,7 +259,10 @@ impl Config {
                 message: format!("cannot read: {e}"),
             }])
         })?;
-        let base_dir = path
+        // Absolute, so a relative program path means the same thing in the
+        // child's working directory as here.
+        let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let base_dir = absolute
             .parent()
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
@@ -297,17 +300,29 @@ impl Config {
         let mut out = Vec::new();
         for addr in std::iter::once(&self.server.listen).chain(self.server.admin.as_ref()) {
             if addr.get_ref().parse::<SocketAddr>().is_err() {
-                out.push((addr.span(), format!("`{}` is not an address like 127.0.0.1:8080", addr.get_ref())));
+                out.push((
+                    addr.span(),
+                    format!("`{}` is not an address like 127.0.0.1:8080", addr.get_ref()),
+                ));
             }
         }
         if self.server.max_body_bytes == 0 {
-            out.push((self.server.listen.span(), "max_body_bytes must be positive".into()));
+            out.push((
+                self.server.listen.span(),
+                "max_body_bytes must be positive".into(),
+            ));
         }
         if let Some(auth) = &self.auth {
             for key in &auth.api_key {
                 let k = key.get_ref();
                 if k.sha256.len() != 64 || hex::decode(&k.sha256).is_err() {
-                    out.push((key.span(), format!("api_key for `{}`: sha256 must be 64 hex digits", k.principal)));
+                    out.push((
+                        key.span(),
+                        format!(
+                            "api_key for `{}`: sha256 must be 64 hex digits",
+                            k.principal
+                        ),
+                    ));
                 }
                 if k.principal.trim().is_empty() {
                     out.push((key.span(), "api_key: principal must not be empty".into()));
@@ -322,26 +337,61 @@ impl Config {
         for route in &self.routes {
             let r = route.get_ref();
             if !r.path.starts_with('/') {
-                out.push((route.span(), format!("route `{}`: path must start with `/`", r.name)));
+                out.push((
+                    route.span(),
+                    format!("route `{}`: path must start with `/`", r.name),
+                ));
             }
             if !seen_paths.insert(r.path.clone()) {
-                out.push((route.span(), format!("route `{}`: path `{}` is used twice", r.name, r.path)));
+                out.push((
+                    route.span(),
+                    format!("route `{}`: path `{}` is used twice", r.name, r.path),
+                ));
             }
             if r.name.is_empty() || !seen_names.insert(r.name.clone()) {
-                out.push((route.span(), format!("route name `{}` is empty or used twice", r.name)));
+                out.push((
+                    route.span(),
+                    format!("route name `{}` is empty or used twice", r.name),
+                ));
             }
             let up = r.upstream.get_ref();
             match (&up.command, &up.url) {
-                (Some(_), Some(_)) => out.push((r.upstream.span(), format!("route `{}`: upstream has both `command` and `url`; choose one", r.name))),
-                (None, None) => out.push((r.upstream.span(), format!("route `{}`: upstream needs `command` (stdio) or `url` (Streamable HTTP)", r.name))),
-                (Some(cmd), None) if cmd.is_empty() => out.push((r.upstream.span(), format!("route `{}`: upstream `command` is empty", r.name))),
-                (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
-                    out.push((r.upstream.span(), format!("route `{}`: upstream url must be http:// or https://", r.name)))
+                (Some(_), Some(_)) => out.push((
+                    r.upstream.span(),
+                    format!(
+                        "route `{}`: upstream has both `command` and `url`; choose one",
+                        r.name
+                    ),
+                )),
+                (None, None) => out.push((
+                    r.upstream.span(),
+                    format!(
+                        "route `{}`: upstream needs `command` (stdio) or `url` (Streamable HTTP)",
+                        r.name
+                    ),
+                )),
+                (Some(cmd), None) if cmd.is_empty() => out.push((
+                    r.upstream.span(),
+                    format!("route `{}`: upstream `command` is empty", r.name),
+                )),
+                (None, Some(url))
+                    if !(url.starts_with("http://") || url.starts_with("https://")) =>
+                {
+                    out.push((
+                        r.upstream.span(),
+                        format!(
+                            "route `{}`: upstream url must be http:// or https://",
+                            r.name
+                        ),
+                    ))
                 }
                 _ => {}
             }
             if r.pool.max_sessions == 0 || r.pool.max_sessions_per_principal == 0 {
-                out.push((route.span(), format!("route `{}`: pool limits must be positive", r.name)));
+                out.push((
+                    route.span(),
+                    format!("route `{}`: pool limits must be positive", r.name),
+                ));
             }
         }
         out
@@ -349,11 +399,18 @@ impl Config {
 
     pub fn listen_addr(&self) -> SocketAddr {
         // `problems` has already proven it parses.
-        self.server.listen.get_ref().parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
+        self.server
+            .listen
+            .get_ref()
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080)))
     }
 
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.server.admin.as_ref().and_then(|a| a.get_ref().parse().ok())
+        self.server
+            .admin
+            .as_ref()
+            .and_then(|a| a.get_ref().parse().ok())
     }
 }
 
@@ -393,7 +450,10 @@ impl RouteConfig {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
     (line, column)
 }
 
@@ -427,8 +487,17 @@ env = { LOG_LEVEL = "info" }
     fn accepts_the_documented_shape() {
         let c = parse(GOOD).unwrap();
         assert_eq!(c.routes.len(), 1);
-        assert_eq!(c.auth.unwrap().api_key[0].get_ref().groups, vec!["facilities"]);
-        let UpstreamTarget::Stdio { program, args, cwd, env } = c.routes[0].get_ref().target(&c.base_dir) else {
+        assert_eq!(
+            c.auth.unwrap().api_key[0].get_ref().groups,
+            vec!["facilities"]
+        );
+        let UpstreamTarget::Stdio {
+            program,
+            args,
+            cwd,
+            env,
+        } = c.routes[0].get_ref().target(&c.base_dir)
+        else {
             panic!("stdio expected")
         };
         assert_eq!(program, PathBuf::from("python3"));
@@ -449,9 +518,15 @@ env = { LOG_LEVEL = "info" }
 
     #[test]
     fn semantic_errors_name_the_line() {
-        let text = GOOD.replace("command = [\"python3\", \"server.py\"]", "command = [\"x\"]\nurl = \"http://h/mcp\"");
+        let text = GOOD.replace(
+            "command = [\"python3\", \"server.py\"]",
+            "command = [\"x\"]\nurl = \"http://h/mcp\"",
+        );
         let err = parse(&text).unwrap_err();
-        assert!(err.0[0].message.contains("both `command` and `url`"), "{err}");
+        assert!(
+            err.0[0].message.contains("both `command` and `url`"),
+            "{err}"
+        );
         assert_eq!(err.0[0].line, 14, "{err}");
         let err = parse(&GOOD.replace("2bb80d", "zz")).unwrap_err();
         assert!(err.0[0].message.contains("64 hex digits"), "{err}");
@@ -463,7 +538,10 @@ env = { LOG_LEVEL = "info" }
     #[test]
     fn relative_program_resolves_against_config_dir() {
         let c = parse(&GOOD.replace("\"python3\"", "\"../bin/server\"")).unwrap();
-        let UpstreamTarget::Stdio { program, .. } = c.routes[0].get_ref().target(&c.base_dir) else { panic!() };
+        let UpstreamTarget::Stdio { program, .. } = c.routes[0].get_ref().target(&c.base_dir)
+        else {
+            panic!()
+        };
         assert_eq!(program, PathBuf::from("/etc/redmark/../bin/server"));
     }
 }

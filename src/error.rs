@@ -31,7 +31,12 @@ pub struct Reject {
 }
 
 impl Reject {
-    pub fn new(status: StatusCode, code: i64, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        code: i64,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             status,
             code,

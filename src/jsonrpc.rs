@@ -183,7 +183,8 @@ impl Message {
 }
 
 fn error_value(error: &ErrorObject) -> Value {
-    serde_json::to_value(error).unwrap_or_else(|_| serde_json::json!({"code": error.code, "message": error.message}))
+    serde_json::to_value(error)
+        .unwrap_or_else(|_| serde_json::json!({"code": error.code, "message": error.message}))
 }
 
 /// A JSON-RPC error response; `id` is `None` only when the request id could not be read.
@@ -208,29 +209,65 @@ mod tests {
 
     #[test]
     fn classifies_messages() {
-        let req = Message::from_value(json!({"jsonrpc":"2.0","id":"a","method":"m","params":{}})).unwrap();
+        let req = Message::from_value(json!({"jsonrpc":"2.0","id":"a","method":"m","params":{}}))
+            .unwrap();
         assert!(matches!(req, Message::Request { id: Id::String(ref s), .. } if s == "a"));
         let note = Message::from_value(json!({"jsonrpc":"2.0","method":"n"})).unwrap();
         assert!(matches!(note, Message::Notification { .. }));
         let resp = Message::from_value(json!({"jsonrpc":"2.0","id":3,"result":{}})).unwrap();
-        assert_eq!(resp, Message::Response { id: Id::Number(3), outcome: Ok(json!({})) });
-        let err = Message::from_value(json!({"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}})).unwrap();
-        assert!(matches!(err, Message::Response { outcome: Err(ErrorObject { code: -1, .. }), .. }));
+        assert_eq!(
+            resp,
+            Message::Response {
+                id: Id::Number(3),
+                outcome: Ok(json!({}))
+            }
+        );
+        let err =
+            Message::from_value(json!({"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}}))
+                .unwrap();
+        assert!(matches!(
+            err,
+            Message::Response {
+                outcome: Err(ErrorObject { code: -1, .. }),
+                ..
+            }
+        ));
     }
 
     #[test]
     fn rejects_what_mcp_forbids() {
-        assert_eq!(Message::from_value(json!([1])), Err(FramingError::NotAnObject));
-        assert_eq!(Message::from_value(json!({"jsonrpc":"1.0","id":1,"method":"m"})), Err(FramingError::WrongVersion));
-        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":null,"method":"m"})), Err(FramingError::BadId));
-        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1.5,"method":"m"})), Err(FramingError::BadId));
-        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1,"method":"m","params":[1]})), Err(FramingError::BadParams));
-        assert_eq!(Message::from_value(json!({"jsonrpc":"2.0","id":1,"result":1,"error":{}})), Err(FramingError::BadResponse));
+        assert_eq!(
+            Message::from_value(json!([1])),
+            Err(FramingError::NotAnObject)
+        );
+        assert_eq!(
+            Message::from_value(json!({"jsonrpc":"1.0","id":1,"method":"m"})),
+            Err(FramingError::WrongVersion)
+        );
+        assert_eq!(
+            Message::from_value(json!({"jsonrpc":"2.0","id":null,"method":"m"})),
+            Err(FramingError::BadId)
+        );
+        assert_eq!(
+            Message::from_value(json!({"jsonrpc":"2.0","id":1.5,"method":"m"})),
+            Err(FramingError::BadId)
+        );
+        assert_eq!(
+            Message::from_value(json!({"jsonrpc":"2.0","id":1,"method":"m","params":[1]})),
+            Err(FramingError::BadParams)
+        );
+        assert_eq!(
+            Message::from_value(json!({"jsonrpc":"2.0","id":1,"result":1,"error":{}})),
+            Err(FramingError::BadResponse)
+        );
     }
 
     #[test]
     fn round_trips() {
-        let m = Message::Response { id: Id::String("x".into()), outcome: Err(ErrorObject::new(-32601, "nope")) };
+        let m = Message::Response {
+            id: Id::String("x".into()),
+            outcome: Err(ErrorObject::new(-32601, "nope")),
+        };
         assert_eq!(Message::from_value(m.to_value()).unwrap(), m);
     }
 }

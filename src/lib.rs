@@ -80,7 +80,9 @@ impl Running {
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
 }
 
 /// Binds the client and admin listeners (use port 0 for an ephemeral port) and starts serving.
@@ -88,7 +90,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let gateway = Gateway::new(&config, metrics);
     let listener = bind(config.listen_addr()).await?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen_addr(), source })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen_addr(),
+        source,
+    })?;
     let admin = match config.admin_addr() {
         Some(a) => Some(bind(a).await?),
         None => None,

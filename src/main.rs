@@ -60,7 +60,9 @@ fn main() -> ExitCode {
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
-                eprintln!("write the API key on stdin, e.g.: printf %s \"$KEY\" | redmark hash-key");
+                eprintln!(
+                    "write the API key on stdin, e.g.: printf %s \"$KEY\" | redmark hash-key"
+                );
                 return ExitCode::FAILURE;
             }
             println!("{}", redmark::auth::key_digest_hex(key.trim()));
@@ -105,13 +107,14 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

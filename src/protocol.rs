@@ -51,7 +51,16 @@ pub fn name_param(method: &str) -> Option<&'static str> {
 }
 
 /// Log levels in increasing severity (RFC 5424, as MCP uses them).
-pub const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 pub fn log_level_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)

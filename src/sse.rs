@@ -113,7 +113,11 @@ mod tests {
     #[test]
     fn decodes_split_events_and_ignores_comments() {
         let mut d = Decoder::new(1024);
-        assert!(d.feed(b": keepalive\n\nevent: message\nid: 7\nda").unwrap().is_empty());
+        assert!(
+            d.feed(b": keepalive\n\nevent: message\nid: 7\nda")
+                .unwrap()
+                .is_empty()
+        );
         let evs = d.feed(b"ta: {\"a\":1}\r\n\r\nid: 8\ndata:\n\n").unwrap();
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[0].data, "{\"a\":1}");

@@ -23,7 +23,9 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
             let mut resp = body::text(StatusCode::OK, &gw.metrics.render());
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
             );
             resp
         }

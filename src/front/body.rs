@@ -28,7 +28,10 @@ pub enum Outgoing {
 pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -41,7 +44,10 @@ pub fn empty(status: StatusCode) -> Response<Body> {
 pub fn text(status: StatusCode, text: &str) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(text.to_owned())).boxed_unsync());
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 
@@ -68,7 +74,10 @@ pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> R
             return None;
         }
         if let Some(first) = st.first.take() {
-            return Some((Ok::<_, Infallible>(Frame::data(sse::encode_event(&first.to_string()))), st));
+            return Some((
+                Ok::<_, Infallible>(Frame::data(sse::encode_event(&first.to_string()))),
+                st,
+            ));
         }
         let bytes = tokio::select! {
             item = st.rx.recv() => match item {
@@ -85,7 +94,10 @@ pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> R
     });
     let mut resp = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // spec 2026-07-28 streamable-http.mdx "Receiving Messages": servers SHOULD
     // send `X-Accel-Buffering: no` so proxies do not hold events back.

@@ -2,6 +2,7 @@
 //! catalog or one upstream request, calls relayed with their notifications,
 //! subscriptions held open.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::StatusCode;
@@ -11,7 +12,7 @@ use tokio::sync::mpsc;
 use super::body::Outgoing;
 use super::request::ClientRequest;
 use super::shape::{self, Stamp};
-use super::{Gateway, Route, listen, relay};
+use super::{Gateway, Route, listen, params, relay};
 use crate::auth::Principal;
 use crate::error::{IntoReject, Reject};
 use crate::jsonrpc::{ErrorObject, Id, code, error_response, result_response};
@@ -21,9 +22,15 @@ use crate::upstream::session::Session;
 
 /// How a request is answered.
 pub enum Reply {
-    Json { status: StatusCode, body: Value },
+    Json {
+        status: StatusCode,
+        body: Value,
+    },
     /// An SSE stream: `first`, then whatever arrives on `rx`.
-    Stream { first: Value, rx: mpsc::Receiver<Outgoing> },
+    Stream {
+        first: Value,
+        rx: mpsc::Receiver<Outgoing>,
+    },
 }
 
 impl Reply {
@@ -47,7 +54,11 @@ pub fn upstream_error_reply(id: &Id, error: ErrorObject) -> (StatusCode, Value) 
     let error = shape::upstream_error(error);
     // spec streamable-http.mdx "Protocol Version Header": a method the server
     // does not implement is 404 with -32601.
-    let status = if error.code == code::METHOD_NOT_FOUND { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    let status = if error.code == code::METHOD_NOT_FOUND {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::OK
+    };
     (status, error_response(Some(id), &error))
 }
 
@@ -60,22 +71,46 @@ impl Route {
         }
     }
 
-    pub async fn lease(&self, principal: &Principal, req: &ClientRequest) -> Result<Lease, UpstreamError> {
+    pub async fn lease(
+        &self,
+        principal: &Principal,
+        req: &ClientRequest,
+    ) -> Result<Lease, UpstreamError> {
         let lease = self.pool.acquire(&principal.name, req.ctx.profile).await?;
-        self.catalog.put_init(req.ctx.profile, lease.session().init.clone());
+        self.catalog
+            .put_init(req.ctx.profile, lease.session().init.clone());
         Ok(lease)
     }
 }
 
-pub async fn dispatch(gw: &Arc<Gateway>, route: &Arc<Route>, principal: Principal, req: ClientRequest) -> Reply {
+pub async fn dispatch(
+    gw: &Arc<Gateway>,
+    route: &Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+) -> Reply {
     match req.method.as_str() {
         "server/discover" => discover(route, &principal, &req).await,
-        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => list(route, &principal, &req).await,
+        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+            list(route, &principal, &req).await
+        }
         "completion/complete" => simple(route, &principal, &req).await,
-        "tools/call" | "prompts/get" | "resources/read" => relay::start(route.clone(), principal, req).await,
+        "tools/call" => match check_param_headers(route, &principal, &req).await {
+            Ok(()) => relay::start(route.clone(), principal, req).await,
+            Err(reject) => Reply::reject(&req.id, &reject),
+        },
+        "prompts/get" | "resources/read" => relay::start(route.clone(), principal, req).await,
         "subscriptions/listen" => listen::start(gw, route.clone(), principal, req).await,
         // `request::parse` admits only the methods above.
-        _ => Reply::reject(&req.id, &Reject::new(StatusCode::NOT_FOUND, code::METHOD_NOT_FOUND, "method_not_found", "Method not found")),
+        _ => Reply::reject(
+            &req.id,
+            &Reject::new(
+                StatusCode::NOT_FOUND,
+                code::METHOD_NOT_FOUND,
+                "method_not_found",
+                "Method not found",
+            ),
+        ),
     }
 }
 
@@ -88,7 +123,10 @@ async fn discover(route: &Route, principal: &Principal, req: &ClientRequest) -> 
         },
     };
     let stamp = route.stamp(&init.server_info);
-    Reply::result(&req.id, shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp))
+    Reply::result(
+        &req.id,
+        shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp),
+    )
 }
 
 async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
@@ -106,8 +144,14 @@ async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Repl
     };
     match request_once(lease.session(), route, req).await {
         Ok(Ok(result)) => {
-            let shaped = shape::complete(&req.method, result, &route.stamp(&lease.session().init.server_info));
-            route.catalog.put_list(&key, &req.method, cursor, shaped.clone());
+            let shaped = shape::complete(
+                &req.method,
+                result,
+                &route.stamp(&lease.session().init.server_info),
+            );
+            route
+                .catalog
+                .put_list(&key, &req.method, cursor, shaped.clone());
             Reply::result(&req.id, shaped)
         }
         Ok(Err(e)) => {
@@ -125,7 +169,14 @@ async fn simple(route: &Route, principal: &Principal, req: &ClientRequest) -> Re
         Err(e) => return Reply::reject(&req.id, &e.into_reject()),
     };
     match request_once(lease.session(), route, req).await {
-        Ok(Ok(result)) => Reply::result(&req.id, shape::complete(&req.method, result, &route.stamp(&lease.session().init.server_info))),
+        Ok(Ok(result)) => Reply::result(
+            &req.id,
+            shape::complete(
+                &req.method,
+                result,
+                &route.stamp(&lease.session().init.server_info),
+            ),
+        ),
         Ok(Err(e)) => {
             let (status, body) = upstream_error_reply(&req.id, e);
             Reply::Json { status, body }
@@ -134,8 +185,18 @@ async fn simple(route: &Route, principal: &Principal, req: &ClientRequest) -> Re
     }
 }
 
-async fn request_once(session: &Session, route: &Route, req: &ClientRequest) -> Result<Result<Value, ErrorObject>, UpstreamError> {
-    session.request(&req.method, Some(shape::upstream_params(&req.params)), route.pool.request_timeout()).await
+async fn request_once(
+    session: &Session,
+    route: &Route,
+    req: &ClientRequest,
+) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+    session
+        .request(
+            &req.method,
+            Some(shape::upstream_params(&req.params)),
+            route.pool.request_timeout(),
+        )
+        .await
 }
 
 /// `{"jsonrpc": "2.0", "method": ..., "params": ...}`
@@ -144,4 +205,101 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
         Some(p) => json!({"jsonrpc": "2.0", "method": method, "params": p}),
         None => json!({"jsonrpc": "2.0", "method": method}),
     }
+}
+
+/// Most pages read when collecting every tool definition.
+const MAX_TOOL_PAGES: usize = 20;
+
+/// Every tool definition the route's server lists for this caller, by name.
+async fn tool_definitions(
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Result<Arc<HashMap<String, Value>>, Reject> {
+    let key = PoolKey {
+        principal: principal.name.clone(),
+        profile: req.ctx.profile,
+    };
+    if let Some(tools) = route.catalog.tools(&key) {
+        return Ok(tools);
+    }
+    let lease = route
+        .lease(principal, req)
+        .await
+        .map_err(IntoReject::into_reject)?;
+    let mut tools = HashMap::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let page = match lease
+            .session()
+            .request("tools/list", params, route.pool.request_timeout())
+            .await
+        {
+            Ok(Ok(page)) => page,
+            // A server that cannot list its tools cannot have mirrored parameters we could check.
+            Ok(Err(_)) => break,
+            Err(e) => return Err(e.into_reject()),
+        };
+        for tool in page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                tools.insert(name.to_owned(), tool.clone());
+            }
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(route.catalog.put_tools(&key, tools))
+}
+
+/// spec 2026-07-28 streamable-http.mdx "Server Behavior for Custom Headers":
+/// mirrored parameters must match the body, or the request is rejected with
+/// 400 and HeaderMismatch.
+async fn check_param_headers(
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Result<(), Reject> {
+    let tools = tool_definitions(route, principal, req).await?;
+    let name = req
+        .params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Some(schema) = tools.get(name).and_then(|t| t.get("inputSchema")) else {
+        return Ok(());
+    };
+    let mirrored = params::mirrored(schema);
+    if mirrored.is_empty() {
+        return Ok(());
+    }
+    let empty = serde_json::Map::new();
+    let arguments = req
+        .params
+        .get("arguments")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    params::check(&mirrored, &req.param_headers, arguments).map_err(|e| {
+        let reason = match e {
+            params::ParamMismatch::Missing(_) => "header_missing",
+            params::ParamMismatch::Invalid(_) => "header_invalid",
+            params::ParamMismatch::Mismatch(_) => "header_mismatch",
+        };
+        Reject::new(
+            StatusCode::BAD_REQUEST,
+            code::HEADER_MISMATCH,
+            reason,
+            e.to_string(),
+        )
+    })
 }

@@ -24,7 +24,12 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         return body::text(StatusCode::NOT_FOUND, "no MCP endpoint at this path\n");
     };
     let (response, method, outcome) = serve(&gw, &route, req).await;
-    gw.metrics.record_request(&route.name, &method, &outcome, started.elapsed().as_secs_f64());
+    gw.metrics.record_request(
+        &route.name,
+        &method,
+        &outcome,
+        started.elapsed().as_secs_f64(),
+    );
     response
 }
 
@@ -37,7 +42,13 @@ fn refusal(id: Option<&Id>, reject: &Reject) -> Response<Body> {
 
 fn media_type(headers: &http::HeaderMap) -> Option<String> {
     let ct = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+    Some(
+        ct.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 /// spec 2026-07-28 streamable-http.mdx "Sending Messages": the client MUST
@@ -48,25 +59,48 @@ fn accepts_both(headers: &http::HeaderMap) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|m| m.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .map(|m| {
+            m.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
         .collect();
-    let has = |want: &str, family: &str| accept.iter().any(|a| a == want || a == family || a == "*/*");
+    let has = |want: &str, family: &str| {
+        accept
+            .iter()
+            .any(|a| a == want || a == family || a == "*/*")
+    };
     has("application/json", "application/*") && has("text/event-stream", "text/*")
 }
 
-async fn serve(gw: &Arc<Gateway>, route: &Arc<Route>, req: Request<Incoming>) -> (Response<Body>, String, String) {
+async fn serve(
+    gw: &Arc<Gateway>,
+    route: &Arc<Route>,
+    req: Request<Incoming>,
+) -> (Response<Body>, String, String) {
     let refused = |reject: Reject| {
         let reason = reject.reason.to_owned();
         (refusal(None, &reject), "-".to_owned(), reason)
     };
-    let origin_header = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let origin_header = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
     if !origin::allowed(origin_header, gw.allowed_origins.as_deref()) {
-        return refused(Reject::new(StatusCode::FORBIDDEN, code::INVALID_REQUEST, "origin_not_allowed", "the Origin of this request is not allowed"));
+        return refused(Reject::new(
+            StatusCode::FORBIDDEN,
+            code::INVALID_REQUEST,
+            "origin_not_allowed",
+            "the Origin of this request is not allowed",
+        ));
     }
     if req.method() != Method::POST {
         // spec streamable-http.mdx "Earlier Streamable HTTP Revisions": GET or DELETE SHOULD get 405.
         let mut resp = body::empty(StatusCode::METHOD_NOT_ALLOWED);
-        resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return (resp, "-".into(), "method_not_allowed".into());
     }
     let principal = match gw.auth.authenticate(req.headers()) {
@@ -75,26 +109,65 @@ async fn serve(gw: &Arc<Gateway>, route: &Arc<Route>, req: Request<Incoming>) ->
             let reject = e.into_reject();
             let reason = reject.reason.to_owned();
             let mut resp = refusal(None, &reject);
-            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(CHALLENGE),
+            );
             return (resp, "-".into(), reason);
         }
     };
     if media_type(req.headers()).as_deref() != Some("application/json") {
-        return refused(Reject::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, code::INVALID_REQUEST, "unsupported_media_type", "Content-Type must be application/json"));
+        return refused(Reject::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code::INVALID_REQUEST,
+            "unsupported_media_type",
+            "Content-Type must be application/json",
+        ));
     }
     if !accepts_both(req.headers()) {
-        return refused(Reject::new(StatusCode::NOT_ACCEPTABLE, code::INVALID_REQUEST, "not_acceptable", "Accept must list both application/json and text/event-stream"));
+        return refused(Reject::new(
+            StatusCode::NOT_ACCEPTABLE,
+            code::INVALID_REQUEST,
+            "not_acceptable",
+            "Accept must list both application/json and text/event-stream",
+        ));
     }
-    let too_large = || Reject::new(StatusCode::PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, "body_too_large", format!("the request body is larger than {} bytes", gw.max_body_bytes));
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let too_large = || {
+        Reject::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            code::INVALID_REQUEST,
+            "body_too_large",
+            format!(
+                "the request body is larger than {} bytes",
+                gw.max_body_bytes
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > gw.max_body_bytes) {
         return refused(too_large());
     }
     let (parts, incoming) = req.into_parts();
     let bytes = match Limited::new(incoming, gw.max_body_bytes).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return refused(too_large()),
-        Err(e) => return refused(Reject::new(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, "body_unreadable", format!("could not read the request body: {e}"))),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return refused(too_large());
+        }
+        Err(e) => {
+            return refused(Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_REQUEST,
+                "body_unreadable",
+                format!("could not read the request body: {e}"),
+            ));
+        }
     };
     let parsed = match request::parse(&parts.headers, &bytes) {
         Ok(p) => p,
@@ -105,7 +178,9 @@ async fn serve(gw: &Arc<Gateway>, route: &Arc<Route>, req: Request<Incoming>) ->
     };
     let req = match parsed {
         // spec streamable-http.mdx "Sending Messages": an accepted notification gets 202, no body.
-        Parsed::Notification { method } => return (body::empty(StatusCode::ACCEPTED), method, "ok".into()),
+        Parsed::Notification { method } => {
+            return (body::empty(StatusCode::ACCEPTED), method, "ok".into());
+        }
         Parsed::Request(r) => r,
     };
     let method = req.method.clone();
@@ -115,9 +190,22 @@ async fn serve(gw: &Arc<Gateway>, route: &Arc<Route>, req: Request<Incoming>) ->
             let outcome = body
                 .pointer("/error/data/reason")
                 .and_then(Value::as_str)
-                .map_or_else(|| if body.get("error").is_some() { "error".to_owned() } else { "ok".to_owned() }, str::to_owned);
+                .map_or_else(
+                    || {
+                        if body.get("error").is_some() {
+                            "error".to_owned()
+                        } else {
+                            "ok".to_owned()
+                        }
+                    },
+                    str::to_owned,
+                );
             (body::json(status, &body), method, outcome)
         }
-        Reply::Stream { first, rx } => (body::sse(first, rx, gw.sse_keepalive), method, "stream".into()),
+        Reply::Stream { first, rx } => (
+            body::sse(first, rx, gw.sse_keepalive),
+            method,
+            "stream".into(),
+        ),
     }
 }

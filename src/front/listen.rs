@@ -56,7 +56,10 @@ impl Filter {
             "notifications/tools/list_changed" => self.tools,
             "notifications/prompts/list_changed" => self.prompts,
             "notifications/resources/list_changed" => self.resources,
-            "notifications/resources/updated" => params.and_then(|p| p.get("uri")).and_then(Value::as_str).is_some_and(|u| self.uris.contains(u)),
+            "notifications/resources/updated" => params
+                .and_then(|p| p.get("uri"))
+                .and_then(Value::as_str)
+                .is_some_and(|u| self.uris.contains(u)),
             _ => false,
         }
     }
@@ -74,11 +77,21 @@ fn tag(id: &Id, params: Option<Value>) -> Value {
     Value::Object(p)
 }
 
-pub async fn start(gw: &Arc<Gateway>, route: Arc<Route>, principal: Principal, req: ClientRequest) -> Reply {
+pub async fn start(
+    gw: &Arc<Gateway>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+) -> Reply {
     let Some(requested) = req.params.get("notifications").and_then(Value::as_object) else {
         return Reply::reject(
             &req.id,
-            &Reject::new(StatusCode::BAD_REQUEST, code::INVALID_PARAMS, "invalid_params", "`params.notifications` (the subscription filter) is required"),
+            &Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_PARAMS,
+                "invalid_params",
+                "`params.notifications` (the subscription filter) is required",
+            ),
         );
     };
     let lease = match route.lease(&principal, &req).await {
@@ -87,18 +100,44 @@ pub async fn start(gw: &Arc<Gateway>, route: Arc<Route>, principal: Principal, r
     };
     let session = lease.session().clone();
     let caps = &session.init.capabilities;
-    let flag = |name: &str| requested.get(name).and_then(Value::as_bool).unwrap_or(false);
-    let listed = |cap: &str| caps.get(cap).and_then(|c| c.get("listChanged")).and_then(Value::as_bool).unwrap_or(false);
+    let flag = |name: &str| {
+        requested
+            .get(name)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let listed = |cap: &str| {
+        caps.get(cap)
+            .and_then(|c| c.get("listChanged"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
     let mut filter = Filter {
         tools: flag("toolsListChanged") && listed("tools"),
         prompts: flag("promptsListChanged") && listed("prompts"),
         resources: flag("resourcesListChanged") && listed("resources"),
         uris: HashSet::new(),
     };
-    let can_subscribe = caps.get("resources").and_then(|c| c.get("subscribe")).and_then(Value::as_bool).unwrap_or(false);
+    let can_subscribe = caps
+        .get("resources")
+        .and_then(|c| c.get("subscribe"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if can_subscribe {
-        for uri in requested.get("resourceSubscriptions").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            let ok = session.request("resources/subscribe", Some(json!({"uri": uri})), route.pool.request_timeout()).await;
+        for uri in requested
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let ok = session
+                .request(
+                    "resources/subscribe",
+                    Some(json!({"uri": uri})),
+                    route.pool.request_timeout(),
+                )
+                .await;
             if matches!(ok, Ok(Ok(_))) {
                 filter.uris.insert(uri.to_owned());
             }
@@ -107,7 +146,10 @@ pub async fn start(gw: &Arc<Gateway>, route: Arc<Route>, principal: Principal, r
     let mut notices = route.pool.notices();
     let (tx, rx) = mpsc::channel(64);
     // spec subscriptions.mdx "Acknowledgment": the acknowledgement MUST be the first message.
-    let ack = notification("notifications/subscriptions/acknowledged", Some(tag(&req.id, Some(json!({"notifications": filter.ack()})))));
+    let ack = notification(
+        "notifications/subscriptions/acknowledged",
+        Some(tag(&req.id, Some(json!({"notifications": filter.ack()})))),
+    );
     let id = req.id.clone();
     let route_name = route.name.clone();
     let mut shutdown = gw.shutdown_signal();
@@ -136,7 +178,13 @@ pub async fn start(gw: &Arc<Gateway>, route: Arc<Route>, principal: Principal, r
             }
         }
         for uri in &filter.uris {
-            let _ = session.request("resources/unsubscribe", Some(json!({"uri": uri})), std::time::Duration::from_secs(5)).await;
+            let _ = session
+                .request(
+                    "resources/unsubscribe",
+                    Some(json!({"uri": uri})),
+                    std::time::Duration::from_secs(5),
+                )
+                .await;
         }
         tracing::debug!(route = %route_name, "subscription ended");
     });
@@ -156,14 +204,29 @@ mod tests {
         };
         assert!(f.wants("notifications/tools/list_changed", None));
         assert!(!f.wants("notifications/prompts/list_changed", None));
-        assert!(f.wants("notifications/resources/updated", Some(&json!({"uri": "file:///a"}))));
-        assert!(!f.wants("notifications/resources/updated", Some(&json!({"uri": "file:///b"}))));
-        assert_eq!(f.ack(), json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]}));
+        assert!(f.wants(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "file:///a"}))
+        ));
+        assert!(!f.wants(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "file:///b"}))
+        ));
+        assert_eq!(
+            f.ack(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]})
+        );
     }
 
     #[test]
     fn tags_with_the_subscription_id() {
-        assert_eq!(tag(&Id::Number(4), None), json!({"_meta": {meta::SUBSCRIPTION_ID: 4}}));
-        assert_eq!(tag(&Id::String("s".into()), Some(json!({"uri": "u"}))), json!({"uri": "u", "_meta": {meta::SUBSCRIPTION_ID: "s"}}));
+        assert_eq!(
+            tag(&Id::Number(4), None),
+            json!({"_meta": {meta::SUBSCRIPTION_ID: 4}})
+        );
+        assert_eq!(
+            tag(&Id::String("s".into()), Some(json!({"uri": "u"}))),
+            json!({"uri": "u", "_meta": {meta::SUBSCRIPTION_ID: "s"}})
+        );
     }
 }

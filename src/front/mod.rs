@@ -7,6 +7,7 @@ pub mod dispatch;
 pub mod http;
 mod listen;
 mod origin;
+mod params;
 mod relay;
 pub mod request;
 pub mod server;
@@ -53,9 +54,20 @@ impl Gateway {
             .map(|r| {
                 let r = r.get_ref();
                 let name: Arc<str> = Arc::from(r.name.as_str());
-                let pool = RoutePool::new(name.clone(), r.target(&config.base_dir), r.upstream.get_ref().clone(), r.pool.clone(), http.clone(), metrics.clone());
+                let pool = RoutePool::new(
+                    name.clone(),
+                    r.target(&config.base_dir),
+                    r.upstream.get_ref().clone(),
+                    r.pool.clone(),
+                    http.clone(),
+                    metrics.clone(),
+                );
                 let catalog = Catalog::new(&pool, r.cache.ttl);
-                let scope = r.cache.scope.unwrap_or(if auth.is_anonymous() { CacheScope::Public } else { CacheScope::Private });
+                let scope = r.cache.scope.unwrap_or(if auth.is_anonymous() {
+                    CacheScope::Public
+                } else {
+                    CacheScope::Private
+                });
                 let route = Route {
                     name,
                     path: r.path.clone(),

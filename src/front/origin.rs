@@ -9,7 +9,9 @@
 pub fn allowed(origin: Option<&str>, allow_list: Option<&[String]>) -> bool {
     let Some(origin) = origin else { return true };
     match allow_list {
-        Some(list) => list.iter().any(|a| a == "*" || a.eq_ignore_ascii_case(origin.trim_end_matches('/'))),
+        Some(list) => list
+            .iter()
+            .any(|a| a == "*" || a.eq_ignore_ascii_case(origin.trim_end_matches('/'))),
         None => is_loopback(origin),
     }
 }
@@ -27,7 +29,11 @@ fn is_loopback(origin: &str) -> bool {
     } else {
         authority.split(':').next().unwrap_or_default()
     };
-    host.eq_ignore_ascii_case("localhost") || host == "::1" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost")
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

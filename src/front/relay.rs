@@ -42,7 +42,12 @@ pub async fn start(route: Arc<Route>, principal: Principal, req: ClientRequest) 
         Some(Outgoing::Notification(first)) => Reply::Stream { first, rx },
         None => Reply::reject(
             &id,
-            &crate::error::Reject::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, "internal_error", "the relay ended without an answer"),
+            &crate::error::Reject::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL_ERROR,
+                "internal_error",
+                "the relay ended without an answer",
+            ),
         ),
     }
 }
@@ -55,7 +60,12 @@ fn final_reject(req: &ClientRequest, e: UpstreamError) -> Outgoing {
     }
 }
 
-async fn run(route: &Route, principal: &Principal, req: &ClientRequest, tx: &mpsc::Sender<Outgoing>) -> Outgoing {
+async fn run(
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+    tx: &mpsc::Sender<Outgoing>,
+) -> Outgoing {
     let lease = match route.lease(principal, req).await {
         Ok(l) => l,
         Err(e) => return final_reject(req, e),
@@ -64,10 +74,19 @@ async fn run(route: &Route, principal: &Principal, req: &ClientRequest, tx: &mps
     if let Some(level) = &req.ctx.log_level {
         // Legacy servers take a session-wide level; the session serves one call at a time.
         if session.init.capabilities.get("logging").is_some() {
-            let _ = session.request("logging/setLevel", Some(json!({"level": level})), route.pool.request_timeout()).await;
+            let _ = session
+                .request(
+                    "logging/setLevel",
+                    Some(json!({"level": level})),
+                    route.pool.request_timeout(),
+                )
+                .await;
         }
     }
-    let mut call = match session.call(&req.method, Some(shape::upstream_params(&req.params))).await {
+    let mut call = match session
+        .call(&req.method, Some(shape::upstream_params(&req.params)))
+        .await
+    {
         Ok(c) => c,
         Err(e) => return final_reject(req, e),
     };
@@ -92,12 +111,16 @@ async fn run(route: &Route, principal: &Principal, req: &ClientRequest, tx: &mps
                 // `mrtr`; a request it does not handle is refused so the server
                 // is never left waiting.
                 tracing::info!(route = %route.name, %method, "upstream pushed a request that is not converted; refused");
-                let err = ErrorObject::new(code::METHOD_NOT_FOUND, format!("redmark does not relay `{method}` to this client"))
-                    .with_data(json!({"reason": "not_relayed"}));
+                let err = ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("redmark does not relay `{method}` to this client"),
+                )
+                .with_data(json!({"reason": "not_relayed"}));
                 let _ = session.respond(id, Err(err)).await;
             }
             CallStep::Done(Ok(result)) => {
-                let shaped = shape::complete(&req.method, result, &route.stamp(&session.init.server_info));
+                let shaped =
+                    shape::complete(&req.method, result, &route.stamp(&session.init.server_info));
                 return Outgoing::Final {
                     status: StatusCode::OK,
                     body: result_response(&req.id, shaped),
@@ -154,16 +177,59 @@ mod tests {
     fn progress_only_with_a_matching_token() {
         let p = json!({"progressToken": 7, "progress": 1});
         assert!(relayable(&ctx(None, None), "notifications/progress", Some(p.clone())).is_none());
-        assert!(relayable(&ctx(Some(json!(8)), None), "notifications/progress", Some(p.clone())).is_none());
-        assert_eq!(relayable(&ctx(Some(json!(7)), None), "notifications/progress", Some(p.clone())).unwrap()["params"], p);
+        assert!(
+            relayable(
+                &ctx(Some(json!(8)), None),
+                "notifications/progress",
+                Some(p.clone())
+            )
+            .is_none()
+        );
+        assert_eq!(
+            relayable(
+                &ctx(Some(json!(7)), None),
+                "notifications/progress",
+                Some(p.clone())
+            )
+            .unwrap()["params"],
+            p
+        );
     }
 
     #[test]
     fn log_messages_only_when_asked_and_at_or_above_the_level() {
         let warn = json!({"level": "warning", "data": "x"});
-        assert!(relayable(&ctx(None, None), "notifications/message", Some(warn.clone())).is_none());
-        assert!(relayable(&ctx(None, Some("error")), "notifications/message", Some(warn.clone())).is_none());
-        assert!(relayable(&ctx(None, Some("info")), "notifications/message", Some(warn)).is_some());
-        assert!(relayable(&ctx(None, Some("debug")), "notifications/cancelled", Some(json!({}))).is_none());
+        assert!(
+            relayable(
+                &ctx(None, None),
+                "notifications/message",
+                Some(warn.clone())
+            )
+            .is_none()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("error")),
+                "notifications/message",
+                Some(warn.clone())
+            )
+            .is_none()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("info")),
+                "notifications/message",
+                Some(warn)
+            )
+            .is_some()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("debug")),
+                "notifications/cancelled",
+                Some(json!({}))
+            )
+            .is_none()
+        );
     }
 }

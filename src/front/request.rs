@@ -30,6 +30,8 @@ pub struct ClientRequest {
     /// The params as sent, `_meta` included.
     pub params: Map<String, Value>,
     pub ctx: RequestContext,
+    /// `Mcp-Param-*` headers, lower-cased; `None` when the value was not visible ASCII.
+    pub param_headers: Vec<(String, Option<String>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,11 +48,22 @@ pub struct Refusal {
 }
 
 fn refuse(id: Option<&Id>, reject: Reject) -> Refusal {
-    Refusal { id: id.cloned(), reject }
+    Refusal {
+        id: id.cloned(),
+        reject,
+    }
 }
 
 fn header_mismatch(id: &Id, reason: &'static str, message: String) -> Refusal {
-    refuse(Some(id), Reject::new(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH, reason, message))
+    refuse(
+        Some(id),
+        Reject::new(
+            StatusCode::BAD_REQUEST,
+            code::HEADER_MISMATCH,
+            reason,
+            message,
+        ),
+    )
 }
 
 /// Reads a header as text, trimmed as HTTP does; `Err` when it is not visible ASCII.
@@ -64,9 +77,14 @@ fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>
 /// Decodes the `=?base64?…?=` sentinel (spec streamable-http.mdx "Value Encoding":
 /// servers MUST decode an encoded `Mcp-Name` before comparing it to the body).
 pub fn decode_header_value(raw: &str) -> Result<String, ()> {
-    match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
         Some(encoded) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|_| ())?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|_| ())?;
             String::from_utf8(bytes).map_err(|_| ())
         }
         None => Ok(raw.to_owned()),
@@ -76,7 +94,15 @@ pub fn decode_header_value(raw: &str) -> Result<String, ()> {
 /// Parses and checks one POST body against its headers.
 pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        refuse(None, Reject::new(StatusCode::BAD_REQUEST, code::PARSE_ERROR, "parse_error", format!("the body is not valid JSON: {e}")))
+        refuse(
+            None,
+            Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::PARSE_ERROR,
+                "parse_error",
+                format!("the body is not valid JSON: {e}"),
+            ),
+        )
     })?;
     let raw_id = value.get("id").and_then(Id::from_value);
     let msg = Message::from_value(value).map_err(|e| {
@@ -84,7 +110,15 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
             FramingError::NotAnObject => "not_a_single_message",
             _ => "invalid_request",
         };
-        refuse(raw_id.as_ref(), Reject::new(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, reason, e.to_string()))
+        refuse(
+            raw_id.as_ref(),
+            Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_REQUEST,
+                reason,
+                e.to_string(),
+            ),
+        )
     })?;
     let (id, method, params) = match msg {
         Message::Request { id, method, params } => (id, method, params),
@@ -93,7 +127,12 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
             // spec streamable-http.mdx "Sending Messages": "The client MUST NOT send JSON-RPC responses."
             return Err(refuse(
                 Some(&id),
-                Reject::new(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, "response_not_allowed", "clients must not send JSON-RPC responses to a 2026-07-28 endpoint"),
+                Reject::new(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID_REQUEST,
+                    "response_not_allowed",
+                    "clients must not send JSON-RPC responses to a 2026-07-28 endpoint",
+                ),
             ));
         }
     };
@@ -101,13 +140,43 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     // 1. The mirrored headers must be present (spec "Server Validation": a
     //    missing `MCP-Protocol-Version` or `Mcp-Method` is a HeaderMismatch).
     let version_header = header_text(headers, "mcp-protocol-version")
-        .map_err(|()| header_mismatch(&id, "header_invalid", "MCP-Protocol-Version contains invalid characters".into()))?
-        .ok_or_else(|| header_mismatch(&id, "header_missing", "the MCP-Protocol-Version header is required".into()))?;
+        .map_err(|()| {
+            header_mismatch(
+                &id,
+                "header_invalid",
+                "MCP-Protocol-Version contains invalid characters".into(),
+            )
+        })?
+        .ok_or_else(|| {
+            header_mismatch(
+                &id,
+                "header_missing",
+                "the MCP-Protocol-Version header is required".into(),
+            )
+        })?;
     let method_header = header_text(headers, "mcp-method")
-        .map_err(|()| header_mismatch(&id, "header_invalid", "Mcp-Method contains invalid characters".into()))?
-        .ok_or_else(|| header_mismatch(&id, "header_missing", "the Mcp-Method header is required".into()))?;
+        .map_err(|()| {
+            header_mismatch(
+                &id,
+                "header_invalid",
+                "Mcp-Method contains invalid characters".into(),
+            )
+        })?
+        .ok_or_else(|| {
+            header_mismatch(
+                &id,
+                "header_missing",
+                "the Mcp-Method header is required".into(),
+            )
+        })?;
     if method_header != method {
-        return Err(header_mismatch(&id, "header_mismatch", format!("Header mismatch: Mcp-Method header value '{method_header}' does not match body value '{method}'")));
+        return Err(header_mismatch(
+            &id,
+            "header_mismatch",
+            format!(
+                "Header mismatch: Mcp-Method header value '{method_header}' does not match body value '{method}'"
+            ),
+        ));
     }
 
     // 2. A version we do not speak (spec versioning.mdx "Protocol Version
@@ -115,9 +184,14 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     if !SUPPORTED_VERSIONS.contains(&version_header) {
         return Err(refuse(
             Some(&id),
-            Reject::new(StatusCode::BAD_REQUEST, code::UNSUPPORTED_PROTOCOL_VERSION, "unsupported_protocol_version", "Unsupported protocol version")
-                .with("supported", json!(SUPPORTED_VERSIONS))
-                .with("requested", version_header),
+            Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::UNSUPPORTED_PROTOCOL_VERSION,
+                "unsupported_protocol_version",
+                "Unsupported protocol version",
+            )
+            .with("supported", json!(SUPPORTED_VERSIONS))
+            .with("requested", version_header),
         ));
     }
 
@@ -125,42 +199,85 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     //    "Protocol Version Header": MUST respond 404 with -32601).
     if !protocol::METHODS.contains(&method.as_str()) {
         let (reason, message) = match method.as_str() {
-            "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => (
+            "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe" => (
                 "method_removed",
                 // spec versioning.mdx: a modern-only server SHOULD name its versions in any error to `initialize`.
-                format!("`{method}` does not exist in MCP {}; this endpoint speaks only {}", SUPPORTED_VERSIONS[0], SUPPORTED_VERSIONS.join(", ")),
+                format!(
+                    "`{method}` does not exist in MCP {}; this endpoint speaks only {}",
+                    SUPPORTED_VERSIONS[0],
+                    SUPPORTED_VERSIONS.join(", ")
+                ),
             ),
             _ => ("method_not_found", format!("Method not found: `{method}`")),
         };
         return Err(refuse(
             Some(&id),
-            Reject::new(StatusCode::NOT_FOUND, code::METHOD_NOT_FOUND, reason, message).with("supported", json!(SUPPORTED_VERSIONS)),
+            Reject::new(
+                StatusCode::NOT_FOUND,
+                code::METHOD_NOT_FOUND,
+                reason,
+                message,
+            )
+            .with("supported", json!(SUPPORTED_VERSIONS)),
         ));
     }
 
     // 4. Required `_meta` (spec basic/index.mdx "Per-request protocol fields":
     //    "A request missing any required field is malformed; the server MUST
     //    reject it with JSON-RPC error code -32602 ... 400 Bad Request").
-    let invalid_meta = |message: String| refuse(Some(&id), Reject::new(StatusCode::BAD_REQUEST, code::INVALID_PARAMS, "missing_meta", message));
+    let invalid_meta = |message: String| {
+        refuse(
+            Some(&id),
+            Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_PARAMS,
+                "missing_meta",
+                message,
+            ),
+        )
+    };
     let params = match params {
         Some(Value::Object(p)) => p,
-        _ => return Err(invalid_meta("`params` with `_meta` is required on every request".into())),
+        _ => {
+            return Err(invalid_meta(
+                "`params` with `_meta` is required on every request".into(),
+            ));
+        }
     };
-    let meta_obj = params.get("_meta").and_then(Value::as_object).ok_or_else(|| invalid_meta("`params._meta` is required".into()))?;
+    let meta_obj = params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid_meta("`params._meta` is required".into()))?;
     let body_version = meta_obj
         .get(meta::PROTOCOL_VERSION)
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid_meta(format!("`_meta[\"{}\"]` is required", meta::PROTOCOL_VERSION)))?;
+        .ok_or_else(|| {
+            invalid_meta(format!(
+                "`_meta[\"{}\"]` is required",
+                meta::PROTOCOL_VERSION
+            ))
+        })?;
     let capabilities = meta_obj
         .get(meta::CLIENT_CAPABILITIES)
         .filter(|c| c.is_object())
         .cloned()
-        .ok_or_else(|| invalid_meta(format!("`_meta[\"{}\"]` is required and must be an object", meta::CLIENT_CAPABILITIES)))?;
+        .ok_or_else(|| {
+            invalid_meta(format!(
+                "`_meta[\"{}\"]` is required and must be an object",
+                meta::CLIENT_CAPABILITIES
+            ))
+        })?;
     if body_version != version_header {
         return Err(header_mismatch(
             &id,
             "header_mismatch",
-            format!("Header mismatch: MCP-Protocol-Version header value '{version_header}' does not match body value '{body_version}'"),
+            format!(
+                "Header mismatch: MCP-Protocol-Version header value '{version_header}' does not match body value '{body_version}'"
+            ),
         ));
     }
     let log_level = match meta_obj.get(meta::LOG_LEVEL) {
@@ -169,7 +286,16 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
         Some(other) => {
             return Err(refuse(
                 Some(&id),
-                Reject::new(StatusCode::BAD_REQUEST, code::INVALID_PARAMS, "invalid_log_level", format!("`{}` must be one of {}; got {other}", meta::LOG_LEVEL, protocol::LOG_LEVELS.join(", "))),
+                Reject::new(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID_PARAMS,
+                    "invalid_log_level",
+                    format!(
+                        "`{}` must be one of {}; got {other}",
+                        meta::LOG_LEVEL,
+                        protocol::LOG_LEVELS.join(", ")
+                    ),
+                ),
             ));
         }
     };
@@ -177,14 +303,46 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     // 5. `Mcp-Name` mirrors `params.name` / `params.uri`.
     if let Some(field) = protocol::name_param(&method) {
         let body_name = params.get(field).and_then(Value::as_str).ok_or_else(|| {
-            refuse(Some(&id), Reject::new(StatusCode::BAD_REQUEST, code::INVALID_PARAMS, "invalid_params", format!("`params.{field}` is required for {method}")))
+            refuse(
+                Some(&id),
+                Reject::new(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID_PARAMS,
+                    "invalid_params",
+                    format!("`params.{field}` is required for {method}"),
+                ),
+            )
         })?;
         let raw = header_text(headers, "mcp-name")
-            .map_err(|()| header_mismatch(&id, "header_invalid", "Mcp-Name contains invalid characters".into()))?
-            .ok_or_else(|| header_mismatch(&id, "header_missing", format!("the Mcp-Name header is required for {method}")))?;
-        let decoded = decode_header_value(raw).map_err(|()| header_mismatch(&id, "header_invalid", "Mcp-Name carries an invalid base64 value".into()))?;
+            .map_err(|()| {
+                header_mismatch(
+                    &id,
+                    "header_invalid",
+                    "Mcp-Name contains invalid characters".into(),
+                )
+            })?
+            .ok_or_else(|| {
+                header_mismatch(
+                    &id,
+                    "header_missing",
+                    format!("the Mcp-Name header is required for {method}"),
+                )
+            })?;
+        let decoded = decode_header_value(raw).map_err(|()| {
+            header_mismatch(
+                &id,
+                "header_invalid",
+                "Mcp-Name carries an invalid base64 value".into(),
+            )
+        })?;
         if decoded != body_name {
-            return Err(header_mismatch(&id, "header_mismatch", format!("Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body_name}'")));
+            return Err(header_mismatch(
+                &id,
+                "header_mismatch",
+                format!(
+                    "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body_name}'"
+                ),
+            ));
         }
     }
 
@@ -194,9 +352,28 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
         capabilities,
         client_info: meta_obj.get(meta::CLIENT_INFO).cloned(),
         log_level,
-        progress_token: meta_obj.get("progressToken").filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned(),
+        progress_token: meta_obj
+            .get("progressToken")
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned(),
     };
-    Ok(Parsed::Request(ClientRequest { id, method, params, ctx }))
+    let param_headers = headers
+        .iter()
+        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                v.to_str().ok().map(|s| s.trim().to_owned()),
+            )
+        })
+        .collect();
+    Ok(Parsed::Request(ClientRequest {
+        id,
+        method,
+        params,
+        ctx,
+        param_headers,
+    }))
 }
 
 #[cfg(test)]

@@ -10,11 +10,15 @@ fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
 }
 
 fn good_headers(method: &str) -> HeaderMap {
-    headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)])
+    headers(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ])
 }
 
 fn body(method: &str, params: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).unwrap()
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .unwrap()
 }
 
 fn meta() -> Value {
@@ -31,7 +35,11 @@ fn accepts_a_well_formed_request_and_reads_its_context() {
     let mut params = json!({"_meta": meta()});
     params["_meta"]["progressToken"] = json!("p1");
     params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
-    let Parsed::Request(req) = parse(&good_headers("tools/list"), &body("tools/list", params)).unwrap() else { panic!() };
+    let Parsed::Request(req) =
+        parse(&good_headers("tools/list"), &body("tools/list", params)).unwrap()
+    else {
+        panic!()
+    };
     assert_eq!(req.id, Id::Number(1));
     assert_eq!(req.ctx.progress_token, Some(json!("p1")));
     assert_eq!(req.ctx.log_level.as_deref(), Some("info"));
@@ -41,38 +49,81 @@ fn accepts_a_well_formed_request_and_reads_its_context() {
 
 #[test]
 fn malformed_json_and_batches() {
-    assert_eq!(reason(parse(&good_headers("x"), b"{nope")), ("parse_error", -32700, StatusCode::BAD_REQUEST));
-    assert_eq!(reason(parse(&good_headers("x"), b"[]")), ("not_a_single_message", -32600, StatusCode::BAD_REQUEST));
+    assert_eq!(
+        reason(parse(&good_headers("x"), b"{nope")),
+        ("parse_error", -32700, StatusCode::BAD_REQUEST)
+    );
+    assert_eq!(
+        reason(parse(&good_headers("x"), b"[]")),
+        ("not_a_single_message", -32600, StatusCode::BAD_REQUEST)
+    );
     let resp = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": {}})).unwrap();
-    assert_eq!(reason(parse(&good_headers("x"), &resp)).0, "response_not_allowed");
+    assert_eq!(
+        reason(parse(&good_headers("x"), &resp)).0,
+        "response_not_allowed"
+    );
 }
 
 #[test]
 fn notifications_are_recognised() {
-    let b = serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})).unwrap();
-    assert_eq!(parse(&HeaderMap::new(), &b).unwrap(), Parsed::Notification { method: "notifications/cancelled".into() });
+    let b = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    )
+    .unwrap();
+    assert_eq!(
+        parse(&HeaderMap::new(), &b).unwrap(),
+        Parsed::Notification {
+            method: "notifications/cancelled".into()
+        }
+    );
 }
 
 #[test]
 fn header_rules() {
     let b = body("tools/list", json!({"_meta": meta()}));
-    assert_eq!(reason(parse(&headers(&[("mcp-method", "tools/list")]), &b)), ("header_missing", -32020, StatusCode::BAD_REQUEST));
-    assert_eq!(reason(parse(&headers(&[("mcp-protocol-version", "2026-07-28")]), &b)).0, "header_missing");
-    assert_eq!(reason(parse(&good_headers("tools/call"), &b)).0, "header_mismatch");
+    assert_eq!(
+        reason(parse(&headers(&[("mcp-method", "tools/list")]), &b)),
+        ("header_missing", -32020, StatusCode::BAD_REQUEST)
+    );
+    assert_eq!(
+        reason(parse(
+            &headers(&[("mcp-protocol-version", "2026-07-28")]),
+            &b
+        ))
+        .0,
+        "header_missing"
+    );
+    assert_eq!(
+        reason(parse(&good_headers("tools/call"), &b)).0,
+        "header_mismatch"
+    );
     let mut wrong_meta = meta();
     wrong_meta["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-29");
-    assert_eq!(reason(parse(&good_headers("tools/list"), &body("tools/list", json!({"_meta": wrong_meta})))).0, "header_mismatch");
+    assert_eq!(
+        reason(parse(
+            &good_headers("tools/list"),
+            &body("tools/list", json!({"_meta": wrong_meta}))
+        ))
+        .0,
+        "header_mismatch"
+    );
 }
 
 #[test]
 fn header_values_are_case_sensitive() {
     let b = body("tools/list", json!({"_meta": meta()}));
-    assert_eq!(reason(parse(&good_headers("TOOLS/LIST"), &b)).0, "header_mismatch");
+    assert_eq!(
+        reason(parse(&good_headers("TOOLS/LIST"), &b)).0,
+        "header_mismatch"
+    );
 }
 
 #[test]
 fn mcp_name_must_match_and_may_be_base64() {
-    let b = body("tools/call", json!({"_meta": meta(), "name": "héllo", "arguments": {}}));
+    let b = body(
+        "tools/call",
+        json!({"_meta": meta(), "name": "héllo", "arguments": {}}),
+    );
     let mut h = good_headers("tools/call");
     assert_eq!(reason(parse(&h, &b)).0, "header_missing");
     h.insert("mcp-name", HeaderValue::from_static("=?base64?aMOpbGxv?="));
@@ -81,7 +132,10 @@ fn mcp_name_must_match_and_may_be_base64() {
     assert_eq!(reason(parse(&h, &b)).0, "header_mismatch");
     h.insert("mcp-name", HeaderValue::from_static("=?base64?!!!?="));
     assert_eq!(reason(parse(&h, &b)).0, "header_invalid");
-    let uri = body("resources/read", json!({"_meta": meta(), "uri": "file:///a b"}));
+    let uri = body(
+        "resources/read",
+        json!({"_meta": meta(), "uri": "file:///a b"}),
+    );
     let mut h = good_headers("resources/read");
     h.insert("mcp-name", HeaderValue::from_static("file:///a b"));
     assert!(parse(&h, &uri).is_ok());
@@ -89,7 +143,10 @@ fn mcp_name_must_match_and_may_be_base64() {
 
 #[test]
 fn unsupported_version_names_supported_and_requested() {
-    let h = headers(&[("mcp-protocol-version", "2025-06-18"), ("mcp-method", "tools/list")]);
+    let h = headers(&[
+        ("mcp-protocol-version", "2025-06-18"),
+        ("mcp-method", "tools/list"),
+    ]);
     let r = parse(&h, &body("tools/list", json!({"_meta": meta()}))).unwrap_err();
     assert_eq!(r.reject.code, -32022);
     assert_eq!(r.reject.data["supported"], json!(["2026-07-28"]));
@@ -99,21 +156,48 @@ fn unsupported_version_names_supported_and_requested() {
 
 #[test]
 fn removed_and_unknown_methods_are_404() {
-    for m in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {
-        assert_eq!(reason(parse(&good_headers(m), &body(m, json!({"_meta": meta()})))), ("method_removed", -32601, StatusCode::NOT_FOUND), "{m}");
+    for m in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    ] {
+        assert_eq!(
+            reason(parse(&good_headers(m), &body(m, json!({"_meta": meta()})))),
+            ("method_removed", -32601, StatusCode::NOT_FOUND),
+            "{m}"
+        );
     }
-    assert_eq!(reason(parse(&good_headers("foo/bar"), &body("foo/bar", json!({"_meta": meta()})))).0, "method_not_found");
+    assert_eq!(
+        reason(parse(
+            &good_headers("foo/bar"),
+            &body("foo/bar", json!({"_meta": meta()}))
+        ))
+        .0,
+        "method_not_found"
+    );
 }
 
 #[test]
 fn missing_meta_fields_are_invalid_params() {
     let h = good_headers("tools/list");
-    assert_eq!(reason(parse(&h, &body("tools/list", json!({})))), ("missing_meta", -32602, StatusCode::BAD_REQUEST));
+    assert_eq!(
+        reason(parse(&h, &body("tools/list", json!({})))),
+        ("missing_meta", -32602, StatusCode::BAD_REQUEST)
+    );
     let no_caps = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
-    assert_eq!(reason(parse(&h, &body("tools/list", no_caps))).0, "missing_meta");
+    assert_eq!(
+        reason(parse(&h, &body("tools/list", no_caps))).0,
+        "missing_meta"
+    );
     let no_version = json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}});
-    assert_eq!(reason(parse(&h, &body("tools/list", no_version))).0, "missing_meta");
-    let b = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": "s", "method": "tools/list"})).unwrap();
+    assert_eq!(
+        reason(parse(&h, &body("tools/list", no_version))).0,
+        "missing_meta"
+    );
+    let b =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": "s", "method": "tools/list"})).unwrap();
     let r = parse(&h, &b).unwrap_err();
     assert_eq!(r.id, Some(Id::String("s".into())));
 }
@@ -122,5 +206,12 @@ fn missing_meta_fields_are_invalid_params() {
 fn bad_log_level_is_invalid_params() {
     let mut m = meta();
     m["io.modelcontextprotocol/logLevel"] = json!("loud");
-    assert_eq!(reason(parse(&good_headers("tools/list"), &body("tools/list", json!({"_meta": m})))).0, "invalid_log_level");
+    assert_eq!(
+        reason(parse(
+            &good_headers("tools/list"),
+            &body("tools/list", json!({"_meta": m}))
+        ))
+        .0,
+        "invalid_log_level"
+    );
 }

@@ -19,8 +19,13 @@ use super::body::Body;
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
 /// `grace` for open connections to finish.
-pub async fn serve<H, F>(listener: TcpListener, handler: H, max_connections: usize, grace: Duration, shutdown: impl Future<Output = ()>)
-where
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    handler: H,
+    max_connections: usize,
+    grace: Duration,
+    shutdown: impl Future<Output = ()>,
+) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
@@ -51,7 +56,9 @@ where
             let handler = handler.clone();
             async move { Ok::<_, std::convert::Infallible>(handler(req).await) }
         });
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -61,7 +68,13 @@ where
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
-        tracing::warn!(?grace, "shutdown grace period over; cutting remaining connections");
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "shutdown grace period over; cutting remaining connections"
+        );
     }
 }

@@ -76,7 +76,10 @@ pub fn upstream_error(mut error: ErrorObject) -> ErrorObject {
     } else if (-32099..=-32020).contains(&error.code) {
         // The MCP-reserved range may only carry codes this revision defines
         // (-32042 URL elicitation required, for one, no longer exists).
-        error = ErrorObject { code: code::INTERNAL_ERROR, ..error };
+        error = ErrorObject {
+            code: code::INTERNAL_ERROR,
+            ..error
+        };
     }
     let data = match error.data.take() {
         Some(Value::Object(mut o)) => {
@@ -118,7 +121,11 @@ mod tests {
 
     #[test]
     fn lists_get_type_cache_hints_and_server_info() {
-        let r = complete("tools/list", json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}), &stamp());
+        let r = complete(
+            "tools/list",
+            json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}),
+            &stamp(),
+        );
         assert_eq!(r["resultType"], "complete");
         assert_eq!(r["ttlMs"], 60000);
         assert_eq!(r["cacheScope"], "public");
@@ -128,7 +135,11 @@ mod tests {
 
     #[test]
     fn calls_get_no_cache_hints() {
-        let r = complete("tools/call", json!({"content": [], "_meta": {meta::RELATED_TASK: {"taskId": "x"}, "k": 1}}), &stamp());
+        let r = complete(
+            "tools/call",
+            json!({"content": [], "_meta": {meta::RELATED_TASK: {"taskId": "x"}, "k": 1}}),
+            &stamp(),
+        );
         assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none());
         assert_eq!(r["_meta"]["k"], 1);
         assert!(r["_meta"].get(meta::RELATED_TASK).is_none());
@@ -136,13 +147,21 @@ mod tests {
 
     #[test]
     fn legacy_codes_are_rewritten() {
-        let e = upstream_error(ErrorObject::new(-32002, "Resource not found").with_data(json!({"uri": "x"})));
+        let e = upstream_error(
+            ErrorObject::new(-32002, "Resource not found").with_data(json!({"uri": "x"})),
+        );
         assert_eq!(e.code, -32602);
-        assert_eq!(e.data.unwrap(), json!({"uri": "x", "reason": "resource_not_found"}));
+        assert_eq!(
+            e.data.unwrap(),
+            json!({"uri": "x", "reason": "resource_not_found"})
+        );
         let e = upstream_error(ErrorObject::new(-32042, "url needed"));
         assert_eq!(e.code, -32603);
         let e = upstream_error(ErrorObject::new(-32602, "bad").with_data(json!("text")));
-        assert_eq!(e.data.unwrap(), json!({"reason": "upstream_error", "upstream": "text"}));
+        assert_eq!(
+            e.data.unwrap(),
+            json!({"reason": "upstream_error", "upstream": "text"})
+        );
     }
 
     #[test]

@@ -45,15 +45,25 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("redmark");
         let requests = Family::<RequestLabels, Counter>::default();
-        registry.register("requests", "Client requests by route, method and outcome", requests.clone());
-        let duration = Family::<MethodLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.001, 2.0, 16)));
+        registry.register(
+            "requests",
+            "Client requests by route, method and outcome",
+            requests.clone(),
+        );
+        let duration = Family::<MethodLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
         registry.register(
             "request_duration_seconds",
             "Time to answer a client request (in the spirit of mcp.server.operation.duration)",
             duration.clone(),
         );
         let sessions = Family::<SessionLabels, Gauge>::default();
-        registry.register("upstream_sessions", "Upstream legacy sessions by route and state (idle, leased)", sessions.clone());
+        registry.register(
+            "upstream_sessions",
+            "Upstream legacy sessions by route and state (idle, leased)",
+            sessions.clone(),
+        );
         Self {
             registry,
             requests,
@@ -109,8 +119,19 @@ mod tests {
         m.record_request("rooms", "tools/list", "ok", 0.01);
         m.set_sessions("rooms", 2, 1);
         let text = m.render();
-        assert!(text.contains(r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#), "{text}");
-        assert!(text.contains(r#"redmark_upstream_sessions{route="rooms",state="idle"} 2"#), "{text}");
-        assert!(text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#), "{text}");
+        assert!(
+            text.contains(
+                r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"redmark_upstream_sessions{route="rooms",state="idle"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -24,6 +24,8 @@ pub struct Catalog {
     ttl: Duration,
     lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
     init: Mutex<HashMap<Profile, InitInfo>>,
+    /// Every tool definition per pool key (all pages), for header checks.
+    tools: Mutex<HashMap<PoolKey, (Arc<HashMap<String, Value>>, Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -47,6 +49,7 @@ impl Catalog {
             ttl,
             lists: Mutex::new(HashMap::new()),
             init: Mutex::new(HashMap::new()),
+            tools: Mutex::new(HashMap::new()),
         });
         let mut notices = pool.notices();
         let weak = Arc::downgrade(&catalog);
@@ -58,6 +61,7 @@ impl Catalog {
                     Err(RecvError::Lagged(_)) => {
                         let Some(c) = weak.upgrade() else { return };
                         lock(&c.lists).clear();
+                        lock(&c.tools).clear();
                         continue;
                     }
                     Err(RecvError::Closed) => return,
@@ -74,6 +78,30 @@ impl Catalog {
             return;
         }
         lock(&self.lists).retain(|k, _| !methods.contains(&k.method.as_str()));
+        if methods.contains(&"tools/list") {
+            lock(&self.tools).clear();
+        }
+    }
+
+    /// Tool definitions by name, if known and fresh. They are kept at least a
+    /// second even with a zero TTL, so one call does not list twice.
+    pub fn tools(&self, pool: &PoolKey) -> Option<Arc<HashMap<String, Value>>> {
+        let ttl = self.ttl.max(Duration::from_secs(1));
+        let tools = lock(&self.tools);
+        tools
+            .get(pool)
+            .filter(|(_, at)| at.elapsed() < ttl)
+            .map(|(t, _)| t.clone())
+    }
+
+    pub fn put_tools(
+        &self,
+        pool: &PoolKey,
+        tools: HashMap<String, Value>,
+    ) -> Arc<HashMap<String, Value>> {
+        let tools = Arc::new(tools);
+        lock(&self.tools).insert(pool.clone(), (tools.clone(), Instant::now()));
+        tools
     }
 
     pub fn list(&self, pool: &PoolKey, method: &str, cursor: Option<&str>) -> Option<Value> {

@@ -123,7 +123,11 @@ impl RoutePool {
 
     /// Leases a session for one operation, starting one if the limits allow,
     /// otherwise waiting up to `lease_timeout` for one to come back.
-    pub async fn acquire(self: &Arc<Self>, principal: &Arc<str>, profile: Profile) -> Result<Lease, UpstreamError> {
+    pub async fn acquire(
+        self: &Arc<Self>,
+        principal: &Arc<str>,
+        profile: Profile,
+    ) -> Result<Lease, UpstreamError> {
         let key = PoolKey {
             principal: principal.clone(),
             profile,
@@ -160,7 +164,8 @@ impl RoutePool {
                     }
                 }
                 let mine = st.per_principal.get(principal).copied().unwrap_or(0);
-                let room = st.total < self.limits.max_sessions && mine < self.limits.max_sessions_per_principal;
+                let room = st.total < self.limits.max_sessions
+                    && mine < self.limits.max_sessions_per_principal;
                 if room {
                     st.total += 1;
                     *st.per_principal.entry(principal.clone()).or_default() += 1;
@@ -193,13 +198,31 @@ impl RoutePool {
     async fn start_session(&self, profile: Profile) -> Result<Arc<Session>, UpstreamError> {
         let max = self.upstream.max_message_bytes;
         let link = match &self.target {
-            UpstreamTarget::Stdio { program, args, env, cwd } => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
-            UpstreamTarget::Http { url, headers } => transport::http::connect(self.http.clone(), url, headers, self.route.clone(), max)?,
+            UpstreamTarget::Stdio {
+                program,
+                args,
+                env,
+                cwd,
+            } => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
+            UpstreamTarget::Http { url, headers } => {
+                transport::http::connect(self.http.clone(), url, headers, self.route.clone(), max)?
+            }
         };
-        let started = Session::start(link, self.route.clone(), profile, self.notices.clone(), self.upstream.init_timeout).await;
+        let started = Session::start(
+            link,
+            self.route.clone(),
+            profile,
+            self.notices.clone(),
+            self.upstream.init_timeout,
+        )
+        .await;
         match &started {
-            Ok(s) => tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started"),
-            Err(e) => tracing::warn!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start"),
+            Ok(s) => {
+                tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started")
+            }
+            Err(e) => {
+                tracing::warn!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start")
+            }
         }
         started
     }
@@ -209,7 +232,10 @@ impl RoutePool {
         st.leased = st.leased.saturating_sub(1);
         let keep = session.is_reusable() && !self.closed.load(Ordering::Acquire);
         if keep {
-            st.idle.entry(key).or_default().push((session, Instant::now()));
+            st.idle
+                .entry(key)
+                .or_default()
+                .push((session, Instant::now()));
         } else {
             st.forget(&key.principal);
         }
@@ -219,7 +245,8 @@ impl RoutePool {
     }
 
     fn publish(&self, st: &PoolState) {
-        self.metrics.set_sessions(&self.route, st.idle_count(), st.leased);
+        self.metrics
+            .set_sessions(&self.route, st.idle_count(), st.leased);
     }
 
     /// Closes every idle session and refuses new leases; leased sessions close when returned.
@@ -255,10 +282,12 @@ impl RoutePool {
             let mut out = Vec::new();
             let keys: Vec<PoolKey> = st.idle.keys().cloned().collect();
             for key in keys {
-                let Some(list) = st.idle.get_mut(&key) else { continue };
-                let (gone, kept): (Vec<_>, Vec<_>) = list
-                    .drain(..)
-                    .partition(|(s, at)| !s.is_reusable() || now.duration_since(*at) >= self.limits.idle_timeout);
+                let Some(list) = st.idle.get_mut(&key) else {
+                    continue;
+                };
+                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|(s, at)| {
+                    !s.is_reusable() || now.duration_since(*at) >= self.limits.idle_timeout
+                });
                 *list = kept;
                 if list.is_empty() {
                     st.idle.remove(&key);
@@ -283,7 +312,9 @@ impl RoutePool {
 
 async fn reap(pool: std::sync::Weak<RoutePool>) {
     let every = match pool.upgrade() {
-        Some(p) => (p.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)),
+        Some(p) => {
+            (p.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30))
+        }
         None => return,
     };
     loop {

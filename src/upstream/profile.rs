@@ -85,7 +85,11 @@ impl Profile {
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
         .collect();
-        if parts.is_empty() { "none".into() } else { parts.join("+") }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join("+")
+        }
     }
 }
 
@@ -97,13 +101,20 @@ mod tests {
     fn empty_elicitation_means_form() {
         let p = Profile::from_client_capabilities(&json!({"elicitation": {}}));
         assert!(p.elicitation_form && !p.elicitation_url);
-        assert_eq!(p.initialize_capabilities(), json!({"elicitation": {"form": {}}}));
+        assert_eq!(
+            p.initialize_capabilities(),
+            json!({"elicitation": {"form": {}}})
+        );
     }
 
     #[test]
     fn declares_exactly_what_the_client_declared() {
-        let p = Profile::from_client_capabilities(&json!({"elicitation": {"url": {}}, "sampling": {"tools": {}}, "roots": {}}));
-        assert!(!p.elicitation_form && p.elicitation_url && p.sampling && p.sampling_tools && p.roots);
+        let p = Profile::from_client_capabilities(
+            &json!({"elicitation": {"url": {}}, "sampling": {"tools": {}}, "roots": {}}),
+        );
+        assert!(
+            !p.elicitation_form && p.elicitation_url && p.sampling && p.sampling_tools && p.roots
+        );
         assert_eq!(
             p.initialize_capabilities(),
             json!({"elicitation": {"url": {}}, "sampling": {"tools": {}}, "roots": {"listChanged": true}})

@@ -40,9 +40,16 @@ pub struct InitInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallEvent {
     /// `notifications/progress`, `notifications/message`, `notifications/cancelled`, ...
-    Notification { method: String, params: Option<Value> },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
     /// A pushed request (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...).
-    ServerRequest { id: Id, method: String, params: Option<Value> },
+    ServerRequest {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
 }
 
 /// Route-wide notices: list changes and resource updates.
@@ -79,7 +86,10 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("local_id", &self.local_id).field("route", &self.route).finish_non_exhaustive()
+        f.debug_struct("Session")
+            .field("local_id", &self.local_id)
+            .field("route", &self.route)
+            .finish_non_exhaustive()
     }
 }
 
@@ -111,7 +121,13 @@ impl Session {
             lost_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
         });
-        tokio::spawn(dispatch(inbound, state.clone(), outbound.clone(), notices, route.clone()));
+        tokio::spawn(dispatch(
+            inbound,
+            state.clone(),
+            outbound.clone(),
+            notices,
+            route.clone(),
+        ));
 
         let local_id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
         let mut session = Session {
@@ -135,11 +151,23 @@ impl Session {
             "capabilities": profile.initialize_capabilities(),
             "clientInfo": {"name": "redmark", "title": "redmark MCP gateway", "version": env!("CARGO_PKG_VERSION")},
         });
-        let result = match session.request("initialize", Some(params), init_timeout).await? {
+        let result = match session
+            .request("initialize", Some(params), init_timeout)
+            .await?
+        {
             Ok(result) => result,
-            Err(e) => return Err(UpstreamError::Unavailable(format!("initialize was refused: {} ({})", e.message, e.code))),
+            Err(e) => {
+                return Err(UpstreamError::Unavailable(format!(
+                    "initialize was refused: {} ({})",
+                    e.message, e.code
+                )));
+            }
         };
-        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         // spec 2025-11-25 lifecycle.mdx "Version Negotiation": a client that does not
         // support the server's version SHOULD disconnect.
         if !LEGACY_VERSIONS.contains(&version.as_str()) {
@@ -149,9 +177,18 @@ impl Session {
         *lock(&protocol_version) = Some(version.clone());
         session.init = InitInfo {
             protocol_version: version,
-            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            server_info: result.get("serverInfo").cloned().unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
-            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
+            capabilities: result
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            server_info: result
+                .get("serverInfo")
+                .cloned()
+                .unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
+            instructions: result
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         };
         // spec 2025-11-25 lifecycle.mdx "Initialization": "the client MUST send an initialized notification".
         session.notify("notifications/initialized", None).await?;
@@ -172,22 +209,37 @@ impl Session {
     }
 
     fn lost(&self) -> UpstreamError {
-        UpstreamError::Lost(lock(&self.state.lost_reason).clone().unwrap_or_else(|| "the session closed".into()))
+        UpstreamError::Lost(
+            lock(&self.state.lost_reason)
+                .clone()
+                .unwrap_or_else(|| "the session closed".into()),
+        )
     }
 
     async fn send(&self, msg: Message) -> Result<(), UpstreamError> {
         if !self.is_alive() {
             return Err(self.lost());
         }
-        self.outbound.send(msg.to_value()).await.map_err(|_| self.lost())
+        self.outbound
+            .send(msg.to_value())
+            .await
+            .map_err(|_| self.lost())
     }
 
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
-        self.send(Message::Notification { method: method.into(), params }).await
+        self.send(Message::Notification {
+            method: method.into(),
+            params,
+        })
+        .await
     }
 
     /// Answers a request the server pushed.
-    pub async fn respond(&self, id: Id, outcome: Result<Value, ErrorObject>) -> Result<(), UpstreamError> {
+    pub async fn respond(
+        &self,
+        id: Id,
+        outcome: Result<Value, ErrorObject>,
+    ) -> Result<(), UpstreamError> {
         self.send(Message::Response { id, outcome }).await
     }
 
@@ -199,9 +251,19 @@ impl Session {
     }
 
     /// A request that involves no person: waits at most `timeout`.
-    pub async fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let (id, rx) = self.register();
-        self.send(Message::Request { id: Id::Number(id), method: method.into(), params }).await?;
+        self.send(Message::Request {
+            id: Id::Number(id),
+            method: method.into(),
+            params,
+        })
+        .await?;
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(_)) => Err(self.lost()),
@@ -214,11 +276,22 @@ impl Session {
     }
 
     /// Starts the one call of this lease; its request-scoped traffic arrives on the returned [`Call`].
-    pub async fn call(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Call, UpstreamError> {
+    pub async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Call, UpstreamError> {
         let (events_tx, events_rx) = mpsc::channel(CALL_QUEUE_DEPTH);
         *lock(&self.state.call_sink) = Some(events_tx);
         let (id, response) = self.register();
-        if let Err(e) = self.send(Message::Request { id: Id::Number(id), method: method.into(), params }).await {
+        if let Err(e) = self
+            .send(Message::Request {
+                id: Id::Number(id),
+                method: method.into(),
+                params,
+            })
+            .await
+        {
             lock(&self.state.call_sink).take();
             return Err(e);
         }
@@ -317,7 +390,8 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         if !self.finished {
-            self.session.cancel(self.upstream_id, "redmark: the client went away");
+            self.session
+                .cancel(self.upstream_id, "redmark: the client went away");
             self.finish();
         }
     }
@@ -339,43 +413,81 @@ async fn dispatch(
             Inbound::Closed(why) => break why,
         };
         match msg {
-            Message::Response { id: Id::Number(n), outcome } => {
+            Message::Response {
+                id: Id::Number(n),
+                outcome,
+            } => {
                 if let Some(waiter) = lock(&state.pending).remove(&n) {
                     let _ = waiter.send(outcome);
                 }
             }
             Message::Response { .. } => {}
             Message::Request { id, method, .. } if method == "ping" => {
-                let _ = outbound.send(Message::Response { id, outcome: Ok(json!({})) }.to_value()).await;
+                let _ = outbound
+                    .send(
+                        Message::Response {
+                            id,
+                            outcome: Ok(json!({})),
+                        }
+                        .to_value(),
+                    )
+                    .await;
             }
             Message::Request { id, method, params } => {
                 let sink = lock(&state.call_sink).clone();
                 let delivered = match sink {
-                    Some(sink) => sink.send(CallEvent::ServerRequest { id: id.clone(), method: method.clone(), params }).await.is_ok(),
+                    Some(sink) => sink
+                        .send(CallEvent::ServerRequest {
+                            id: id.clone(),
+                            method: method.clone(),
+                            params,
+                        })
+                        .await
+                        .is_ok(),
                     None => false,
                 };
                 if !delivered {
                     // spec 2025-11-25 SEP-2260: server requests belong to a client
                     // request; with none in flight there is nobody to ask.
                     tracing::info!(route = %route, %method, "upstream pushed a request with no call in flight; refused");
-                    let err = ErrorObject::new(code::INTERNAL_ERROR, format!("redmark: no client request is in flight to carry `{method}`"))
-                        .with_data(json!({"reason": "no_request_in_flight"}));
-                    let _ = outbound.send(Message::Response { id, outcome: Err(err) }.to_value()).await;
+                    let err = ErrorObject::new(
+                        code::INTERNAL_ERROR,
+                        format!("redmark: no client request is in flight to carry `{method}`"),
+                    )
+                    .with_data(json!({"reason": "no_request_in_flight"}));
+                    let _ = outbound
+                        .send(
+                            Message::Response {
+                                id,
+                                outcome: Err(err),
+                            }
+                            .to_value(),
+                        )
+                        .await;
                 }
             }
             Message::Notification { method, params } => {
-                if method.ends_with("/list_changed") || method == "notifications/resources/updated" {
+                if method.ends_with("/list_changed") || method == "notifications/resources/updated"
+                {
                     let _ = notices.send(Notice { method, params });
                     continue;
                 }
                 let sink = lock(&state.call_sink).clone();
                 match sink {
                     Some(sink) => {
-                        if sink.try_send(CallEvent::Notification { method: method.clone(), params }).is_err() {
+                        if sink
+                            .try_send(CallEvent::Notification {
+                                method: method.clone(),
+                                params,
+                            })
+                            .is_err()
+                        {
                             tracing::warn!(route = %route, %method, "call event queue full; notification dropped");
                         }
                     }
-                    None => tracing::debug!(route = %route, %method, "upstream notification outside any call"),
+                    None => {
+                        tracing::debug!(route = %route, %method, "upstream notification outside any call")
+                    }
                 }
             }
         }

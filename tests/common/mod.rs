@@ -107,12 +107,20 @@ pub struct Resp {
 impl Resp {
     /// The final message (the response).
     pub fn last(&self) -> &Value {
-        self.messages.last().unwrap_or_else(|| panic!("no message in response: status {} body {:?}", self.status, self.raw))
+        self.messages.last().unwrap_or_else(|| {
+            panic!(
+                "no message in response: status {} body {:?}",
+                self.status, self.raw
+            )
+        })
     }
 
     pub fn result(&self) -> &Value {
         let last = self.last();
-        assert!(last.get("result").is_some(), "expected a result, got {last}");
+        assert!(
+            last.get("result").is_some(),
+            "expected a result, got {last}"
+        );
         &last["result"]
     }
 
@@ -123,7 +131,10 @@ impl Resp {
     }
 
     pub fn reason(&self) -> String {
-        self.error()["data"]["reason"].as_str().unwrap_or_default().to_owned()
+        self.error()["data"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     pub fn is_sse(&self) -> bool {
@@ -134,7 +145,11 @@ impl Resp {
 pub async fn read_resp(resp: reqwest::Response) -> Resp {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let raw = resp.text().await.unwrap_or_default();
     let messages = if content_type.starts_with("text/event-stream") {
         let mut d = redmark::sse::Decoder::new(1 << 24);
@@ -169,7 +184,8 @@ pub struct TestGateway {
 
 impl TestGateway {
     pub async fn start(config_toml: &str) -> TestGateway {
-        let config = redmark::config::Config::parse(config_toml, "test.toml", repo()).unwrap_or_else(|e| panic!("config: {e}\n{config_toml}"));
+        let config = redmark::config::Config::parse(config_toml, "test.toml", repo())
+            .unwrap_or_else(|e| panic!("config: {e}\n{config_toml}"));
         let running = redmark::start(config).await.expect("gateway starts");
         TestGateway {
             url: format!("http://{}/mcp", running.addr),
@@ -181,7 +197,8 @@ impl TestGateway {
     }
 
     pub fn next_id(&self) -> i64 {
-        self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        self.next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// POSTs a well-formed request: headers mirrored from the body.
@@ -195,7 +212,11 @@ impl TestGateway {
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", VERSION)
             .header("mcp-method", method);
-        if let Some(name) = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str) {
+        if let Some(name) = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+        {
             rb = rb.header("mcp-name", name);
         }
         rb.body(body.to_string())
@@ -203,18 +224,32 @@ impl TestGateway {
 
     /// Sends a well-formed request with `_meta` for `capabilities` added to `params`.
     pub async fn rpc(&self, method: &str, mut params: Value, capabilities: Value) -> Resp {
-        params.as_object_mut().expect("params object").entry("_meta").or_insert_with(|| meta(capabilities));
+        params
+            .as_object_mut()
+            .expect("params object")
+            .entry("_meta")
+            .or_insert_with(|| meta(capabilities));
         read_resp(self.request(method, params).send().await.expect("POST")).await
     }
 
     pub async fn metrics(&self) -> String {
-        self.http.get(format!("{}/metrics", self.admin)).send().await.expect("metrics").text().await.expect("text")
+        self.http
+            .get(format!("{}/metrics", self.admin))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
     }
 
     /// The value of one sample in /metrics, e.g. `redmark_upstream_sessions{route="main",state="leased"}`.
     pub async fn metric(&self, sample: &str) -> Option<f64> {
         let text = self.metrics().await;
-        text.lines().find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.trim().parse().ok()))
+        text.lines().find_map(|l| {
+            l.strip_prefix(sample)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
     }
 
     /// Waits (bounded) until `sample` equals `want`; panics with the last value.
@@ -240,16 +275,24 @@ impl TestGateway {
 /// Validates `value` against `$defs/<definition>` of the 2026-07-28 schema.
 pub fn assert_schema(definition: &str, value: &Value) {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
-    static VALIDATORS: OnceLock<Mutex<HashMap<String, std::sync::Arc<jsonschema::Validator>>>> = OnceLock::new();
+    static VALIDATORS: OnceLock<Mutex<HashMap<String, std::sync::Arc<jsonschema::Validator>>>> =
+        OnceLock::new();
     let schema = SCHEMA.get_or_init(|| {
-        let text = std::fs::read_to_string(repo().join("tests/schema/2026-07-28.json")).expect("schema file");
+        let text = std::fs::read_to_string(repo().join("tests/schema/2026-07-28.json"))
+            .expect("schema file");
         serde_json::from_str(&text).expect("schema JSON")
     });
     let validator = {
-        let mut map = VALIDATORS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap();
+        let mut map = VALIDATORS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap();
         map.entry(definition.to_owned())
             .or_insert_with(|| {
-                assert!(schema["$defs"].get(definition).is_some(), "no $defs/{definition} in the schema");
+                assert!(
+                    schema["$defs"].get(definition).is_some(),
+                    "no $defs/{definition} in the schema"
+                );
                 let wrapper = json!({
                     "$schema": "https://json-schema.org/draft/2020-12/schema",
                     "$ref": format!("#/$defs/{definition}"),
@@ -264,8 +307,14 @@ pub fn assert_schema(definition: &str, value: &Value) {
             })
             .clone()
     };
-    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{e} at {}", e.instance_path())).collect();
-    assert!(errors.is_empty(), "not a valid {definition}: {errors:?}\n{value:#}");
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not a valid {definition}: {errors:?}\n{value:#}"
+    );
 }
 
 /// Validates a whole response: the envelope, and the inner result by its `resultType`.
@@ -281,7 +330,10 @@ pub fn assert_response_schema(method: &str, response: &Value) {
         "prompts/list" => ("ListPromptsResultResponse", "ListPromptsResult"),
         "prompts/get" => ("GetPromptResultResponse", "GetPromptResult"),
         "resources/list" => ("ListResourcesResultResponse", "ListResourcesResult"),
-        "resources/templates/list" => ("ListResourceTemplatesResultResponse", "ListResourceTemplatesResult"),
+        "resources/templates/list" => (
+            "ListResourceTemplatesResultResponse",
+            "ListResourceTemplatesResult",
+        ),
         "resources/read" => ("ReadResourceResultResponse", "ReadResourceResult"),
         "completion/complete" => ("CompleteResultResponse", "CompleteResult"),
         other => panic!("no schema mapping for {other}"),
@@ -305,17 +357,26 @@ impl Drop for ChildGuard {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Starts a process and waits (bounded) for a line containing `ready` on stdout or stderr.
 pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).kill_on_drop(true);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
     let mut child = cmd.spawn().expect("spawn peer");
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    for stream in [Box::new(stdout) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(stderr)] {
+    for stream in [
+        Box::new(stdout) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+        Box::new(stderr),
+    ] {
         let tx = tx.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stream).lines();
@@ -336,7 +397,10 @@ pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
         false
     })
     .await;
-    assert!(matches!(found, Ok(true)), "peer never printed {ready:?}; output: {seen:?}");
+    assert!(
+        matches!(found, Ok(true)),
+        "peer never printed {ready:?}; output: {seen:?}"
+    );
     ChildGuard(child)
 }
 
@@ -344,7 +408,38 @@ pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
 pub async fn everything_http() -> (ChildGuard, String) {
     let port = free_port();
     let mut cmd = Command::new("node");
-    cmd.arg(everything_js()).arg("streamableHttp").env("PORT", port.to_string());
+    cmd.arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
     let guard = spawn_until(cmd, "listening on port").await;
     (guard, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// Runs the PyPI `mcp` 2.3.0 client driver (tests/peers/py_client.py) against
+/// `url` with `script`, returning its JSON output lines.
+pub async fn py_client(url: &str, script: &Value) -> Vec<Value> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        Command::new(client_python())
+            .arg(repo().join("tests/peers/py_client.py"))
+            .arg(url)
+            .arg(script.to_string())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("python client finished in time")
+    .expect("python client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "py_client failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }

@@ -41,8 +41,10 @@ pub fn connect(
 ) -> Result<Link, UpstreamError> {
     let mut extra = HeaderMap::new();
     for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
-        let value = HeaderValue::from_str(v).map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
         extra.insert(name, value);
     }
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
@@ -104,10 +106,16 @@ impl Shared {
     fn headers(&self, accept: &'static str) -> HeaderMap {
         let mut h = self.extra.clone();
         h.insert(ACCEPT, HeaderValue::from_static(accept));
-        if let Some(id) = lock(&self.session_id).as_deref().and_then(|s| HeaderValue::from_str(s).ok()) {
+        if let Some(id) = lock(&self.session_id)
+            .as_deref()
+            .and_then(|s| HeaderValue::from_str(s).ok())
+        {
             h.insert(SESSION_HEADER, id);
         }
-        if let Some(v) = lock(&self.protocol_version).as_deref().and_then(|s| HeaderValue::from_str(s).ok()) {
+        if let Some(v) = lock(&self.protocol_version)
+            .as_deref()
+            .and_then(|s| HeaderValue::from_str(s).ok())
+        {
             h.insert(VERSION_HEADER, v);
         }
         h
@@ -120,17 +128,33 @@ impl Shared {
     /// Fails one request locally, so its caller hears why instead of waiting.
     async fn fail_request(&self, id: Option<Id>, error: ErrorObject) {
         if let Some(id) = id {
-            let _ = self.inbound.send(Inbound::Message(Message::Response { id, outcome: Err(error) })).await;
+            let _ = self
+                .inbound
+                .send(Inbound::Message(Message::Response {
+                    id,
+                    outcome: Err(error),
+                }))
+                .await;
         }
     }
 
     async fn post(&self, msg: Value) {
-        let request_id = msg.get("method").and(msg.get("id")).and_then(Id::from_value);
+        let request_id = msg
+            .get("method")
+            .and(msg.get("id"))
+            .and_then(Id::from_value);
         let is_initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
         let had_session = lock(&self.session_id).is_some();
         let mut headers = self.headers("application/json, text/event-stream");
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let resp = match self.client.post(&self.url).headers(headers).body(msg.to_string()).send().await {
+        let resp = match self
+            .client
+            .post(&self.url)
+            .headers(headers)
+            .body(msg.to_string())
+            .send()
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 self.closed(format!("POST {} failed: {e}", self.url)).await;
@@ -139,14 +163,19 @@ impl Shared {
         };
         let status = resp.status();
         if is_initialize {
-            if let Some(id) = resp.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+            if let Some(id) = resp
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
                 *lock(&self.session_id) = Some(id.to_owned());
             }
         }
         // spec 2025-06-18 transports.mdx "Session Management": a 404 for a
         // request carrying a session id means the session is gone.
         if status == reqwest::StatusCode::NOT_FOUND && had_session {
-            self.closed("the server ended the HTTP session (404)".into()).await;
+            self.closed("the server ended the HTTP session (404)".into())
+                .await;
             return;
         }
         if status == reqwest::StatusCode::ACCEPTED {
@@ -157,16 +186,42 @@ impl Shared {
             let text = String::from_utf8_lossy(&body);
             // Some servers (server-everything among them) answer an unknown or
             // expired session with 400 instead of 404.
-            if had_session && status == reqwest::StatusCode::BAD_REQUEST && text.to_ascii_lowercase().contains("session") {
-                self.closed(format!("the server no longer knows the HTTP session: {}", text.trim())).await;
+            if had_session
+                && status == reqwest::StatusCode::BAD_REQUEST
+                && text.to_ascii_lowercase().contains("session")
+            {
+                self.closed(format!(
+                    "the server no longer knows the HTTP session: {}",
+                    text.trim()
+                ))
+                .await;
                 return;
             }
             // A JSON-RPC error body is the server's own answer: pass it on as is.
-            if let Ok(Message::Response { id, outcome: Err(e) }) = serde_json::from_slice::<Value>(&body).map_err(|_| ()).and_then(|v| Message::from_value(v).map_err(|_| ())) {
-                let _ = self.inbound.send(Inbound::Message(Message::Response { id, outcome: Err(e) })).await;
+            if let Ok(Message::Response {
+                id,
+                outcome: Err(e),
+            }) = serde_json::from_slice::<Value>(&body)
+                .map_err(|_| ())
+                .and_then(|v| Message::from_value(v).map_err(|_| ()))
+            {
+                let _ = self
+                    .inbound
+                    .send(Inbound::Message(Message::Response {
+                        id,
+                        outcome: Err(e),
+                    }))
+                    .await;
                 return;
             }
-            self.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, format!("upstream HTTP {status}: {}", text.trim()))).await;
+            self.fail_request(
+                request_id,
+                ErrorObject::new(
+                    code::INTERNAL_ERROR,
+                    format!("upstream HTTP {status}: {}", text.trim()),
+                ),
+            )
+            .await;
             return;
         }
         let is_sse = resp
@@ -184,18 +239,26 @@ impl Shared {
                 match read_limited(resp, this.max_message_bytes).await {
                     Ok(body) if body.is_empty() => {}
                     Ok(body) => this.deliver(&body).await,
-                    Err(e) => this.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e)).await,
+                    Err(e) => {
+                        this.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e))
+                            .await
+                    }
                 }
             }
         });
     }
 
     async fn deliver(&self, data: &[u8]) {
-        match serde_json::from_slice::<Value>(data).map_err(|e| e.to_string()).and_then(|v| Message::from_value(v).map_err(|e| e.to_string())) {
+        match serde_json::from_slice::<Value>(data)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
+        {
             Ok(msg) => {
                 let _ = self.inbound.send(Inbound::Message(msg)).await;
             }
-            Err(e) => tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC"),
+            Err(e) => {
+                tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC")
+            }
         }
     }
 
@@ -217,7 +280,11 @@ impl Shared {
                     }
                 }
                 Err(e) => {
-                    self.fail_request(request_id.clone(), ErrorObject::new(code::INTERNAL_ERROR, e.to_string())).await;
+                    self.fail_request(
+                        request_id.clone(),
+                        ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
+                    )
+                    .await;
                     return;
                 }
             }
@@ -227,7 +294,13 @@ impl Shared {
     /// Opens the GET stream before any call, so pushes a server sends there
     /// (for example without `relatedRequestId`) are not lost.
     async fn open_standalone_stream(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let resp = self.client.get(&self.url).headers(self.headers("text/event-stream")).send().await.ok()?;
+        let resp = self
+            .client
+            .get(&self.url)
+            .headers(self.headers("text/event-stream"))
+            .send()
+            .await
+            .ok()?;
         if !resp.status().is_success() {
             // 405: the server offers no standalone stream, which is allowed.
             return None;
@@ -239,7 +312,13 @@ impl Shared {
             // Servers may close the stream at any time; reopen it while the session lives.
             while failures < 5 && !this.inbound.is_closed() {
                 tokio::time::sleep(Duration::from_millis(500 * u64::from(failures + 1))).await;
-                match this.client.get(&this.url).headers(this.headers("text/event-stream")).send().await {
+                match this
+                    .client
+                    .get(&this.url)
+                    .headers(this.headers("text/event-stream"))
+                    .send()
+                    .await
+                {
                     Ok(resp) if resp.status().is_success() => {
                         failures = 0;
                         this.pump_sse(resp, None).await;
@@ -255,7 +334,14 @@ impl Shared {
             return;
         }
         // spec 2025-06-18 transports.mdx "Session Management": clients SHOULD DELETE the session they no longer need.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.delete(&self.url).headers(self.headers("application/json")).send()).await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.client
+                .delete(&self.url)
+                .headers(self.headers("application/json"))
+                .send(),
+        )
+        .await;
     }
 }
 

@@ -39,10 +39,16 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| UpstreamError::Unavailable(format!("cannot start `{}`: {e}", program.display())))?;
+        .map_err(|e| {
+            UpstreamError::Unavailable(format!("cannot start `{}`: {e}", program.display()))
+        })?;
     let pid = child.id().unwrap_or_default();
-    let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
-        return Err(UpstreamError::Unavailable("child process has no pipes".into()));
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(UpstreamError::Unavailable(
+            "child process has no pipes".into(),
+        ));
     };
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
@@ -67,24 +73,33 @@ pub fn spawn(
             let line = match line {
                 Ok(line) => line,
                 Err(e) => {
-                    let _ = reader_tx.send(Inbound::Closed(format!("unreadable stdout: {e}"))).await;
+                    let _ = reader_tx
+                        .send(Inbound::Closed(format!("unreadable stdout: {e}")))
+                        .await;
                     return;
                 }
             };
             if line.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|v| Message::from_value(v).map_err(|e| e.to_string())) {
+            match serde_json::from_str::<Value>(&line)
+                .map_err(|e| e.to_string())
+                .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
+            {
                 Ok(msg) => {
                     if reader_tx.send(Inbound::Message(msg)).await.is_err() {
                         return;
                     }
                 }
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
-                Err(e) => tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout"),
+                Err(e) => {
+                    tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout")
+                }
             }
         }
-        let _ = reader_tx.send(Inbound::Closed("the server closed its stdout".into())).await;
+        let _ = reader_tx
+            .send(Inbound::Closed("the server closed its stdout".into()))
+            .await;
     });
 
     let stderr_route = route.clone();

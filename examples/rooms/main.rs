@@ -1,0 +1,629 @@
+//! `rooms`: a LEGACY, push-style MCP example server (protocol 2025-06-18 / 2025-11-25).
+//!
+//! It speaks MCP over stdio (newline-delimited JSON-RPC; stdout is the protocol,
+//! logs go to stderr) and gives the redmark gateway a real pre-2026 server to
+//! front. When a tool needs the user mid-call it does what legacy servers do:
+//! while the `tools/call` is still pending it PUSHES `elicitation/create` to the
+//! client and awaits `accept` / `decline` / `cancel`. It never returns a
+//! 2026-07-28 `InputRequiredResult` (MRTR), and it never pushes to a client that
+//! did not declare `elicitation` in `initialize`: those calls end in a tool
+//! error (`isError: true`) saying what is missing.
+//!
+//! Why it always pushes: rmcp 3.11 does not choose push or MRTR for you.
+//! `Peer::create_elicitation` refuses to send on 2026-07-28, and below that an
+//! `InputRequiredResult` is turned into an error. Capping
+//! `supported_protocol_versions` at 2025-11-25 makes `initialize` negotiate a
+//! legacy version and rejects requests whose `_meta` names 2026-07-28, so
+//! pushing is always allowed. [`Legacy`] hides rmcp's built-in `server/discover`.
+//!
+//! Seed lesson: "book the big room for Thursday". 2026-09-17 is a Thursday;
+//! Studio B is taken at 09:00 and The Nook at 14:00 that day.
+
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, Service, ServiceExt,
+    handler::server::wrapper::Parameters,
+    model::*,
+    service::{ElicitationMode, NotificationContext, RequestContext},
+    tool, tool_handler, tool_router,
+    transport::stdio,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const VERSION: &str = match option_env!("CARGO_PKG_VERSION") {
+    Some(version) => version,
+    None => "0.1.0",
+};
+
+struct Room {
+    id: &'static str,
+    name: &'static str,
+    seats: u32,
+    /// Loose words a hint may use. They narrow a question, never answer it.
+    keywords: &'static [&'static str],
+}
+
+const ROOMS: [Room; 3] = [
+    Room {
+        id: "atrium",
+        name: "The Atrium",
+        seats: 24,
+        keywords: &["big", "large", "atrium"],
+    },
+    Room {
+        id: "studio-b",
+        name: "Studio B",
+        seats: 12,
+        keywords: &["big", "studio"],
+    },
+    Room {
+        id: "nook",
+        name: "The Nook",
+        seats: 4,
+        keywords: &["small", "little", "nook"],
+    },
+];
+const ROOM_IDS: &str = "atrium, studio-b, nook";
+
+fn room_by_id(id: &str) -> Option<&'static Room> {
+    ROOMS.iter().find(|room| room.id == id)
+}
+
+/// A hint resolves only if it is exactly one room's id or name (ignoring case).
+/// Otherwise the rooms it loosely mentions come back.
+fn resolve_hint(hint: &str) -> Result<&'static Room, Vec<&'static Room>> {
+    let hint = hint.trim().to_lowercase();
+    if let Some(room) = ROOMS
+        .iter()
+        .find(|r| r.id == hint || r.name.to_lowercase() == hint)
+    {
+        return Ok(room);
+    }
+    Err(ROOMS
+        .iter()
+        .filter(|r| r.keywords.iter().any(|k| hint.contains(k)))
+        .collect())
+}
+
+struct Booking {
+    room: &'static Room,
+    day: String,
+    hour: u32,
+}
+
+/// In-memory state. It lasts as long as the process.
+struct State {
+    bookings: BTreeMap<String, Booking>,
+    next_id: u32,
+}
+
+impl State {
+    fn taken(&self, room: &Room, day: &str, hour: u32) -> Option<String> {
+        let same_slot = |b: &Booking| b.room.id == room.id && b.day == day && b.hour == hour;
+        self.bookings
+            .iter()
+            .find(|(_, b)| same_slot(b))
+            .map(|(id, _)| id.clone())
+    }
+
+    fn free_rooms(&self, day: &str, hour: u32) -> Vec<&'static Room> {
+        let free = |room: &&Room| self.taken(room, day, hour).is_none();
+        ROOMS.iter().filter(free).collect()
+    }
+
+    fn next_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}-{}", self.next_id - 1)
+    }
+
+    fn book(&mut self, room: &'static Room, day: &str, hour: u32) -> String {
+        let id = self.next_id("bk");
+        let day = day.to_owned();
+        self.bookings
+            .insert(id.clone(), Booking { room, day, hour });
+        id
+    }
+}
+
+type Ctx = RequestContext<RoleServer>;
+
+fn text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// A tool error for an accepted answer that is not one of the allowed values.
+fn bad_answer(answer: &Value, allowed: &str) -> CallToolResult {
+    tool_error(format!(
+        "The answer {answer} is not {allowed}; nothing was done."
+    ))
+}
+
+fn structured(summary: String, value: Value) -> CallToolResult {
+    let mut result = text(summary);
+    result.structured_content = Some(value);
+    result
+}
+
+/// A plain `{type: string, enum: [...]}`. It is valid in 2025-06-18, 2025-11-25 and 2026-07-28.
+fn string_enum(
+    values: Vec<String>,
+    description: impl Into<Cow<'static, str>>,
+) -> PrimitiveSchemaDefinition {
+    PrimitiveSchemaDefinition::Enum(EnumSchema::builder(values).description(description).build())
+}
+
+fn room_field() -> PrimitiveSchemaDefinition {
+    let ids = ROOMS.iter().map(|room| room.id.to_owned()).collect();
+    string_enum(
+        ids,
+        "The room to book. The Atrium seats 24, Studio B 12, The Nook 4.",
+    )
+}
+
+/// How a question ends the call when the answer is not `accept`.
+struct Question {
+    declined: &'static str,
+    cancelled: &'static str,
+    /// Explains, after "Cannot ask the user: <why>.", what was needed and how to go on.
+    fallback: String,
+}
+
+impl Question {
+    /// Asks the user for one required `field`, the legacy way: it pushes
+    /// `elicitation/create` to the client while the current `tools/call` is
+    /// still pending. It returns the field's value (`null` if it is missing).
+    async fn ask(
+        self,
+        ctx: &Ctx,
+        message: String,
+        field: &str,
+        schema: PrimitiveSchemaDefinition,
+    ) -> Result<Value, CallToolResult> {
+        let cannot =
+            |why: &str| tool_error(format!("Cannot ask the user: {why}. {}", self.fallback));
+        // The client's capabilities as declared in `initialize` (peer info).
+        let modes = ctx.peer.supported_elicitation_modes();
+        if !modes.contains(&ElicitationMode::Form) {
+            let why = "the client did not declare the `elicitation` capability in `initialize`";
+            return Err(cannot(why));
+        }
+        let properties = BTreeMap::from([(field.to_owned(), schema)]);
+        let requested_schema =
+            ElicitationSchema::new(properties).with_required(vec![field.to_owned()]);
+        eprintln!("rooms: pushing elicitation/create for `{field}`: {message}");
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema,
+        };
+        let result = tokio::select! {
+            result = ctx.peer.create_elicitation(params) => result,
+            () = ctx.ct.cancelled() => return Err(cannot("the tool call was cancelled")),
+        };
+        let result = result.map_err(|e| cannot(&format!("elicitation/create failed ({e})")))?;
+        eprintln!("rooms: elicitation answered: {:?}", result.action);
+        match result.action {
+            ElicitationAction::Accept => {
+                let mut content = result.content.unwrap_or_default();
+                Ok(content.get_mut(field).map(Value::take).unwrap_or_default())
+            }
+            ElicitationAction::Decline => Err(text(self.declined)),
+            // `cancel`, or an action newer than this SDK: the user dismissed the question.
+            _ => Err(text(self.cancelled)),
+        }
+    }
+}
+
+const NO_ROOM: &str = "No room chosen; nothing booked.";
+const BOOKING_CANCELLED: &str = "Booking cancelled.";
+
+#[derive(Deserialize, JsonSchema)]
+struct BookRoom {
+    /// Day of the booking, e.g. "2026-09-17".
+    day: String,
+    /// Start hour on a 24-hour clock (0-23). Bookings last one hour.
+    hour: u32,
+    /// Room id or name ("atrium", "The Nook"), or a description such as "the big room".
+    room_hint: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct CancelBooking {
+    /// The booking id returned by book_room, e.g. "bk-3".
+    booking_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NewTicket {
+    /// Short title of the ticket.
+    title: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NewInvoice {
+    /// Customer name.
+    customer: String,
+    /// Amount to invoice, in the currency the user picks.
+    amount: f64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct NewMeeting {
+    /// Room id (atrium, studio-b, nook). If it is left out, the server asks the user.
+    #[serde(default)]
+    room_id: Option<String>,
+    /// Start of the meeting, e.g. "2026-09-17T09:00".
+    start: String,
+}
+
+#[derive(Clone)]
+struct Rooms {
+    state: Arc<Mutex<State>>,
+    /// Set by `logging/setLevel` to debug or info.
+    info_logs: Arc<AtomicBool>,
+}
+
+#[tool_router]
+impl Rooms {
+    fn new() -> Self {
+        let mut state = State {
+            bookings: BTreeMap::new(),
+            next_id: 1,
+        };
+        state.book(&ROOMS[1], "2026-09-17", 9); // bk-1: Studio B
+        state.book(&ROOMS[2], "2026-09-17", 14); // bk-2: The Nook
+        let state = Arc::new(Mutex::new(state));
+        Self {
+            state,
+            info_logs: Arc::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends one `notifications/message` if the client asked for info-level logs.
+    #[allow(deprecated)] // logging is SEP-2577-deprecated in rmcp, but part of 2025-11-25
+    async fn log_info(&self, ctx: &Ctx, message: String) {
+        if self.info_logs.load(Ordering::Relaxed) {
+            let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(message))
+                .with_logger("rooms");
+            if let Err(e) = ctx.peer.notify_logging_message(param).await {
+                eprintln!("rooms: could not send a log message: {e}");
+            }
+        }
+    }
+
+    /// List the bookable rooms and their seats.
+    #[tool(annotations(read_only_hint = true))]
+    async fn list_rooms(&self) -> CallToolResult {
+        let (mut lines, mut rooms) = (Vec::new(), Vec::new());
+        for room in &ROOMS {
+            lines.push(format!("{} ({}): {} seats", room.name, room.id, room.seats));
+            rooms.push(json!({"id": room.id, "name": room.name, "seats": room.seats}));
+        }
+        structured(lines.join("\n"), json!({ "rooms": rooms }))
+    }
+
+    /// Book a room for one hour. If room_hint is not exactly one room id or name,
+    /// the server asks the user which room; if the room is taken, it offers a free one.
+    #[tool]
+    async fn book_room(&self, Parameters(args): Parameters<BookRoom>, ctx: Ctx) -> CallToolResult {
+        let (day, hour, hint) = (args.day.trim(), args.hour, args.room_hint);
+        if day.is_empty() || hour > 23 {
+            let invalid = format!("Invalid slot (day {day:?}, hour {hour}); nothing booked.");
+            return tool_error(invalid);
+        }
+        let mut room = match resolve_hint(&hint) {
+            Ok(room) => room,
+            Err(matches) => {
+                let problem = match matches.len() {
+                    0 | 1 => "does not name exactly one room",
+                    _ => "matches more than one room",
+                };
+                let message = format!("'{hint}' {problem}. Which did you mean?");
+                let question = Question {
+                    declined: NO_ROOM,
+                    cancelled: BOOKING_CANCELLED,
+                    fallback: format!(
+                        "room_hint '{hint}' does not name exactly one room, so nothing was booked. \
+                         Call book_room again with room_hint set to atrium, studio-b or nook."
+                    ),
+                };
+                let answer = match question.ask(&ctx, message, "room_id", room_field()).await {
+                    Ok(answer) => answer,
+                    Err(done) => return done,
+                };
+                let Some(room) = answer.as_str().and_then(room_by_id) else {
+                    return bad_answer(&answer, ROOM_IDS);
+                };
+                room
+            }
+        };
+
+        let conflict = self.state().taken(room, day, hour);
+        if let Some(existing) = conflict {
+            let free = self.state().free_rooms(day, hour);
+            let name = room.name;
+            let clash = format!("{name} is already booked on {day} at {hour:02}:00 ({existing})");
+            if free.is_empty() {
+                return tool_error(format!("{clash}; no other room is free."));
+            }
+            let mut choices: Vec<String> = free.iter().map(|r| r.id.to_owned()).collect();
+            choices.push("cancel".into());
+            let seats: Vec<_> = free
+                .iter()
+                .map(|r| format!("{} {}", r.name, r.seats))
+                .collect();
+            let description = format!("A free room (seats: {}) or \"cancel\".", seats.join(", "));
+            let field = string_enum(choices, description);
+            let fallback = format!("{clash}, so nothing was booked. Try another room or hour.");
+            let question = Question {
+                declined: NO_ROOM,
+                cancelled: BOOKING_CANCELLED,
+                fallback,
+            };
+            let message = format!("{clash}. Book another room instead?");
+            let choice = match question.ask(&ctx, message, "choice", field).await {
+                Ok(answer) => answer,
+                Err(done) => return done,
+            };
+            if choice == "cancel" {
+                return text(BOOKING_CANCELLED);
+            }
+            let Some(offered) = free.into_iter().find(|r| choice == r.id) else {
+                return bad_answer(&choice, "one of the offered choices");
+            };
+            room = offered;
+        }
+
+        let booking_id = {
+            let mut state = self.state();
+            if let Some(existing) = state.taken(room, day, hour) {
+                let taken = format!("{} was booked meanwhile ({existing}).", room.name);
+                return tool_error(taken);
+            }
+            state.book(room, day, hour)
+        };
+        let (id, slot) = (room.id, format!("{day} at {hour:02}:00"));
+        eprintln!("rooms: booked {booking_id}: {id} on {slot}");
+        self.log_info(&ctx, format!("booked {booking_id}: {id} on {slot}"))
+            .await;
+        let summary = format!(
+            "Booked {} ({id}, {} seats) on {slot}. Booking id: {booking_id}.",
+            room.name, room.seats
+        );
+        let value = json!({"booking_id": booking_id, "room_id": id, "day": day, "hour": hour});
+        structured(summary, value)
+    }
+
+    /// Cancel a room booking by its id. This frees the room and cannot be undone.
+    #[tool(annotations(destructive_hint = true, read_only_hint = false))]
+    async fn cancel_booking(&self, Parameters(args): Parameters<CancelBooking>) -> CallToolResult {
+        let id = args.booking_id.trim();
+        let mut state = self.state();
+        let Some(Booking { room, day, hour }) = state.bookings.remove(id) else {
+            let known: Vec<&str> = state.bookings.keys().map(String::as_str).collect();
+            let known = known.join(", ");
+            let unknown = format!("No booking with id '{id}'. Known ids: {known}.");
+            return tool_error(unknown);
+        };
+        let name = room.name;
+        text(format!(
+            "Cancelled booking {id}: {name} on {day} at {hour:02}:00."
+        ))
+    }
+
+    /// Create a support ticket. The server asks the user for its priority (1-5).
+    #[tool]
+    async fn create_ticket(
+        &self,
+        Parameters(args): Parameters<NewTicket>,
+        ctx: Ctx,
+    ) -> CallToolResult {
+        let title = args.title;
+        let field = IntegerSchema::new()
+            .range(1, 5)
+            .description("1 lowest, 5 most urgent");
+        let field = PrimitiveSchemaDefinition::Integer(field);
+        let question = Question {
+            declined: "No priority chosen; no ticket created.",
+            cancelled: "Ticket creation cancelled.",
+            fallback: "create_ticket needs a priority (1-5) from the user and has no priority \
+                       argument, so no ticket was created."
+                .into(),
+        };
+        let message = format!("What priority (1-5) should the ticket '{title}' have?");
+        let answer = match question.ask(&ctx, message, "priority", field).await {
+            Ok(answer) => answer,
+            Err(done) => return done,
+        };
+        let Some(priority) = answer.as_i64().filter(|p| (1..=5).contains(p)) else {
+            return bad_answer(&answer, "an integer from 1 to 5");
+        };
+        let ticket_id = self.state().next_id("tck");
+        let summary = format!("Created ticket {ticket_id} '{title}' with priority {priority}.");
+        let value = json!({"ticket_id": ticket_id, "title": title, "priority": priority});
+        structured(summary, value)
+    }
+
+    /// Create an invoice for a customer. The server asks the user for the currency.
+    #[tool]
+    async fn create_invoice(
+        &self,
+        Parameters(args): Parameters<NewInvoice>,
+        ctx: Ctx,
+    ) -> CallToolResult {
+        let (customer, amount) = (args.customer, args.amount);
+        if !amount.is_finite() || amount <= 0.0 {
+            let invalid = format!("amount must be a positive number, not {amount}.");
+            return tool_error(invalid);
+        }
+        // Progress 1/2 before asking and 2/2 when done, if the client sent a progressToken.
+        let progress = async |step: f64, message: &str| {
+            let Some(token) = ctx.meta.get_progress_token() else {
+                return;
+            };
+            let param = ProgressNotificationParam::new(token, step).with_total(2.0);
+            if let Err(e) = ctx.peer.notify_progress(param.with_message(message)).await {
+                eprintln!("rooms: could not send progress: {e}");
+            }
+        };
+        progress(1.0, "Invoice drafted; asking for the currency").await;
+        let currencies = ["EUR", "GBP", "USD"];
+        let field = string_enum(currencies.map(String::from).into(), "Invoice currency.");
+        let question = Question {
+            declined: "No currency chosen; no invoice created.",
+            cancelled: "Invoice cancelled.",
+            fallback: "create_invoice needs a currency (EUR, GBP or USD) from the user and has no \
+                       currency argument, so no invoice was created."
+                .into(),
+        };
+        let message = format!("Which currency is the invoice for {customer} ({amount:.2}) in?");
+        let answer = match question.ask(&ctx, message, "currency", field).await {
+            Ok(answer) => answer,
+            Err(done) => return done,
+        };
+        let Some(currency) = answer.as_str().filter(|c| currencies.contains(c)) else {
+            return bad_answer(&answer, "EUR, GBP or USD");
+        };
+        progress(2.0, "Invoice issued").await;
+        let invoice_id = self.state().next_id("inv");
+        let summary = format!("Invoice {invoice_id} for {customer}: {amount:.2} {currency}.");
+        let value = json!({
+            "invoice_id": invoice_id, "customer": customer, "amount": amount, "currency": currency
+        });
+        structured(summary, value)
+    }
+
+    /// Schedule a meeting at `start`. If room_id is left out, the server asks which room.
+    #[tool]
+    async fn book_meeting(
+        &self,
+        Parameters(args): Parameters<NewMeeting>,
+        ctx: Ctx,
+    ) -> CallToolResult {
+        let start = args.start;
+        // The model could have supplied room_id itself. The server simply asks;
+        // a gateway policy may later reject this "model-owned value" question.
+        let answer = match args.room_id {
+            Some(id) => Value::String(id.trim().to_owned()),
+            None => {
+                let question = Question {
+                    declined: "No room chosen; no meeting booked.",
+                    cancelled: "Meeting booking cancelled.",
+                    fallback: format!(
+                        "Call book_meeting again with room_id set to one of {ROOM_IDS}."
+                    ),
+                };
+                let message = format!("Which room should the meeting at {start} be in?");
+                match question.ask(&ctx, message, "room_id", room_field()).await {
+                    Ok(answer) => answer,
+                    Err(done) => return done,
+                }
+            }
+        };
+        let Some(room) = answer.as_str().and_then(room_by_id) else {
+            return bad_answer(&answer, ROOM_IDS);
+        };
+        let (id, name) = (room.id, room.name);
+        let meeting_id = self.state().next_id("mtg");
+        let summary = format!("Meeting {meeting_id} scheduled in {name} ({id}) at {start}.");
+        let value = json!({"meeting_id": meeting_id, "room_id": id, "start": start});
+        structured(summary, value)
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Rooms {
+    #[allow(deprecated)] // logging is SEP-2577-deprecated in rmcp, but part of 2025-11-25
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools();
+        ServerConfig::new(capabilities.enable_logging().build())
+            .with_server_info(Implementation::new("rooms-example", VERSION))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_instructions("Room booking demo. Some tools ask the user while they run.")
+    }
+
+    /// Legacy only: this caps `initialize` negotiation and rejects inline 2026-07-28 requests.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    #[allow(deprecated)] // logging, as above
+    async fn set_level(&self, request: SetLevelRequestParams, _: Ctx) -> Result<(), ErrorData> {
+        let info = matches!(request.level, LoggingLevel::Debug | LoggingLevel::Info);
+        self.info_logs.store(info, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Makes `Rooms` look like a 2025-11-25 server on the wire. rmcp 3.11 answers
+/// `server/discover` (a 2026-07-28 method) for every handler, and it can start
+/// an inline session without `initialize`. A legacy server knows neither, so
+/// this wrapper answers discover with method-not-found and requires `initialize`.
+struct Legacy(Rooms);
+
+impl Service<RoleServer> for Legacy {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        ctx: Ctx,
+    ) -> Result<ServerResult, ErrorData> {
+        let initialized = ctx.peer.peer_info().is_some();
+        match request {
+            ClientRequest::DiscoverRequest(_) => {
+                Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
+            }
+            ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_) => {
+                self.0.handle_request(request, ctx).await
+            }
+            _ if initialized => self.0.handle_request(request, ctx).await,
+            _ => {
+                let first = "this server speaks MCP 2025-11-25: send `initialize` first";
+                Err(ErrorData::invalid_request(first, None))
+            }
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        ctx: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.0.handle_notification(notification, ctx).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.0)
+    }
+
+    // Must forward: the `Service` default would claim every version rmcp knows.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        ServerHandler::supported_protocol_versions(&self.0)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    eprintln!("rooms-example {VERSION}: legacy MCP server on stdio (pushes elicitation/create)");
+    let running = Legacy(Rooms::new()).serve(stdio()).await?;
+    let reason = running.waiting().await?;
+    eprintln!("rooms-example: stopped ({reason:?})");
+    Ok(())
+}

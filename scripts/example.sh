@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs redmark in front of the rooms example (a legacy, push-style MCP server
+# over stdio) on http://127.0.0.1:8080/mcp/rooms; admin on 127.0.0.1:9464.
+#
+#   scripts/example.sh          run the gateway (Ctrl-C to stop)
+#   scripts/example.sh --demo   run it, show a round trip with curl, stop
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+cargo build --quiet --bin redmark --example rooms
+CONFIG=examples/rooms/redmark.toml
+
+if [[ "${1:-}" != "--demo" ]]; then
+    exec target/debug/redmark serve --config "$CONFIG"
+fi
+
+target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>/dev/null &
+PID=$!
+trap 'kill $PID 2>/dev/null || true; rm -f /tmp/redmark-demo.$$' EXIT
+for _ in $(seq 100); do
+    ADDR=$(grep -o 'http://[0-9.:]*' /tmp/redmark-demo.$$ | head -1 || true)
+    [[ -n "$ADDR" ]] && break
+    sleep 0.1
+done
+URL="$ADDR/mcp/rooms"
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+post() { # method name body
+    curl -sS "$URL" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+        -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $1" ${2:+-H "Mcp-Name: $2"} -d "$3"
+    echo
+}
+echo "--- server/discover"
+post server/discover "" '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{'"$META"'}}'
+echo "--- tools/list"
+post tools/list "" '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{'"$META"'}}'
+echo "--- tools/call book_room (unambiguous: no question needed)"
+post tools/call book_room '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"book_room","arguments":{"day":"2026-09-17","hour":9,"room_hint":"atrium"},'"$META"'}}'

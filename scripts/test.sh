@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs redmark's whole test suite, installing what the tests need first
+# (Python venvs and npm packages under .cache/, see scripts/setup-test-deps.sh).
+#
+#   scripts/test.sh            format check, clippy, unit + integration tests
+#   scripts/test.sh --quick    tests only
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing test peers"
+bash scripts/setup-test-deps.sh
+
+if [[ "${1:-}" != "--quick" ]]; then
+    step "cargo fmt --check"
+    cargo fmt --check
+    step "cargo clippy --all-targets -- -D warnings"
+    cargo clippy --all-targets --quiet -- -D warnings
+fi
+
+step "cargo test (unit, integration, examples build)"
+cargo test --all-targets
