@@ -40,100 +40,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+mod catalogue;
+
+use catalogue::{Booking, ROOM_IDS, ROOMS, State, resolve_hint, room_by_id};
+
 const VERSION: &str = match option_env!("CARGO_PKG_VERSION") {
     Some(version) => version,
     None => "0.1.0",
 };
-
-struct Room {
-    id: &'static str,
-    name: &'static str,
-    seats: u32,
-    /// Loose words a hint may use. They narrow a question, never answer it.
-    keywords: &'static [&'static str],
-}
-
-const ROOMS: [Room; 3] = [
-    Room {
-        id: "atrium",
-        name: "The Atrium",
-        seats: 24,
-        keywords: &["big", "large", "atrium"],
-    },
-    Room {
-        id: "studio-b",
-        name: "Studio B",
-        seats: 12,
-        keywords: &["big", "studio"],
-    },
-    Room {
-        id: "nook",
-        name: "The Nook",
-        seats: 4,
-        keywords: &["small", "little", "nook"],
-    },
-];
-const ROOM_IDS: &str = "atrium, studio-b, nook";
-
-fn room_by_id(id: &str) -> Option<&'static Room> {
-    ROOMS.iter().find(|room| room.id == id)
-}
-
-/// A hint resolves only if it is exactly one room's id or name (ignoring case).
-/// Otherwise the rooms it loosely mentions come back.
-fn resolve_hint(hint: &str) -> Result<&'static Room, Vec<&'static Room>> {
-    let hint = hint.trim().to_lowercase();
-    if let Some(room) = ROOMS
-        .iter()
-        .find(|r| r.id == hint || r.name.to_lowercase() == hint)
-    {
-        return Ok(room);
-    }
-    Err(ROOMS
-        .iter()
-        .filter(|r| r.keywords.iter().any(|k| hint.contains(k)))
-        .collect())
-}
-
-struct Booking {
-    room: &'static Room,
-    day: String,
-    hour: u32,
-}
-
-/// In-memory state. It lasts as long as the process.
-struct State {
-    bookings: BTreeMap<String, Booking>,
-    next_id: u32,
-}
-
-impl State {
-    fn taken(&self, room: &Room, day: &str, hour: u32) -> Option<String> {
-        let same_slot = |b: &Booking| b.room.id == room.id && b.day == day && b.hour == hour;
-        self.bookings
-            .iter()
-            .find(|(_, b)| same_slot(b))
-            .map(|(id, _)| id.clone())
-    }
-
-    fn free_rooms(&self, day: &str, hour: u32) -> Vec<&'static Room> {
-        let free = |room: &&Room| self.taken(room, day, hour).is_none();
-        ROOMS.iter().filter(free).collect()
-    }
-
-    fn next_id(&mut self, prefix: &str) -> String {
-        self.next_id += 1;
-        format!("{prefix}-{}", self.next_id - 1)
-    }
-
-    fn book(&mut self, room: &'static Room, day: &str, hour: u32) -> String {
-        let id = self.next_id("bk");
-        let day = day.to_owned();
-        self.bookings
-            .insert(id.clone(), Booking { room, day, hour });
-        id
-    }
-}
 
 type Ctx = RequestContext<RoleServer>;
 
