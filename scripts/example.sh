@@ -14,7 +14,7 @@ if [[ "${1:-}" != "--demo" ]]; then
     exec target/debug/redmark serve --config "$CONFIG"
 fi
 
-target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>/dev/null &
+target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 --admin 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>/dev/null &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; rm -f /tmp/redmark-demo.$$' EXIT
 for _ in $(seq 100); do

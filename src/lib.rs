@@ -135,7 +135,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             },
         )
         .await;
-        gw.shutdown_upstreams();
+        gw.shutdown_upstreams().await;
         let _ = admin_stop_tx.send(());
         if let Some(t) = admin_task {
             let _ = t.await;

@@ -33,6 +33,9 @@ enum Command {
         /// Listen here instead of `[server] listen` (port 0 picks a free port).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Serve the admin endpoints here instead of `[server] admin`.
+        #[arg(long)]
+        admin: Option<SocketAddr>,
     },
     /// Check a config file and exit: non-zero, with file:line messages, on any error.
     Check {
@@ -68,7 +71,11 @@ fn main() -> ExitCode {
             println!("{}", redmark::auth::key_digest_hex(key.trim()));
             ExitCode::SUCCESS
         }
-        Command::Serve { config, listen } => match serve(config, listen) {
+        Command::Serve {
+            config,
+            listen,
+            admin,
+        } => match serve(config, listen, admin) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("redmark: {e:#}");
@@ -78,10 +85,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(path: PathBuf, listen: Option<SocketAddr>) -> anyhow::Result<()> {
+fn serve(
+    path: PathBuf,
+    listen: Option<SocketAddr>,
+    admin: Option<SocketAddr>,
+) -> anyhow::Result<()> {
     let mut config = Config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(addr) = listen {
         config.server.listen = toml::Spanned::new(0..0, addr.to_string());
+    }
+    if let Some(addr) = admin {
+        config.server.admin = Some(toml::Spanned::new(0..0, addr.to_string()));
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {

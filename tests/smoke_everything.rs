@@ -12,14 +12,28 @@ async fn lists_and_calls(gw: &TestGateway) {
     assert_response_schema("server/discover", d.last());
     assert_eq!(d.result()["supportedVersions"], json!(["2026-07-28"]));
     assert!(d.result()["capabilities"]["tools"].is_object());
-    assert_eq!(d.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-servers/everything");
+    assert_eq!(
+        d.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-servers/everything"
+    );
 
     let tools = gw.rpc("tools/list", json!({}), json!({})).await;
     assert_response_schema("tools/list", tools.last());
-    let names: Vec<&str> = tools.result()["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> = tools.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
     assert!(names.contains(&"echo"), "{names:?}");
 
-    let call = gw.rpc("tools/call", json!({"name": "echo", "arguments": {"message": "hi"}}), json!({})).await;
+    let call = gw
+        .rpc(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "hi"}}),
+            json!({}),
+        )
+        .await;
     assert_eq!(call.status, 200);
     assert!(!call.is_sse(), "no progress token: plain JSON");
     assert_response_schema("tools/call", call.last());

@@ -101,7 +101,13 @@ impl Gateway {
     }
 
     /// Stops every pool: idle sessions end now, leased ones when returned.
-    pub fn shutdown_upstreams(&self) {
+    pub async fn shutdown_upstreams(&self) {
         self.routes.values().for_each(|r| r.pool.shutdown());
+        futures::future::join_all(
+            self.routes
+                .values()
+                .map(|r| r.pool.wait_ended(Duration::from_secs(5))),
+        )
+        .await;
     }
 }

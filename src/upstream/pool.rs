@@ -75,6 +75,8 @@ pub struct RoutePool {
     notices: broadcast::Sender<Notice>,
     metrics: Arc<Metrics>,
     closed: AtomicBool,
+    /// How to tell when each session ever started has fully ended.
+    endings: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -102,6 +104,7 @@ impl RoutePool {
             notices,
             metrics,
             closed: AtomicBool::new(false),
+            endings: Mutex::new(Vec::new()),
         });
         pool.publish(&lock(&pool.state));
         tokio::spawn(reap(Arc::downgrade(&pool)));
@@ -216,6 +219,11 @@ impl RoutePool {
             self.upstream.init_timeout,
         )
         .await;
+        if let Ok(session) = &started {
+            let mut endings = lock(&self.endings);
+            endings.retain(|e| !*e.borrow());
+            endings.push(session.ended());
+        }
         match &started {
             Ok(s) => {
                 tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started")
@@ -231,16 +239,21 @@ impl RoutePool {
         let mut st = lock(&self.state);
         st.leased = st.leased.saturating_sub(1);
         let keep = session.is_reusable() && !self.closed.load(Ordering::Acquire);
-        if keep {
+        let retired = if keep {
             st.idle
                 .entry(key)
                 .or_default()
                 .push((session, Instant::now()));
+            None
         } else {
             st.forget(&key.principal);
-        }
+            Some(session)
+        };
         self.publish(&st);
         drop(st);
+        if let Some(session) = retired {
+            session.close();
+        }
         self.freed.notify_waiters();
     }
 
@@ -267,6 +280,18 @@ impl RoutePool {
         };
         idle.iter().for_each(|s| s.close());
         self.freed.notify_waiters();
+    }
+
+    /// Waits (at most `limit`) until every session of this route has ended:
+    /// stdio processes reaped, HTTP sessions deleted.
+    pub async fn wait_ended(&self, limit: Duration) {
+        let endings: Vec<_> = lock(&self.endings).clone();
+        let all = futures::future::join_all(endings.into_iter().map(|mut e| async move {
+            let _ = e.wait_for(|ended| *ended).await;
+        }));
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!(route = %self.route, "some upstream sessions did not end in time");
+        }
     }
 
     /// Sessions (idle, leased) right now.

@@ -82,6 +82,7 @@ pub struct Session {
     state: Arc<State>,
     upstream_session_id: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    ended: tokio::sync::watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for Session {
@@ -112,6 +113,7 @@ impl Session {
             session_id,
             protocol_version,
             shutdown,
+            ended,
         } = link;
         let state = Arc::new(State {
             pending: Mutex::new(HashMap::new()),
@@ -121,10 +123,13 @@ impl Session {
             lost_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
         });
+        // The dispatcher only holds a weak sender: the session alone keeps the
+        // outbound queue open, so dropping it closes a stdio server's stdin,
+        // its cue to exit (spec 2025-11-25 transports.mdx "stdio").
         tokio::spawn(dispatch(
             inbound,
             state.clone(),
-            outbound.clone(),
+            outbound.downgrade(),
             notices,
             route.clone(),
         ));
@@ -145,16 +150,23 @@ impl Session {
             state,
             upstream_session_id: session_id,
             shutdown: Mutex::new(Some(shutdown)),
+            ended,
         };
         let params = json!({
             "protocolVersion": LEGACY_VERSIONS[0],
             "capabilities": profile.initialize_capabilities(),
             "clientInfo": {"name": "redmark", "title": "redmark MCP gateway", "version": env!("CARGO_PKG_VERSION")},
         });
-        let result = match session
+        // A transport that ends before `initialize` is answered never gave us a
+        // session to lose: the server is unavailable (can't start, nothing listening).
+        let answer = session
             .request("initialize", Some(params), init_timeout)
-            .await?
-        {
+            .await
+            .map_err(|e| match e {
+                UpstreamError::Lost(why) => UpstreamError::Unavailable(why),
+                other => other,
+            })?;
+        let result = match answer {
             Ok(result) => result,
             Err(e) => {
                 return Err(UpstreamError::Unavailable(format!(
@@ -316,6 +328,11 @@ impl Session {
         self.state.tainted.store(true, Ordering::Release);
     }
 
+    /// Resolves once the peer is fully gone after [`Session::close`].
+    pub fn ended(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ended.clone()
+    }
+
     /// Ends the session: closes stdin / deletes the HTTP session.
     pub fn close(&self) {
         self.state.alive.store(false, Ordering::Release);
@@ -400,7 +417,7 @@ impl Drop for Call {
 async fn dispatch(
     mut inbound: mpsc::Receiver<Inbound>,
     state: Arc<State>,
-    outbound: mpsc::Sender<Value>,
+    outbound: mpsc::WeakSender<Value>,
     notices: broadcast::Sender<Notice>,
     route: Arc<str>,
 ) {
@@ -423,6 +440,9 @@ async fn dispatch(
             }
             Message::Response { .. } => {}
             Message::Request { id, method, .. } if method == "ping" => {
+                let Some(outbound) = outbound.upgrade() else {
+                    continue;
+                };
                 let _ = outbound
                     .send(
                         Message::Response {
@@ -455,6 +475,9 @@ async fn dispatch(
                         format!("redmark: no client request is in flight to carry `{method}`"),
                     )
                     .with_data(json!({"reason": "no_request_in_flight"}));
+                    let Some(outbound) = outbound.upgrade() else {
+                        continue;
+                    };
                     let _ = outbound
                         .send(
                             Message::Response {

@@ -50,6 +50,7 @@ pub fn connect(
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
+    let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
     let shared = Shared {
         client,
         url: url.to_owned(),
@@ -66,6 +67,7 @@ pub fn connect(
         session_id: shared.session_id.clone(),
         protocol_version: shared.protocol_version.clone(),
         shutdown: shutdown_tx,
+        ended: ended_rx,
     };
 
     tokio::spawn(async move {
@@ -98,6 +100,7 @@ pub fn connect(
             task.abort();
         }
         shared.end_session().await;
+        ended_tx.send_replace(true);
     });
     Ok(link)
 }

@@ -31,4 +31,6 @@ pub struct Link {
     pub protocol_version: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// Closes the transport (kills the process / ends the HTTP session).
     pub shutdown: tokio::sync::oneshot::Sender<()>,
+    /// Turns `true` once the peer is fully gone (process reaped, HTTP session deleted).
+    pub ended: tokio::sync::watch::Receiver<bool>,
 }

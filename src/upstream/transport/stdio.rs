@@ -53,10 +53,17 @@ pub fn spawn(
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
 
-    // Writer: one JSON text per line; ends (closing stdin) when the session drops its sender.
+    // Writer: one JSON text per line; closing stdin (on shutdown or when the
+    // session drops its sender) is how a stdio server is asked to exit.
+    let (close_stdin_tx, mut close_stdin_rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
-        while let Some(msg) = out_rx.recv().await {
+        loop {
+            let msg = tokio::select! {
+                msg = out_rx.recv() => match msg { Some(m) => m, None => break },
+                _ = &mut close_stdin_rx => break,
+            };
             let mut line = msg.to_string();
             line.push('\n');
             if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
@@ -121,13 +128,15 @@ pub fn spawn(
                 let _ = in_tx.send(Inbound::Closed(why)).await;
             }
             _ = shutdown_rx => {
-                // Stdin is closed by now (the writer's sender is gone); give the
-                // server a moment to exit by itself, as the stdio spec asks.
+                // spec 2025-06-18 transports.mdx "stdio" shutdown: close stdin,
+                // give the server a moment to exit by itself, then kill it.
+                let _ = close_stdin_tx.send(());
                 if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
                     let _ = child.kill().await;
                 }
             }
         }
+        ended_tx.send_replace(true);
     });
 
     Ok(Link {
@@ -136,5 +145,6 @@ pub fn spawn(
         session_id: Arc::new(Mutex::new(None)),
         protocol_version: Arc::new(Mutex::new(None)),
         shutdown: shutdown_tx,
+        ended: ended_rx,
     })
 }

@@ -1,0 +1,177 @@
+//! The `redmark` command as a user runs it: help, check, hash-key, and serve
+//! with a graceful SIGTERM that ends the upstream processes too.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn redmark() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+}
+
+#[test]
+fn help_names_every_command() {
+    let out = redmark().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["serve", "check", "hash-key", "legacy MCP servers"] {
+        assert!(text.contains(word), "--help lacks {word:?}:\n{text}");
+    }
+}
+
+#[test]
+fn check_accepts_the_rooms_example() {
+    let out = redmark()
+        .args(["check", "--config"])
+        .arg(repo().join("examples/rooms/redmark.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
+}
+
+#[test]
+fn check_names_file_and_line_of_each_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n\n[[route]]\nname = \"r\"\npath = \"/mcp\"\ncolour = \"red\"\n[route.upstream]\ncommand = [\"x\"]\n").unwrap();
+    let out = redmark()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:7:"), "{err}");
+    assert!(err.contains("colour"), "{err}");
+
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nname = \"r\"\npath = \"mcp\"\n[route.upstream]\nurl = \"ftp://x\"\n").unwrap();
+    let out = redmark()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("path must start with `/`"), "{err}");
+    assert!(err.contains("http:// or https://"), "{err}");
+    assert!(
+        err.contains("bad.toml:3:") && err.contains("bad.toml:6:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hash_key_prints_the_sha256() {
+    let mut child = redmark()
+        .arg("hash-key")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"s3cret\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        redmark::auth::key_digest_hex("s3cret")
+    );
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+#[tokio::test]
+async fn serve_answers_then_stops_gracefully_on_sigterm() {
+    let config = repo().join("examples/rooms/redmark.toml");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let addr = first
+        .strip_prefix("redmark listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    let url = format!("{addr}/mcp/rooms");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(json!({}))}});
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", "tools/list")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let resp = read_resp(resp).await;
+    assert!(
+        resp.result()["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+
+    let upstreams = children_of(pid);
+    assert_eq!(
+        upstreams.len(),
+        1,
+        "one rooms process behind the gateway: {upstreams:?}"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert!(exit.success(), "{exit}");
+    for upstream in upstreams {
+        let state = std::fs::read_to_string(format!("/proc/{upstream}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty(),
+            "upstream process {upstream} outlived the gateway: {state}"
+        );
+    }
+}
