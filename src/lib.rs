@@ -7,6 +7,8 @@
 //! # Layout
 //! - [`front`]: the 2026-07-28 Streamable HTTP endpoint: headers, `_meta`,
 //!   `server/discover`, result shapes, SSE, subscriptions, the admin listener.
+//! - [`mrtr`]: pushed questions turned into Multi Round-Trip Requests:
+//!   operations, sealed `requestState`, conversion, resumption.
 //! - [`upstream`]: legacy sessions over stdio and Streamable HTTP, initialized
 //!   per capability profile, pooled and leased one operation at a time.
 //! - [`telemetry`]: logs and metrics.
@@ -23,6 +25,7 @@ pub mod config;
 pub mod error;
 pub mod front;
 pub mod jsonrpc;
+pub mod mrtr;
 pub mod protocol;
 pub mod sse;
 pub mod telemetry;

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-fn step<'a>(lines: &'a [Value], i: u64) -> &'a Value {
+fn step(lines: &[Value], i: u64) -> &Value {
     lines
         .iter()
         .find(|l| l["step"] == i)

@@ -17,6 +17,7 @@ use crate::auth::Principal;
 use crate::error::{IntoReject, Reject};
 use crate::jsonrpc::{ErrorObject, Id, code, error_response, result_response};
 use crate::upstream::UpstreamError;
+use crate::upstream::catalog::ToolMap;
 use crate::upstream::pool::{Lease, PoolKey};
 use crate::upstream::session::Session;
 
@@ -95,7 +96,7 @@ pub async fn dispatch(
             list(route, &principal, &req).await
         }
         "completion/complete" => simple(route, &principal, &req).await,
-        "tools/call" => match check_param_headers(route, &principal, &req).await {
+        "tools/call" => match check_tool_call(route, &principal, &req).await {
             Ok(()) => relay::start(route.clone(), principal, req).await,
             Err(reject) => Reply::reject(&req.id, &reject),
         },
@@ -210,18 +211,20 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
 /// Most pages read when collecting every tool definition.
 const MAX_TOOL_PAGES: usize = 20;
 
-/// Every tool definition the route's server lists for this caller, by name.
+/// Every tool definition the route's server lists for this caller, by name;
+/// `None` when the server cannot list its tools. `fresh` skips the cache.
 async fn tool_definitions(
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
-) -> Result<Arc<HashMap<String, Value>>, Reject> {
+    fresh: bool,
+) -> Result<Option<ToolMap>, Reject> {
     let key = PoolKey {
         principal: principal.name.clone(),
         profile: req.ctx.profile,
     };
-    if let Some(tools) = route.catalog.tools(&key) {
-        return Ok(tools);
+    if !fresh && let Some(tools) = route.catalog.tools(&key) {
+        return Ok(Some(tools));
     }
     let lease = route
         .lease(principal, req)
@@ -237,8 +240,7 @@ async fn tool_definitions(
             .await
         {
             Ok(Ok(page)) => page,
-            // A server that cannot list its tools cannot have mirrored parameters we could check.
-            Ok(Err(_)) => break,
+            Ok(Err(_)) => return Ok(None),
             Err(e) => return Err(e.into_reject()),
         };
         for tool in page
@@ -259,27 +261,46 @@ async fn tool_definitions(
             break;
         }
     }
-    Ok(route.catalog.put_tools(&key, tools))
+    Ok(Some(route.catalog.put_tools(&key, tools)))
 }
 
-/// spec 2026-07-28 streamable-http.mdx "Server Behavior for Custom Headers":
-/// mirrored parameters must match the body, or the request is rejected with
-/// 400 and HeaderMismatch.
-async fn check_param_headers(
+/// Checks a `tools/call` against the server's tool list before relaying it:
+/// the tool must exist (spec 2026-07-28 server/tools.mdx "Error Handling":
+/// unknown tools are -32602, which legacy SDKs often answer as an `isError`
+/// result instead), and mirrored parameters must match their headers (spec
+/// streamable-http.mdx "Server Behavior for Custom Headers": 400 and
+/// HeaderMismatch otherwise).
+async fn check_tool_call(
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
 ) -> Result<(), Reject> {
-    let tools = tool_definitions(route, principal, req).await?;
     let name = req
         .params
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let Some(schema) = tools.get(name).and_then(|t| t.get("inputSchema")) else {
+    let mut tools = tool_definitions(route, principal, req, false).await?;
+    if tools.as_ref().is_some_and(|t| !t.contains_key(name)) {
+        // The cache may predate the tool; ask once more before refusing.
+        tools = tool_definitions(route, principal, req, true).await?;
+    }
+    let Some(tools) = tools else {
         return Ok(());
     };
-    let mirrored = params::mirrored(schema);
+    let Some(tool) = tools.get(name) else {
+        return Err(Reject::new(
+            StatusCode::OK,
+            code::INVALID_PARAMS,
+            "unknown_tool",
+            format!("Unknown tool: `{name}`"),
+        )
+        .with("tool", name));
+    };
+    let mirrored = tool
+        .get("inputSchema")
+        .map(params::mirrored)
+        .unwrap_or_default();
     if mirrored.is_empty() {
         return Ok(());
     }

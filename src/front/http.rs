@@ -185,7 +185,7 @@ async fn serve(
     };
     let method = req.method.clone();
     tracing::debug!(route = %route.name, %method, id = %req.id, principal = %principal.name, "request");
-    match dispatch::dispatch(gw, route, principal, req).await {
+    match dispatch::dispatch(gw, route, principal, *req).await {
         Reply::Json { status, body } => {
             let outcome = body
                 .pointer("/error/data/reason")

@@ -90,7 +90,7 @@ pub fn check(
             (None, Some(_)) => return Err(ParamMismatch::Missing(m.header.clone())),
             (Some(raw), Some(body)) => {
                 let decoded = decode_header_value(raw)
-                    .map_err(|()| ParamMismatch::Invalid(m.header.clone()))?;
+                    .map_err(|_| ParamMismatch::Invalid(m.header.clone()))?;
                 if !matches(&decoded, body) {
                     return Err(ParamMismatch::Mismatch(m.header.clone()));
                 }

@@ -100,10 +100,10 @@ async fn run(
         };
         match step {
             CallStep::Event(CallEvent::Notification { method, params }) => {
-                if let Some(n) = relayable(&req.ctx, &method, params) {
-                    if tx.send(Outgoing::Notification(n)).await.is_err() {
-                        return final_reject(req, UpstreamError::Lost("client gone".into()));
-                    }
+                if let Some(n) = relayable(&req.ctx, &method, params)
+                    && tx.send(Outgoing::Notification(n)).await.is_err()
+                {
+                    return final_reject(req, UpstreamError::Lost("client gone".into()));
                 }
             }
             CallStep::Event(CallEvent::ServerRequest { id, method, .. }) => {

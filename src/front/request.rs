@@ -36,7 +36,7 @@ pub struct ClientRequest {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
-    Request(ClientRequest),
+    Request(Box<ClientRequest>),
     Notification { method: String },
 }
 
@@ -47,14 +47,14 @@ pub struct Refusal {
     pub reject: Reject,
 }
 
-fn refuse(id: Option<&Id>, reject: Reject) -> Refusal {
-    Refusal {
+fn refuse(id: Option<&Id>, reject: Reject) -> Box<Refusal> {
+    Box::new(Refusal {
         id: id.cloned(),
         reject,
-    }
+    })
 }
 
-fn header_mismatch(id: &Id, reason: &'static str, message: String) -> Refusal {
+fn header_mismatch(id: &Id, reason: &'static str, message: String) -> Box<Refusal> {
     refuse(
         Some(id),
         Reject::new(
@@ -67,16 +67,21 @@ fn header_mismatch(id: &Id, reason: &'static str, message: String) -> Refusal {
 }
 
 /// Reads a header as text, trimmed as HTTP does; `Err` when it is not visible ASCII.
-fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, ()> {
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, BadEncoding> {
     match headers.get(name) {
         None => Ok(None),
-        Some(v) => v.to_str().map(|s| Some(s.trim())).map_err(|_| ()),
+        Some(v) => v.to_str().map(|s| Some(s.trim())).map_err(|_| BadEncoding),
     }
 }
 
+/// A header value whose `=?base64?…?=` encoding does not decode to UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the header value is not valid base64-encoded UTF-8")]
+pub struct BadEncoding;
+
 /// Decodes the `=?base64?…?=` sentinel (spec streamable-http.mdx "Value Encoding":
 /// servers MUST decode an encoded `Mcp-Name` before comparing it to the body).
-pub fn decode_header_value(raw: &str) -> Result<String, ()> {
+pub fn decode_header_value(raw: &str) -> Result<String, BadEncoding> {
     match raw
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
@@ -84,15 +89,15 @@ pub fn decode_header_value(raw: &str) -> Result<String, ()> {
         Some(encoded) => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(encoded)
-                .map_err(|_| ())?;
-            String::from_utf8(bytes).map_err(|_| ())
+                .map_err(|_| BadEncoding)?;
+            String::from_utf8(bytes).map_err(|_| BadEncoding)
         }
         None => Ok(raw.to_owned()),
     }
 }
 
 /// Parses and checks one POST body against its headers.
-pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
+pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Box<Refusal>> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         refuse(
             None,
@@ -140,7 +145,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
     // 1. The mirrored headers must be present (spec "Server Validation": a
     //    missing `MCP-Protocol-Version` or `Mcp-Method` is a HeaderMismatch).
     let version_header = header_text(headers, "mcp-protocol-version")
-        .map_err(|()| {
+        .map_err(|BadEncoding| {
             header_mismatch(
                 &id,
                 "header_invalid",
@@ -155,7 +160,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
             )
         })?;
     let method_header = header_text(headers, "mcp-method")
-        .map_err(|()| {
+        .map_err(|BadEncoding| {
             header_mismatch(
                 &id,
                 "header_invalid",
@@ -314,7 +319,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
             )
         })?;
         let raw = header_text(headers, "mcp-name")
-            .map_err(|()| {
+            .map_err(|BadEncoding| {
                 header_mismatch(
                     &id,
                     "header_invalid",
@@ -328,7 +333,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
                     format!("the Mcp-Name header is required for {method}"),
                 )
             })?;
-        let decoded = decode_header_value(raw).map_err(|()| {
+        let decoded = decode_header_value(raw).map_err(|BadEncoding| {
             header_mismatch(
                 &id,
                 "header_invalid",
@@ -367,13 +372,13 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Refusal> {
             )
         })
         .collect();
-    Ok(Parsed::Request(ClientRequest {
+    Ok(Parsed::Request(Box::new(ClientRequest {
         id,
         method,
         params,
         ctx,
         param_headers,
-    }))
+    })))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ fn meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}})
 }
 
-fn reason(r: Result<Parsed, Refusal>) -> (&'static str, i64, StatusCode) {
+fn reason(r: Result<Parsed, Box<Refusal>>) -> (&'static str, i64, StatusCode) {
     let r = r.unwrap_err();
     (r.reject.reason, r.reject.code, r.reject.status)
 }

@@ -41,11 +41,11 @@ pub fn complete(method: &str, result: Value, stamp: &Stamp) -> Value {
 /// Removes what 2025-11-25 had and 2026-07-28 moved to the tasks extension.
 fn strip_legacy(method: &str, obj: &mut Map<String, Value>) {
     obj.remove("task");
-    if method == "tools/list" {
-        if let Some(Value::Array(tools)) = obj.get_mut("tools") {
-            for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
-                tool.remove("execution");
-            }
+    if method == "tools/list"
+        && let Some(Value::Array(tools)) = obj.get_mut("tools")
+    {
+        for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+            tool.remove("execution");
         }
     }
 }

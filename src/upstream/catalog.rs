@@ -20,12 +20,15 @@ struct ListKey {
     cursor: Option<String>,
 }
 
+/// Tool definitions by name.
+pub type ToolMap = Arc<HashMap<String, Value>>;
+
 pub struct Catalog {
     ttl: Duration,
     lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
     init: Mutex<HashMap<Profile, InitInfo>>,
     /// Every tool definition per pool key (all pages), for header checks.
-    tools: Mutex<HashMap<PoolKey, (Arc<HashMap<String, Value>>, Instant)>>,
+    tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -85,7 +88,7 @@ impl Catalog {
 
     /// Tool definitions by name, if known and fresh. They are kept at least a
     /// second even with a zero TTL, so one call does not list twice.
-    pub fn tools(&self, pool: &PoolKey) -> Option<Arc<HashMap<String, Value>>> {
+    pub fn tools(&self, pool: &PoolKey) -> Option<ToolMap> {
         let ttl = self.ttl.max(Duration::from_secs(1));
         let tools = lock(&self.tools);
         tools
@@ -94,11 +97,7 @@ impl Catalog {
             .map(|(t, _)| t.clone())
     }
 
-    pub fn put_tools(
-        &self,
-        pool: &PoolKey,
-        tools: HashMap<String, Value>,
-    ) -> Arc<HashMap<String, Value>> {
+    pub fn put_tools(&self, pool: &PoolKey, tools: HashMap<String, Value>) -> ToolMap {
         let tools = Arc::new(tools);
         lock(&self.tools).insert(pool.clone(), (tools.clone(), Instant::now()));
         tools

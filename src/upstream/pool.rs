@@ -22,9 +22,12 @@ pub struct PoolKey {
     pub profile: Profile,
 }
 
+/// Idle sessions of one key, with the time each was returned.
+type IdleList = Vec<(Arc<Session>, Instant)>;
+
 #[derive(Default)]
 struct PoolState {
-    idle: HashMap<PoolKey, Vec<(Arc<Session>, Instant)>>,
+    idle: HashMap<PoolKey, IdleList>,
     /// Sessions that exist: idle, leased or starting.
     total: usize,
     per_principal: HashMap<Arc<str>, usize>,
@@ -161,11 +164,12 @@ impl RoutePool {
                     if let Some(s) = st.evict(|k| k.principal == key.principal) {
                         retired.push(s);
                     }
-                } else if st.total >= self.limits.max_sessions {
-                    if let Some(s) = st.evict(|_| true) {
-                        retired.push(s);
-                    }
+                } else if st.total >= self.limits.max_sessions
+                    && let Some(s) = st.evict(|_| true)
+                {
+                    retired.push(s);
                 }
+
                 let mine = st.per_principal.get(principal).copied().unwrap_or(0);
                 let room = st.total < self.limits.max_sessions
                     && mine < self.limits.max_sessions_per_principal;
@@ -267,7 +271,7 @@ impl RoutePool {
         self.closed.store(true, Ordering::Release);
         let idle: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
-            let all: Vec<(PoolKey, Vec<(Arc<Session>, Instant)>)> = st.idle.drain().collect();
+            let all: Vec<(PoolKey, IdleList)> = st.idle.drain().collect();
             let mut out = Vec::new();
             for (key, list) in all {
                 for (s, _) in list {

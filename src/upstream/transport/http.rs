@@ -165,14 +165,13 @@ impl Shared {
             }
         };
         let status = resp.status();
-        if is_initialize {
-            if let Some(id) = resp
+        if is_initialize
+            && let Some(id) = resp
                 .headers()
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
-            {
-                *lock(&self.session_id) = Some(id.to_owned());
-            }
+        {
+            *lock(&self.session_id) = Some(id.to_owned());
         }
         // spec 2025-06-18 transports.mdx "Session Management": a 404 for a
         // request carrying a session id means the session is gone.
