@@ -21,6 +21,19 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// An error at a byte span of `text` (line 0 when the span is unknown).
+    pub fn at(file: &str, text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> Self {
+        let (line, column) = span.map_or((0, 0), |s| line_col(text, s.start));
+        ConfigError {
+            file: file.to_owned(),
+            line,
+            column,
+            message: message.to_owned(),
+        }
+    }
+}
+
 /// Several problems found at once, so `redmark check` can list them all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
@@ -34,6 +47,10 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     #[serde(default, rename = "route")]
     pub routes: Vec<Spanned<RouteConfig>>,
+    #[serde(default)]
+    pub mrtr: MrtrConfig,
+    #[serde(default)]
+    pub state: StateConfig,
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -62,6 +79,72 @@ pub struct ServerConfig {
     /// Most client connections served at once.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// This node's name in sealed state (which replica holds an operation); default: random.
+    #[serde(default)]
+    pub node_id: Option<String>,
+}
+
+/// Multi Round-Trip Requests: how long questions are held and how many rounds an operation may take.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrtrConfig {
+    /// How long an unanswered question is held before the server hears `cancel`.
+    #[serde(default = "defaults::mrtr_ttl", with = "humantime_serde")]
+    pub ttl: Duration,
+    /// Rounds of questions one operation may take.
+    #[serde(default = "defaults::max_rounds")]
+    pub max_rounds: u32,
+    /// Window for collecting pushes that arrive together into one round.
+    #[serde(default = "defaults::gather", with = "humantime_serde")]
+    pub gather: Duration,
+    /// Operations one principal may have waiting for answers at once.
+    #[serde(default = "defaults::max_pending_per_principal")]
+    pub max_pending_per_principal: usize,
+}
+
+impl Default for MrtrConfig {
+    fn default() -> Self {
+        Self {
+            ttl: defaults::mrtr_ttl(),
+            max_rounds: defaults::max_rounds(),
+            gather: defaults::gather(),
+            max_pending_per_principal: defaults::max_pending_per_principal(),
+        }
+    }
+}
+
+/// Keys that seal `requestState`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    #[serde(default)]
+    pub keys: Vec<Spanned<StateKeyConfig>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateKeyConfig {
+    pub id: String,
+    /// Environment variable holding the base64url secret (`redmark keygen` makes one).
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// The secret itself; prefer `secret_env` so it stays out of files.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// The one key new states are sealed with; the others only verify (rotation).
+    #[serde(default)]
+    pub sign: bool,
+}
+
+/// What to do when a server asks for something the client did not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MissingCapability {
+    /// Answer the server with an error and the client with -32021.
+    #[default]
+    Error,
+    /// Answer the server `decline` on the user's behalf (elicitation only).
+    Decline,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +174,12 @@ pub struct RouteConfig {
     pub pool: PoolConfig,
     #[serde(default)]
     pub cache: CacheConfig,
+    /// A server asking for a capability the client lacks: `error` (default) or `decline`.
+    #[serde(default)]
+    pub on_missing_capability: MissingCapability,
+    /// Policy file for this route (relative to this config file), e.g. `policies/rooms.toml`.
+    #[serde(default)]
+    pub policy: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -212,6 +301,18 @@ mod defaults {
     pub fn call_timeout() -> Duration {
         Duration::from_secs(300)
     }
+    pub fn mrtr_ttl() -> Duration {
+        Duration::from_secs(600)
+    }
+    pub fn max_rounds() -> u32 {
+        10
+    }
+    pub fn gather() -> Duration {
+        Duration::from_millis(20)
+    }
+    pub fn max_pending_per_principal() -> usize {
+        256
+    }
     pub fn max_message_bytes() -> usize {
         16 * 1024 * 1024
     }
@@ -329,6 +430,16 @@ impl Config {
                 }
             }
         }
+        out.extend(self.state_problems());
+        if self.mrtr.max_rounds == 0
+            || self.mrtr.max_pending_per_principal == 0
+            || self.mrtr.ttl.is_zero()
+        {
+            out.push((
+                self.server.listen.span(),
+                "[mrtr] ttl, max_rounds and max_pending_per_principal must be positive".into(),
+            ));
+        }
         if self.routes.is_empty() {
             out.push((self.server.listen.span(), "no [[route]] configured".into()));
         }
@@ -387,6 +498,14 @@ impl Config {
                 }
                 _ => {}
             }
+            if let Some(policy) = &r.policy {
+                let path = self.base_dir.join(policy.get_ref());
+                if let Err(errors) = crate::policy::Policy::load(&path) {
+                    for e in errors.0 {
+                        out.push((policy.span(), format!("route `{}`: policy {e}", r.name)));
+                    }
+                }
+            }
             if r.pool.max_sessions == 0 || r.pool.max_sessions_per_principal == 0 {
                 out.push((
                     route.span(),
@@ -395,6 +514,81 @@ impl Config {
             }
         }
         out
+    }
+
+    fn state_problems(&self) -> Vec<(std::ops::Range<usize>, String)> {
+        let mut out = Vec::new();
+        let keys = &self.state.keys;
+        if !keys.is_empty() && keys.iter().filter(|k| k.get_ref().sign).count() != 1 {
+            out.push((
+                keys[0].span(),
+                "[[state.keys]]: exactly one key must have `sign = true`".into(),
+            ));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for key in keys {
+            let k = key.get_ref();
+            if k.id.is_empty() || k.id.contains('.') || !ids.insert(k.id.clone()) {
+                out.push((
+                    key.span(),
+                    format!(
+                        "state key id `{}` must be non-empty, unique and contain no `.`",
+                        k.id
+                    ),
+                ));
+            }
+            match (&k.secret_env, &k.secret) {
+                (Some(_), Some(_)) | (None, None) => out.push((
+                    key.span(),
+                    format!(
+                        "state key `{}`: set exactly one of `secret_env` and `secret`",
+                        k.id
+                    ),
+                )),
+                (None, Some(secret)) if crate::mrtr::state::decode_secret(secret).is_none() => {
+                    out.push((key.span(), format!("state key `{}`: secret must be base64url of at least 16 bytes (see `redmark keygen`)", k.id)));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The keyring for `requestState`, reading secrets from the environment.
+    pub fn keyring(&self) -> Result<Option<crate::mrtr::state::Keyring>, String> {
+        use crate::mrtr::state::{Key, Keyring, decode_secret};
+        if self.state.keys.is_empty() {
+            return Ok(None);
+        }
+        let mut signing = None;
+        let mut others = Vec::new();
+        for key in &self.state.keys {
+            let k = key.get_ref();
+            let text = match (&k.secret, &k.secret_env) {
+                (Some(s), _) => s.clone(),
+                (None, Some(var)) => std::env::var(var).map_err(|_| {
+                    format!(
+                        "state key `{}`: environment variable {var} is not set",
+                        k.id
+                    )
+                })?,
+                (None, None) => return Err(format!("state key `{}` has no secret", k.id)),
+            };
+            let secret = decode_secret(&text).ok_or_else(|| {
+                format!(
+                    "state key `{}`: the secret is not base64url of at least 16 bytes",
+                    k.id
+                )
+            })?;
+            let key = Key::new(k.id.clone(), secret);
+            if k.sign {
+                signing = Some(key)
+            } else {
+                others.push(key)
+            }
+        }
+        let signing = signing.ok_or("no state key has `sign = true`")?;
+        Ok(Some(Keyring::new(signing, others)))
     }
 
     pub fn listen_addr(&self) -> SocketAddr {

@@ -9,6 +9,7 @@
 //!   `server/discover`, result shapes, SSE, subscriptions, the admin listener.
 //! - [`mrtr`]: pushed questions turned into Multi Round-Trip Requests:
 //!   operations, sealed `requestState`, conversion, resumption.
+//! - [`policy`]: policy files: per-tool question keys (and, later, rules).
 //! - [`upstream`]: legacy sessions over stdio and Streamable HTTP, initialized
 //!   per capability profile, pooled and leased one operation at a time.
 //! - [`telemetry`]: logs and metrics.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod front;
 pub mod jsonrpc;
 pub mod mrtr;
+pub mod policy;
 pub mod protocol;
 pub mod sse;
 pub mod telemetry;
@@ -44,6 +46,8 @@ use crate::telemetry::metrics::Metrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("requestState keys: {0}")]
+    State(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -91,7 +95,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
 /// Binds the client and admin listeners (use port 0 for an ephemeral port) and starts serving.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
-    let gateway = Gateway::new(&config, metrics);
+    let gateway = Gateway::new(&config, metrics).map_err(StartError::State)?;
     let listener = bind(config.listen_addr()).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen_addr(),

@@ -97,10 +97,10 @@ pub async fn dispatch(
         }
         "completion/complete" => simple(route, &principal, &req).await,
         "tools/call" => match check_tool_call(route, &principal, &req).await {
-            Ok(()) => relay::start(route.clone(), principal, req).await,
+            Ok(()) => relay::start(gw, route.clone(), principal, req).await,
             Err(reject) => Reply::reject(&req.id, &reject),
         },
-        "prompts/get" | "resources/read" => relay::start(route.clone(), principal, req).await,
+        "prompts/get" | "resources/read" => relay::start(gw, route.clone(), principal, req).await,
         "subscriptions/listen" => listen::start(gw, route.clone(), principal, req).await,
         // `request::parse` admits only the methods above.
         _ => Reply::reject(

@@ -2,7 +2,7 @@
 //! is checked, authenticated and dispatched, and answered with JSON or SSE.
 
 pub mod admin;
-mod body;
+pub mod body;
 pub mod dispatch;
 pub mod http;
 mod listen;
@@ -18,7 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::Authenticator;
-use crate::config::{CacheScope, Config};
+use crate::config::{CacheScope, Config, MissingCapability};
+use crate::mrtr::Engine;
+use crate::mrtr::state::Keyring;
+use crate::policy::Policy;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
 use crate::upstream::pool::RoutePool;
@@ -31,6 +34,8 @@ pub struct Route {
     pub catalog: Arc<Catalog>,
     pub cache_ttl: Duration,
     pub cache_scope: CacheScope,
+    pub policy: Policy,
+    pub on_missing_capability: MissingCapability,
 }
 
 /// Everything a request handler needs, shared by all connections.
@@ -41,11 +46,28 @@ pub struct Gateway {
     pub max_body_bytes: usize,
     pub allowed_origins: Option<Vec<String>>,
     pub sse_keepalive: Duration,
+    pub engine: Arc<Engine>,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Gateway {
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Arc<Self> {
+    /// Builds the gateway; fails when a state key's secret cannot be read.
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Arc<Self>, String> {
+        let keys = match config.keyring()? {
+            Some(k) => k,
+            None => {
+                tracing::warn!(
+                    "no [[state.keys]] configured: requestState is sealed with a random per-process key, so pending operations do not survive a restart and replicas cannot verify each other's state"
+                );
+                Keyring::ephemeral()
+            }
+        };
+        let node = config
+            .server
+            .node_id
+            .clone()
+            .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
+        let engine = Arc::new(Engine::new(&config.mrtr, keys, node, metrics.clone()));
         let auth = Authenticator::from_config(config.auth.as_ref());
         let http = reqwest::Client::builder().build().unwrap_or_default();
         let routes = config
@@ -68,6 +90,12 @@ impl Gateway {
                 } else {
                     CacheScope::Private
                 });
+                // `Config::load` has checked the policy file already.
+                let policy = r
+                    .policy
+                    .as_ref()
+                    .and_then(|p| Policy::load(&config.base_dir.join(p.get_ref())).ok())
+                    .unwrap_or_default();
                 let route = Route {
                     name,
                     path: r.path.clone(),
@@ -75,19 +103,22 @@ impl Gateway {
                     catalog,
                     cache_ttl: r.cache.ttl,
                     cache_scope: scope,
+                    policy,
+                    on_missing_capability: r.on_missing_capability,
                 };
                 (r.path.clone(), Arc::new(route))
             })
             .collect();
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             routes,
+            engine,
             auth,
             metrics,
             max_body_bytes: config.server.max_body_bytes,
             allowed_origins: config.server.allowed_origins.clone(),
             sse_keepalive: config.server.sse_keepalive,
             shutdown: tokio::sync::watch::channel(false).0,
-        })
+        }))
     }
 
     /// Changes to `true` when the gateway starts shutting down.

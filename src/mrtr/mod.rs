@@ -1,4 +1,54 @@
 //! Multi Round-Trip Requests: questions a legacy server pushes during a call,
 //! turned into `InputRequiredResult` round trips the client answers by
 //! retrying (spec 2026-07-28 `basic/patterns/mrtr.mdx`).
+//!
+//! - [`operation`]: the actor that owns one call from its first request to its end.
+//! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
+//! - [`state`]: sealing and opening `requestState`.
+//! - [`convert`]: pushed requests as input requests, answers as legacy results.
+//! - [`table`]: operations waiting for answers, and how recent ones ended.
+//! - [`ending`]: every way an operation ends.
+
+pub mod convert;
+pub mod ending;
+pub mod operation;
+pub mod resume;
 pub mod state;
+pub mod table;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::MrtrConfig;
+use crate::telemetry::metrics::Metrics;
+
+/// What every operation of a gateway shares.
+pub struct Engine {
+    pub keys: state::Keyring,
+    /// This node's name, sealed into every state.
+    pub node: String,
+    pub ttl: Duration,
+    pub max_rounds: u32,
+    pub gather: Duration,
+    pub table: table::Table,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Engine {
+    pub fn new(
+        config: &MrtrConfig,
+        keys: state::Keyring,
+        node: String,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            keys,
+            node,
+            ttl: config.ttl,
+            max_rounds: config.max_rounds,
+            gather: config.gather,
+            table: table::Table::new(config.max_pending_per_principal, metrics.clone()),
+            metrics,
+        }
+    }
+}

@@ -28,8 +28,17 @@ pub struct SessionLabels {
     pub state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    pub route: String,
+    pub tool: String,
+    pub outcome: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    operations: Family<OperationLabels, Counter>,
+    pending: Gauge,
     requests: Family<RequestLabels, Counter>,
     duration: Family<MethodLabels, Histogram>,
     sessions: Family<SessionLabels, Gauge>,
@@ -64,8 +73,22 @@ impl Metrics {
             "Upstream legacy sessions by route and state (idle, leased)",
             sessions.clone(),
         );
+        let operations = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "operations",
+            "Logical operations (tools/call, prompts/get, resources/read) by route, tool and how they ended",
+            operations.clone(),
+        );
+        let pending = Gauge::default();
+        registry.register(
+            "pending_operations",
+            "Operations waiting for their client to answer a question",
+            pending.clone(),
+        );
         Self {
             registry,
+            operations,
+            pending,
             requests,
             duration,
             sessions,
@@ -86,6 +109,20 @@ impl Metrics {
                 method: method.into(),
             })
             .observe(seconds);
+    }
+
+    pub fn record_operation(&self, route: &str, tool: &str, outcome: &str) {
+        self.operations
+            .get_or_create(&OperationLabels {
+                route: route.into(),
+                tool: tool.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn set_pending(&self, n: usize) {
+        self.pending.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn set_sessions(&self, route: &str, idle: usize, leased: usize) {

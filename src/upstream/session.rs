@@ -391,7 +391,7 @@ impl Call {
     }
 
     /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
-    pub fn cancel(mut self, reason: &str) {
+    pub fn cancel(&mut self, reason: &str) {
         if !self.finished {
             self.session.cancel(self.upstream_id, reason);
             self.finish();

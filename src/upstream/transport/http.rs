@@ -74,13 +74,19 @@ pub fn connect(
         let mut get_stream: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
+                // Messages queued before shutdown (a `notifications/cancelled`
+                // for the call that made us retire the session) go out first.
+                biased;
                 msg = out_rx.recv() => {
                     let Some(msg) = msg else { break };
                     let method = msg.get("method").and_then(Value::as_str).unwrap_or_default();
                     let is_initialized = method == "notifications/initialized";
-                    if method == "initialize" || is_initialized {
+                    let is_notification = !method.is_empty() && msg.get("id").is_none();
+                    if method == "initialize" || is_notification {
                         // The handshake is ordered: the session id comes back on
                         // initialize's answer and every later POST needs it.
+                        // Notifications get a bare 202 at once, and awaiting it
+                        // keeps a cancellation ahead of the DELETE that may follow.
                         shared.post(msg).await;
                     } else {
                         // Everything else runs concurrently: a call whose answer is

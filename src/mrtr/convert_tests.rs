@@ -1,0 +1,134 @@
+use super::*;
+
+fn q(method: &str, params: Value) -> Question {
+    let mut q = question(Id::Number(1), method, Some(params)).unwrap();
+    q.key = "k".into();
+    q
+}
+
+#[test]
+fn form_elicitation_keeps_its_schema_and_drops_legacy_members() {
+    let q = q(
+        "elicitation/create",
+        json!({"message": "m", "requestedSchema": {"type": "object", "properties": {}}, "_meta": {"progressToken": 0}, "task": {}}),
+    );
+    assert_eq!(
+        q.request,
+        json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {"type": "object", "properties": {}}}})
+    );
+    assert!(!q.url_mode);
+    assert_eq!(q.needs, json!({"elicitation": {"form": {}}}));
+}
+
+#[test]
+fn url_elicitation_loses_its_elicitation_id() {
+    let q = q(
+        "elicitation/create",
+        json!({"mode": "url", "message": "m", "url": "https://x", "elicitationId": "e1"}),
+    );
+    assert!(q.url_mode);
+    assert_eq!(
+        q.request["params"],
+        json!({"mode": "url", "message": "m", "url": "https://x"})
+    );
+    assert_eq!(q.needs, json!({"elicitation": {"url": {}}}));
+}
+
+#[test]
+fn roots_and_sampling() {
+    let r = question(Id::Number(2), "roots/list", None).unwrap();
+    assert_eq!(r.request, json!({"method": "roots/list"}));
+    let s = q(
+        "sampling/createMessage",
+        json!({"messages": [], "maxTokens": 5, "tools": []}),
+    );
+    assert_eq!(s.needs, json!({"sampling": {"tools": {}}}));
+    assert!(question(Id::Number(3), "tasks/get", None).is_err());
+}
+
+#[test]
+fn coverage_follows_the_profile() {
+    let form = q(
+        "elicitation/create",
+        json!({"message": "m", "requestedSchema": {}}),
+    );
+    let url = q(
+        "elicitation/create",
+        json!({"mode": "url", "message": "m", "url": "https://x"}),
+    );
+    let p = Profile::from_client_capabilities(&json!({"elicitation": {}}));
+    assert!(covered(&p, &form) && !covered(&p, &url));
+    let p = Profile::from_client_capabilities(&json!({"elicitation": {"url": {}}}));
+    assert!(!covered(&p, &form) && covered(&p, &url));
+    let tools = q(
+        "sampling/createMessage",
+        json!({"messages": [], "maxTokens": 5, "tools": []}),
+    );
+    assert!(!covered(
+        &Profile::from_client_capabilities(&json!({"sampling": {}})),
+        &tools
+    ));
+    assert!(covered(
+        &Profile::from_client_capabilities(&json!({"sampling": {"tools": {}}})),
+        &tools
+    ));
+}
+
+#[test]
+fn keys_use_configured_names_then_numbers() {
+    let mut n = KeyNamer::new(vec!["room".into()]);
+    assert_eq!(n.next(Kind::Elicitation), "room");
+    assert_eq!(n.next(Kind::Elicitation), "elicitation-2");
+    assert_eq!(n.next(Kind::Sampling), "sampling-1");
+    assert_eq!(n.next(Kind::Roots), "roots-1");
+}
+
+#[test]
+fn the_three_outcomes_stay_distinct() {
+    let form = q(
+        "elicitation/create",
+        json!({"message": "m", "requestedSchema": {}}),
+    );
+    assert_eq!(
+        answer(&form, &json!({"action": "accept", "content": {"p": 3}})).unwrap(),
+        json!({"action": "accept", "content": {"p": 3}})
+    );
+    assert_eq!(
+        answer(&form, &json!({"action": "decline"})).unwrap(),
+        json!({"action": "decline"})
+    );
+    assert_eq!(
+        answer(&form, &json!({"action": "cancel"})).unwrap(),
+        json!({"action": "cancel"})
+    );
+}
+
+#[test]
+fn malformed_answers_name_the_key() {
+    let form = q(
+        "elicitation/create",
+        json!({"message": "m", "requestedSchema": {}}),
+    );
+    for bad in [
+        json!("yes"),
+        json!({"action": "maybe"}),
+        json!({"action": "decline", "content": {"p": 1}}),
+        json!({"action": "accept"}),
+        json!({"action": "accept", "content": {"p": {"nested": 1}}}),
+    ] {
+        let e = answer(&form, &bad).unwrap_err();
+        assert_eq!(e.key, "k", "{bad}");
+    }
+    let url = q(
+        "elicitation/create",
+        json!({"mode": "url", "message": "m", "url": "https://x"}),
+    );
+    assert_eq!(
+        answer(&url, &json!({"action": "accept"})).unwrap(),
+        json!({"action": "accept"})
+    );
+    assert!(answer(&url, &json!({"action": "accept", "content": {"a": 1}})).is_err());
+    let roots = question(Id::Number(2), "roots/list", None).unwrap();
+    assert!(answer(&roots, &json!({"roots": [{"name": "x"}]})).is_err());
+    assert!(answer(&roots, &json!({"roots": [{"uri": "file:///x"}]})).is_ok());
+}

@@ -1,0 +1,160 @@
+//! How an operation ends. Each ending has its own outcome label (metrics,
+//! logs, span status) and its own answer to the client.
+
+use std::time::Duration;
+
+use http::StatusCode;
+use serde_json::Value;
+
+use crate::error::{Fault, Reject};
+use crate::jsonrpc::{ErrorObject, code};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// The server answered. `declined`/`cancelled`: some question was answered so.
+    Completed {
+        result: Value,
+        declined: bool,
+        cancelled: bool,
+    },
+    /// The server answered with an error (relayed).
+    UpstreamError(ErrorObject),
+    /// The server crashed or dropped the session.
+    UpstreamLost(String),
+    /// The server was silent for longer than `call_timeout`.
+    UpstreamTimeout(Duration),
+    /// The client went away before its answer was delivered.
+    ClientDisconnected,
+    /// Nobody answered within the TTL.
+    Expired(Duration),
+    /// The server asked more rounds than `max_rounds`.
+    RoundsExhausted(u32),
+    /// The server asked for something the client did not declare.
+    MissingCapability(Value),
+}
+
+impl Ending {
+    /// The label on `redmark_operations_total{outcome}` and in logs.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Ending::Completed {
+                cancelled: true, ..
+            } => "cancelled",
+            Ending::Completed { declined: true, .. } => "declined",
+            Ending::Completed { .. } => "completed",
+            Ending::UpstreamError(_) => "upstream_error",
+            Ending::UpstreamLost(_) => "upstream_lost",
+            Ending::UpstreamTimeout(_) => "upstream_timeout",
+            Ending::ClientDisconnected => "client_disconnected",
+            Ending::Expired(_) => "operation_expired",
+            Ending::RoundsExhausted(_) => "rounds_exhausted",
+            Ending::MissingCapability(_) => "missing_capability",
+        }
+    }
+
+    /// True for endings that are failures (span status error).
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, Ending::Completed { .. })
+    }
+
+    /// The refusal a client gets for this ending, if it is an error of redmark's own.
+    pub fn reject(&self) -> Option<Reject> {
+        let r = match self {
+            Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::ClientDisconnected => {
+                return None;
+            }
+            Ending::UpstreamLost(why) => Reject::new(
+                StatusCode::OK,
+                code::INTERNAL_ERROR,
+                "upstream_lost",
+                format!("the upstream server went away: {why}"),
+            )
+            .fault(Fault::Upstream),
+            Ending::UpstreamTimeout(after) => Reject::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                code::INTERNAL_ERROR,
+                "upstream_timeout",
+                format!("the upstream server was silent for {after:?}; the call was cancelled"),
+            )
+            .fault(Fault::Upstream),
+            Ending::Expired(ttl) => Reject::new(
+                StatusCode::OK,
+                code::INVALID_PARAMS,
+                "operation_expired",
+                format!("nobody answered within {ttl:?}; the server's question was cancelled"),
+            ),
+            Ending::RoundsExhausted(n) => Reject::new(
+                StatusCode::OK,
+                code::INTERNAL_ERROR,
+                "rounds_exhausted",
+                format!(
+                    "the server asked more than {n} rounds of questions; the call was cancelled"
+                ),
+            )
+            .fault(Fault::Upstream),
+            // spec 2026-07-28 basic/index.mdx "_meta": "the server MUST return a
+            // MissingRequiredClientCapabilityError (-32021) whose
+            // data.requiredCapabilities lists the missing capabilities. On HTTP,
+            // the response status MUST be 400 Bad Request."
+            Ending::MissingCapability(needs) => Reject::new(
+                StatusCode::BAD_REQUEST,
+                code::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "missing_capability",
+                format!(
+                    "the server needs a client capability this request did not declare: {needs}"
+                ),
+            )
+            .with("requiredCapabilities", needs.clone()),
+        };
+        Some(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outcomes_are_distinct() {
+        let all = [
+            Ending::Completed {
+                result: json!({}),
+                declined: false,
+                cancelled: false,
+            },
+            Ending::Completed {
+                result: json!({}),
+                declined: true,
+                cancelled: false,
+            },
+            Ending::Completed {
+                result: json!({}),
+                declined: false,
+                cancelled: true,
+            },
+            Ending::UpstreamError(ErrorObject::new(1, "x")),
+            Ending::UpstreamLost("x".into()),
+            Ending::UpstreamTimeout(Duration::from_secs(1)),
+            Ending::ClientDisconnected,
+            Ending::Expired(Duration::from_secs(1)),
+            Ending::RoundsExhausted(10),
+            Ending::MissingCapability(json!({})),
+        ];
+        let labels: std::collections::HashSet<&str> = all.iter().map(Ending::outcome).collect();
+        assert_eq!(labels.len(), all.len());
+    }
+
+    #[test]
+    fn missing_capability_is_400_with_required_capabilities() {
+        let r = Ending::MissingCapability(json!({"elicitation": {"form": {}}}))
+            .reject()
+            .unwrap();
+        assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        assert_eq!(r.code, -32021);
+        assert_eq!(
+            r.data["requiredCapabilities"],
+            json!({"elicitation": {"form": {}}})
+        );
+    }
+}

@@ -1,0 +1,728 @@
+//! One logical operation (`tools/call`, `prompts/get`, `resources/read`) in
+//! hold mode: an actor that owns the leased session and the upstream call
+//! for the whole operation, relays what the server sends to whichever client
+//! request is attached, turns the server's pushed questions into
+//! `InputRequiredResult` rounds, and applies each retry's answers to exactly
+//! the pushed requests they answer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::Engine;
+use super::convert::{self, KeyNamer, Kind, Question};
+use super::ending::Ending;
+use super::state::{Claims, principal_digest, request_digest};
+use super::table::{Entry, Resume, Tombstone};
+use crate::auth::Principal;
+use crate::config::MissingCapability;
+use crate::error::{IntoReject, Reject};
+use crate::front::Route;
+use crate::front::body::Outgoing;
+use crate::front::dispatch::{notification, upstream_error_reply};
+use crate::front::request::{ClientRequest, RequestContext};
+use crate::front::shape;
+use crate::jsonrpc::{ErrorObject, Id, code, error_response, result_response};
+use crate::protocol::{log_level_rank, meta};
+use crate::upstream::pool::Lease;
+use crate::upstream::session::{Call, CallEvent, CallStep, Session};
+
+/// Depth of an operation's queue of retries.
+const RESUME_DEPTH: usize = 8;
+
+/// The client request currently attached to the operation.
+struct Client {
+    id: Id,
+    ctx: RequestContext,
+    tx: mpsc::Sender<Outgoing>,
+}
+
+impl Client {
+    async fn reply(&self, status: StatusCode, body: Value) -> bool {
+        self.tx.send(Outgoing::Final { status, body }).await.is_ok()
+    }
+
+    async fn reject(&self, reject: &Reject) -> bool {
+        self.reply(
+            reject.status,
+            error_response(Some(&self.id), &reject.error_object()),
+        )
+        .await
+    }
+}
+
+/// What driving the call produced.
+enum Drive {
+    /// Questions are waiting for the client.
+    Ask,
+    End(Ending),
+}
+
+/// What waiting for the client produced.
+enum Wait {
+    Resumed(Client),
+    End(Ending),
+}
+
+pub struct Operation {
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    id: String,
+    method: String,
+    target: String,
+    principal_digest: String,
+    request_digest: String,
+    /// Held for the whole operation: one call per leased session is what ties
+    /// every pushed request to this operation.
+    _lease: Lease,
+    session: Arc<Session>,
+    call: Call,
+    namer: KeyNamer,
+    /// Asked and not yet answered.
+    pending: Vec<Question>,
+    /// Answers given in advance on the first request, by key.
+    advance: Map<String, Value>,
+    /// Rounds issued so far; the state of the latest one may be presented.
+    round: u32,
+    awaiting: Option<u32>,
+    consumed: u32,
+    registered: bool,
+    declined: bool,
+    cancelled: bool,
+    resumes: mpsc::Receiver<Resume>,
+    resume_tx: mpsc::Sender<Resume>,
+    /// The progress token the upstream call carries (the first request's);
+    /// progress is relayed under the attached request's own token.
+    upstream_progress: Option<Value>,
+    started: Instant,
+}
+
+/// Starts an operation for a fresh request and drives it to its end.
+pub async fn begin(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+    tx: mpsc::Sender<Outgoing>,
+) {
+    let client = Client {
+        id: req.id.clone(),
+        ctx: req.ctx.clone(),
+        tx,
+    };
+    let target = target_of(&req);
+    // spec mrtr.mdx "Error Handling": malformed inputResponses SHOULD get a JSON-RPC error.
+    let advance = match req.params.get("inputResponses") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => {
+            let r = Reject::new(
+                StatusCode::OK,
+                code::INVALID_PARAMS,
+                "malformed_input_response",
+                "`inputResponses` must be an object keyed by input request key",
+            );
+            client.reject(&r).await;
+            return;
+        }
+    };
+    let lease = match route.lease(&principal, &req).await {
+        Ok(l) => l,
+        Err(e) => {
+            let reject = e.into_reject();
+            engine
+                .metrics
+                .record_operation(&route.name, &target, reject.reason);
+            client.reject(&reject).await;
+            return;
+        }
+    };
+    let session = lease.session().clone();
+    if let Some(level) = &req.ctx.log_level
+        && session.init.capabilities.get("logging").is_some()
+    {
+        // Legacy servers take a session-wide level; this session serves only this operation.
+        let _ = session
+            .request(
+                "logging/setLevel",
+                Some(json!({"level": level})),
+                route.pool.request_timeout(),
+            )
+            .await;
+    }
+    let call = match session
+        .call(&req.method, Some(shape::upstream_params(&req.params)))
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let reject = e.into_reject();
+            engine
+                .metrics
+                .record_operation(&route.name, &target, reject.reason);
+            client.reject(&reject).await;
+            return;
+        }
+    };
+    let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
+    let op = Operation {
+        id: hex::encode(rand::random::<[u8; 16]>()),
+        principal_digest: principal_digest(&route.name, &principal.name),
+        request_digest: request_digest(&route.name, &req.method, &req.params),
+        namer: KeyNamer::new(route.policy.keys(&target)),
+        method: req.method.clone(),
+        target,
+        _lease: lease,
+        session,
+        call,
+        pending: Vec::new(),
+        advance,
+        round: 0,
+        awaiting: None,
+        consumed: 0,
+        registered: false,
+        declined: false,
+        cancelled: false,
+        resumes,
+        resume_tx,
+        upstream_progress: req.ctx.progress_token.clone(),
+        started: Instant::now(),
+        engine,
+        route,
+    };
+    op.run(client).await;
+}
+
+/// The tool name or resource URI an operation is about.
+pub fn target_of(req: &ClientRequest) -> String {
+    req.params
+        .get("name")
+        .or_else(|| req.params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl Operation {
+    async fn run(mut self, first: Client) {
+        let mut client = Some(first);
+        let ending = loop {
+            let Some(current) = client.take() else {
+                break Ending::ClientDisconnected;
+            };
+            match self.drive(&current).await {
+                Drive::End(ending) => {
+                    client = Some(current);
+                    break ending;
+                }
+                Drive::Ask => {}
+            }
+            if self.round >= self.engine.max_rounds {
+                client = Some(current);
+                break Ending::RoundsExhausted(self.engine.max_rounds);
+            }
+            if !self.registered {
+                let entry = Entry {
+                    resume: self.resume_tx.clone(),
+                    principal: self.principal_digest.clone(),
+                };
+                if let Err(e) = self.engine.table.insert(&self.id, entry) {
+                    let r = Reject::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        code::INTERNAL_ERROR,
+                        "too_many_pending",
+                        e.to_string(),
+                    );
+                    current.reject(&r).await;
+                    break Ending::ClientDisconnected;
+                }
+                self.registered = true;
+            }
+            self.round += 1;
+            self.awaiting = Some(self.round);
+            let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
+            tracing::info!(operation = %self.id, route = %self.route.name, tool = %self.target, round = self.round, keys = ?keys, "asking the client");
+            let result = self.input_required();
+            if !current
+                .reply(StatusCode::OK, result_response(&current.id, result))
+                .await
+            {
+                // Nobody received the questions: nobody will answer them.
+                break Ending::ClientDisconnected;
+            }
+            match self.wait().await {
+                Wait::Resumed(next) => client = Some(next),
+                Wait::End(ending) => break ending,
+            }
+        };
+        self.finish(ending, client).await;
+    }
+
+    /// Relays the call until it ends or questions are ready for the client.
+    async fn drive(&mut self, client: &Client) -> Drive {
+        // Questions left unanswered by the last retry are asked again (spec
+        // mrtr.mdx "Error Handling"), together with any that arrive meanwhile.
+        let mut gather_until =
+            (!self.pending.is_empty()).then(|| tokio::time::Instant::now() + self.engine.gather);
+        loop {
+            let idle_until = tokio::time::Instant::now() + self.route.pool.call_timeout();
+            let deadline = gather_until.unwrap_or(idle_until);
+            tokio::select! {
+                biased;
+                () = client.tx.closed() => return Drive::End(Ending::ClientDisconnected),
+                Some(resume) = self.resumes.recv() => self.refuse_stale(resume).await,
+                step = self.call.next() => match step {
+                    CallStep::Event(CallEvent::Notification { method, params }) => {
+                        if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params)
+                            && client.tx.send(Outgoing::Notification(n)).await.is_err()
+                        {
+                            return Drive::End(Ending::ClientDisconnected);
+                        }
+                    }
+                    CallStep::Event(CallEvent::ServerRequest { id, method, params }) => {
+                        if let Some(ending) = self.on_push(&client.ctx, id, &method, params).await {
+                            return Drive::End(ending);
+                        }
+                        if !self.pending.is_empty() && gather_until.is_none() {
+                            gather_until = Some(tokio::time::Instant::now() + self.engine.gather);
+                        }
+                    }
+                    CallStep::Done(outcome) => return Drive::End(self.completed(outcome)),
+                    CallStep::Lost(e) => return Drive::End(Ending::UpstreamLost(e.to_string())),
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    if gather_until.is_some() {
+                        return Drive::Ask;
+                    }
+                    return Drive::End(Ending::UpstreamTimeout(self.route.pool.call_timeout()));
+                }
+            }
+        }
+    }
+
+    fn completed(&self, outcome: Result<Value, ErrorObject>) -> Ending {
+        match outcome {
+            Ok(result) => Ending::Completed {
+                result,
+                declined: self.declined,
+                cancelled: self.cancelled,
+            },
+            Err(e) => Ending::UpstreamError(e),
+        }
+    }
+
+    /// A request the server pushed. Returns an ending when the operation cannot go on.
+    async fn on_push(
+        &mut self,
+        ctx: &RequestContext,
+        id: Id,
+        method: &str,
+        params: Option<Value>,
+    ) -> Option<Ending> {
+        let mut q = match convert::question(id.clone(), method, params) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::info!(operation = %self.id, %method, "upstream pushed a request that is not a question; refused");
+                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())
+                    .with_data(json!({"reason": "not_relayed"}));
+                let _ = self.session.respond(id, Err(err)).await;
+                return None;
+            }
+        };
+        q.key = self.namer.next(q.kind);
+        if !convert::covered(&ctx.profile, &q) {
+            // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
+            // request the client has not declared support for.
+            if q.kind == Kind::Elicitation
+                && self.route.on_missing_capability == MissingCapability::Decline
+            {
+                tracing::info!(operation = %self.id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
+                self.declined = true;
+                let _ = self
+                    .session
+                    .respond(q.upstream_id, Ok(json!({"action": "decline"})))
+                    .await;
+                return None;
+            }
+            let err = ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!("the client did not declare the capability `{method}` needs"),
+            )
+            .with_data(json!({"reason": "missing_capability", "requiredCapabilities": q.needs}));
+            let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
+            return Some(Ending::MissingCapability(q.needs));
+        }
+        if let Some(given) = self.advance.remove(&q.key) {
+            match convert::answer(&q, &given) {
+                Ok(answer) => {
+                    tracing::info!(operation = %self.id, key = %q.key, "answered from inputResponses given in advance");
+                    self.note_outcome(&answer);
+                    let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
+                    return None;
+                }
+                Err(e) => {
+                    tracing::info!(operation = %self.id, error = %e, "an answer given in advance is malformed; asking instead")
+                }
+            }
+        }
+        self.pending.push(q);
+        None
+    }
+
+    fn note_outcome(&mut self, answer: &Value) {
+        match answer.get("action").and_then(Value::as_str) {
+            Some("decline") => self.declined = true,
+            Some("cancel") => self.cancelled = true,
+            _ => {}
+        }
+    }
+
+    /// A retry arriving while no state is outstanding: its round was consumed.
+    async fn refuse_stale(&self, resume: Resume) {
+        let client = Client {
+            id: resume.id,
+            ctx: resume.ctx,
+            tx: resume.client,
+        };
+        client.reject(&replayed()).await;
+    }
+
+    fn input_required(&self) -> Value {
+        let requests: Map<String, Value> = self
+            .pending
+            .iter()
+            .map(|q| (q.key.clone(), q.request.clone()))
+            .collect();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let claims = Claims {
+            v: 1,
+            op: self.id.clone(),
+            node: self.engine.node.clone(),
+            pr: self.principal_digest.clone(),
+            exp: (now + self.engine.ttl).as_secs(),
+            rq: self.request_digest.clone(),
+            rd: self.round,
+            m: "hold".into(),
+            tc: None,
+        };
+        json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": self.engine.keys.seal(&claims),
+            "_meta": {meta::SERVER_INFO: self.session.init.server_info},
+        })
+    }
+
+    /// Waits for the client's retry, the TTL, or the server.
+    async fn wait(&mut self) -> Wait {
+        let expires = tokio::time::Instant::now() + self.engine.ttl;
+        loop {
+            tokio::select! {
+                resume = self.resumes.recv() => {
+                    let Some(resume) = resume else { return Wait::End(Ending::ClientDisconnected) };
+                    if let Some(client) = self.try_resume(resume).await {
+                        return Wait::Resumed(client);
+                    }
+                }
+                step = self.call.next() => match step {
+                    // Nobody is listening between rounds.
+                    CallStep::Event(CallEvent::Notification { .. }) => {}
+                    CallStep::Event(CallEvent::ServerRequest { id, method, params }) => {
+                        // Asked with the next round; capability is checked against the retry then.
+                        match convert::question(id.clone(), &method, params) {
+                            Ok(mut q) => {
+                                q.key = self.namer.next(q.kind);
+                                self.pending.push(q);
+                            }
+                            Err(e) => {
+                                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string());
+                                let _ = self.session.respond(id, Err(err)).await;
+                            }
+                        }
+                    }
+                    CallStep::Done(outcome) => return Wait::End(self.completed(outcome)),
+                    CallStep::Lost(e) => return Wait::End(Ending::UpstreamLost(e.to_string())),
+                },
+                () = tokio::time::sleep_until(expires) => return Wait::End(Ending::Expired(self.engine.ttl)),
+            }
+        }
+    }
+
+    /// Checks a retry against the waiting questions; applies its answers or
+    /// refuses it, leaving the operation untouched.
+    async fn try_resume(&mut self, resume: Resume) -> Option<Client> {
+        let client = Client {
+            id: resume.id,
+            ctx: resume.ctx,
+            tx: resume.client,
+        };
+        if self.awaiting != Some(resume.round) {
+            client.reject(&replayed()).await;
+            return None;
+        }
+        // spec mrtr.mdx: input requests are bound to the capabilities of the request that carries them.
+        let missing: Vec<&Question> = self
+            .pending
+            .iter()
+            .filter(|q| !convert::covered(&client.ctx.profile, q))
+            .collect();
+        if let Some(q) = missing.first() {
+            let r = Ending::MissingCapability(q.needs.clone()).reject();
+            if let Some(r) = r {
+                client.reject(&r).await;
+            }
+            return None;
+        }
+        let mut answers = Vec::new();
+        for q in &self.pending {
+            if let Some(given) = resume.responses.get(&q.key) {
+                match convert::answer(q, given) {
+                    Ok(a) => answers.push((q.key.clone(), a)),
+                    Err(e) => {
+                        let r = Reject::new(
+                            StatusCode::OK,
+                            code::INVALID_PARAMS,
+                            "malformed_input_response",
+                            e.to_string(),
+                        )
+                        .with("key", e.key.clone());
+                        client.reject(&r).await;
+                        return None;
+                    }
+                }
+            }
+        }
+        // Every check passed: this round's state is consumed now, once.
+        self.awaiting = None;
+        self.consumed = resume.round;
+        for (key, answer) in answers {
+            let Some(pos) = self.pending.iter().position(|q| q.key == key) else {
+                continue;
+            };
+            let q = self.pending.remove(pos);
+            self.note_outcome(&answer);
+            let action = answer
+                .get("action")
+                .and_then(Value::as_str)
+                .unwrap_or("answer");
+            tracing::info!(operation = %self.id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
+            let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
+        }
+        Some(client)
+    }
+
+    async fn finish(mut self, ending: Ending, client: Option<Client>) {
+        let abandon = !matches!(
+            ending,
+            Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)
+        );
+        if abandon {
+            // The server is never left waiting: its open questions hear `cancel`
+            // (or an error) and the call itself is cancelled.
+            let why = format!("redmark: {}", ending.outcome());
+            for q in std::mem::take(&mut self.pending) {
+                let _ = self
+                    .session
+                    .respond(q.upstream_id.clone(), convert::abandon(&q, &why))
+                    .await;
+            }
+            self.call.cancel(&why);
+        }
+        if let Some(client) = &client {
+            let (status, body) = match &ending {
+                Ending::Completed { result, .. } => {
+                    let shaped = shape::complete(
+                        &self.method,
+                        result.clone(),
+                        &self.route.stamp(&self.session.init.server_info),
+                    );
+                    (StatusCode::OK, result_response(&client.id, shaped))
+                }
+                Ending::UpstreamError(e) => upstream_error_reply(&client.id, e.clone()),
+                other => match other.reject() {
+                    Some(r) => (
+                        r.status,
+                        error_response(Some(&client.id), &r.error_object()),
+                    ),
+                    None => (StatusCode::OK, Value::Null),
+                },
+            };
+            if !body.is_null() {
+                client.reply(status, body).await;
+            }
+        }
+        let outcome = ending.outcome();
+        tracing::info!(
+            operation = %self.id,
+            route = %self.route.name,
+            tool = %self.target,
+            outcome,
+            rounds = self.round,
+            elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "operation ended"
+        );
+        self.engine
+            .metrics
+            .record_operation(&self.route.name, &self.target, outcome);
+        if self.registered {
+            self.engine.table.end(
+                &self.id,
+                Tombstone {
+                    ending,
+                    consumed_round: self.consumed,
+                    until: Instant::now() + self.engine.ttl,
+                    server_info: self.session.init.server_info.clone(),
+                },
+            );
+        }
+    }
+}
+
+fn replayed() -> Reject {
+    Reject::new(
+        StatusCode::OK,
+        code::INVALID_PARAMS,
+        "state_replayed",
+        "this requestState was already used; retry with the latest one",
+    )
+}
+
+/// Which request-scoped notifications reach the client, in 2026-07-28 shape.
+/// `upstream_token` is the progress token the upstream call was made with.
+pub fn relayable(
+    ctx: &RequestContext,
+    upstream_token: Option<&Value>,
+    method: &str,
+    params: Option<Value>,
+) -> Option<Value> {
+    match method {
+        // spec 2026-07-28 basic/patterns/progress.mdx: progress only for a
+        // request that sent a token, and under that request's token.
+        "notifications/progress" => {
+            let token = ctx.progress_token.as_ref()?;
+            let mut p = params?;
+            if p.get("progressToken") != upstream_token {
+                return None;
+            }
+            p["progressToken"] = token.clone();
+            Some(notification(method, Some(p)))
+        }
+        // spec 2026-07-28 server/utilities/logging.mdx: "The server MUST NOT emit
+        // notifications/message for a request that does not include this field."
+        "notifications/message" => {
+            let wanted = log_level_rank(ctx.log_level.as_deref()?)?;
+            let p = params?;
+            let level = log_level_rank(p.get("level").and_then(Value::as_str)?)?;
+            (level >= wanted).then(|| notification(method, Some(p)))
+        }
+        // A server cancelling its own pushed request, URL elicitation
+        // completion notices, anything else: not for a 2026 client.
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::profile::Profile;
+
+    fn ctx(token: Option<Value>, level: Option<&str>) -> RequestContext {
+        RequestContext {
+            protocol_version: "2026-07-28".into(),
+            capabilities: json!({}),
+            client_info: None,
+            log_level: level.map(str::to_owned),
+            progress_token: token,
+            profile: Profile::default(),
+        }
+    }
+
+    #[test]
+    fn progress_only_with_a_matching_token() {
+        let p = json!({"progressToken": 7, "progress": 1});
+        let up = Some(json!(7));
+        assert!(
+            relayable(
+                &ctx(None, None),
+                up.as_ref(),
+                "notifications/progress",
+                Some(p.clone())
+            )
+            .is_none()
+        );
+        assert!(
+            relayable(
+                &ctx(Some(json!(7)), None),
+                Some(&json!(8)),
+                "notifications/progress",
+                Some(p.clone())
+            )
+            .is_none()
+        );
+        assert_eq!(
+            relayable(
+                &ctx(Some(json!(7)), None),
+                up.as_ref(),
+                "notifications/progress",
+                Some(p.clone())
+            )
+            .unwrap()["params"],
+            p
+        );
+        // A retry with its own token hears the upstream call's progress under that token.
+        let retried = relayable(
+            &ctx(Some(json!("r2")), None),
+            up.as_ref(),
+            "notifications/progress",
+            Some(p),
+        )
+        .unwrap();
+        assert_eq!(retried["params"]["progressToken"], "r2");
+    }
+
+    #[test]
+    fn log_messages_only_when_asked_and_at_or_above_the_level() {
+        let warn = json!({"level": "warning", "data": "x"});
+        assert!(
+            relayable(
+                &ctx(None, None),
+                None,
+                "notifications/message",
+                Some(warn.clone())
+            )
+            .is_none()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("error")),
+                None,
+                "notifications/message",
+                Some(warn.clone())
+            )
+            .is_none()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("info")),
+                None,
+                "notifications/message",
+                Some(warn)
+            )
+            .is_some()
+        );
+        assert!(
+            relayable(
+                &ctx(None, Some("debug")),
+                None,
+                "notifications/elicitation/complete",
+                Some(json!({}))
+            )
+            .is_none()
+        );
+    }
+}
