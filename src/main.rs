@@ -44,6 +44,12 @@ enum Command {
     },
     /// Print the SHA-256 to put in `[[auth.api_key]] sha256` for an API key read from stdin.
     HashKey,
+    /// Print a new random key for sealing requestState, and the config that uses it.
+    Keygen {
+        /// The key id (appears in every state sealed with it; rotate by adding a new id).
+        #[arg(long, default_value = "k1")]
+        id: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -69,6 +75,15 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             println!("{}", redmark::auth::key_digest_hex(key.trim()));
+            ExitCode::SUCCESS
+        }
+        Command::Keygen { id } => {
+            let var = format!("REDMARK_STATE_KEY_{}", id.to_ascii_uppercase().replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+            println!("# Put the secret in the environment of every redmark replica:");
+            println!("{var}={}", redmark::mrtr::state::generate_secret());
+            println!();
+            println!("# and this in the config (on rotation, keep the old key without `sign`):");
+            println!("[[state.keys]]\nid = \"{id}\"\nsecret_env = \"{var}\"\nsign = true");
             ExitCode::SUCCESS
         }
         Command::Serve {
