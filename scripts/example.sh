@@ -33,5 +33,20 @@ echo "--- server/discover"
 post server/discover "" '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{'"$META"'}}'
 echo "--- tools/list"
 post tools/list "" '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{'"$META"'}}'
-echo "--- tools/call book_room (unambiguous: no question needed)"
-post tools/call book_room '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"book_room","arguments":{"day":"2026-09-17","hour":9,"room_hint":"atrium"},'"$META"'}}'
+echo "--- tools/call book_room \"nook\" (unambiguous: no question needed)"
+post tools/call book_room '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"book_room","arguments":{"day":"2026-09-18","hour":11,"room_hint":"nook"},'"$META"'}}'
+
+# The round trip this gateway exists for: the rooms server pushes a question
+# mid-call; redmark returns it as an InputRequiredResult; the client retries
+# with the answer and the requestState it was given.
+ELICIT_META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}'
+ARGS='"name":"book_room","arguments":{"day":"2026-09-17","hour":9,"room_hint":"the big room"}'
+state_of() { python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["requestState"])'; }
+echo "--- tools/call book_room \"the big room\" (ambiguous: the server asks which room)"
+R1=$(post tools/call book_room '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{'"$ARGS"','"$ELICIT_META"'}}')
+echo "$R1"
+echo "--- retry with the answer: studio-b (taken at 09:00, so the server asks again)"
+R2=$(post tools/call book_room '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"room":{"action":"accept","content":{"room_id":"studio-b"}}},"requestState":"'"$(echo "$R1" | state_of)"'",'"$ELICIT_META"'}}')
+echo "$R2"
+echo "--- retry with the alternative: atrium"
+post tools/call book_room '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"alternative":{"action":"accept","content":{"choice":"atrium"}}},"requestState":"'"$(echo "$R2" | state_of)"'",'"$ELICIT_META"'}}'

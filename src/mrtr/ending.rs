@@ -31,6 +31,8 @@ pub enum Ending {
     RoundsExhausted(u32),
     /// The server asked for something the client did not declare.
     MissingCapability(Value),
+    /// The principal already has as many operations waiting as allowed.
+    TooManyPending(usize),
 }
 
 impl Ending {
@@ -49,6 +51,7 @@ impl Ending {
             Ending::Expired(_) => "operation_expired",
             Ending::RoundsExhausted(_) => "rounds_exhausted",
             Ending::MissingCapability(_) => "missing_capability",
+            Ending::TooManyPending(_) => "too_many_pending",
         }
     }
 
@@ -105,6 +108,12 @@ impl Ending {
                 ),
             )
             .with("requiredCapabilities", needs.clone()),
+            Ending::TooManyPending(n) => Reject::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                code::INTERNAL_ERROR,
+                "too_many_pending",
+                format!("this principal already has {n} operations waiting for answers; answer or abandon some first"),
+            ),
         };
         Some(r)
     }
@@ -140,6 +149,7 @@ mod tests {
             Ending::Expired(Duration::from_secs(1)),
             Ending::RoundsExhausted(10),
             Ending::MissingCapability(json!({})),
+            Ending::TooManyPending(1),
         ];
         let labels: std::collections::HashSet<&str> = all.iter().map(Ending::outcome).collect();
         assert_eq!(labels.len(), all.len());

@@ -230,14 +230,8 @@ impl Operation {
                     principal: self.principal_digest.clone(),
                 };
                 if let Err(e) = self.engine.table.insert(&self.id, entry) {
-                    let r = Reject::new(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        code::INTERNAL_ERROR,
-                        "too_many_pending",
-                        e.to_string(),
-                    );
-                    current.reject(&r).await;
-                    break Ending::ClientDisconnected;
+                    client = Some(current);
+                    break Ending::TooManyPending(e.0);
                 }
                 self.registered = true;
             }
