@@ -48,5 +48,5 @@ echo "$R1"
 echo "--- retry with the answer: studio-b (taken at 09:00, so the server asks again)"
 R2=$(post tools/call book_room '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"room":{"action":"accept","content":{"room_id":"studio-b"}}},"requestState":"'"$(echo "$R1" | state_of)"'",'"$ELICIT_META"'}}')
 echo "$R2"
-echo "--- retry with the alternative: atrium"
-post tools/call book_room '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"alternative":{"action":"accept","content":{"choice":"atrium"}}},"requestState":"'"$(echo "$R2" | state_of)"'",'"$ELICIT_META"'}}'
+echo "--- retry with the alternative: nook"
+post tools/call book_room '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"alternative":{"action":"accept","content":{"choice":"nook"}}},"requestState":"'"$(echo "$R2" | state_of)"'",'"$ELICIT_META"'}}'

@@ -384,11 +384,28 @@ impl Config {
         let mut config: Config = toml::from_str(text)
             .map_err(|e| ConfigErrors(vec![locate(e.span(), e.message().trim().to_owned())]))?;
         config.base_dir = base_dir;
-        let problems: Vec<ConfigError> = config
+        let mut problems: Vec<ConfigError> = config
             .problems()
             .into_iter()
             .map(|(span, message)| locate(Some(span), message))
             .collect();
+        // Policy files report their own problems, by their own file and line.
+        for route in &config.routes {
+            if let Some(policy) = &route.get_ref().policy {
+                let path = config.base_dir.join(policy.get_ref());
+                match std::fs::metadata(&path) {
+                    Err(e) => problems.push(locate(
+                        Some(policy.span()),
+                        format!("policy file {}: {e}", path.display()),
+                    )),
+                    Ok(_) => {
+                        if let Err(errors) = crate::policy::Policy::load(&path) {
+                            problems.extend(errors.0);
+                        }
+                    }
+                }
+            }
+        }
         if problems.is_empty() {
             Ok(config)
         } else {
@@ -497,14 +514,6 @@ impl Config {
                     ))
                 }
                 _ => {}
-            }
-            if let Some(policy) = &r.policy {
-                let path = self.base_dir.join(policy.get_ref());
-                if let Err(errors) = crate::policy::Policy::load(&path) {
-                    for e in errors.0 {
-                        out.push((policy.span(), format!("route `{}`: policy {e}", r.name)));
-                    }
-                }
             }
             if r.pool.max_sessions == 0 || r.pool.max_sessions_per_principal == 0 {
                 out.push((

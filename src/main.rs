@@ -78,7 +78,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Keygen { id } => {
-            let var = format!("REDMARK_STATE_KEY_{}", id.to_ascii_uppercase().replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+            let var = format!(
+                "REDMARK_STATE_KEY_{}",
+                id.to_ascii_uppercase()
+                    .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+            );
             println!("# Put the secret in the environment of every redmark replica:");
             println!("{var}={}", redmark::mrtr::state::generate_secret());
             println!();

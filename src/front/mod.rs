@@ -22,6 +22,7 @@ use crate::config::{CacheScope, Config, MissingCapability};
 use crate::mrtr::Engine;
 use crate::mrtr::state::Keyring;
 use crate::policy::Policy;
+use crate::policy::reload::PolicyHandle;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
 use crate::upstream::pool::RoutePool;
@@ -34,7 +35,7 @@ pub struct Route {
     pub catalog: Arc<Catalog>,
     pub cache_ttl: Duration,
     pub cache_scope: CacheScope,
-    pub policy: Policy,
+    pub policy: Arc<PolicyHandle>,
     pub on_missing_capability: MissingCapability,
 }
 
@@ -70,7 +71,7 @@ impl Gateway {
         let engine = Arc::new(Engine::new(&config.mrtr, keys, node, metrics.clone()));
         let auth = Authenticator::from_config(config.auth.as_ref());
         let http = reqwest::Client::builder().build().unwrap_or_default();
-        let routes = config
+        let routes: HashMap<String, Arc<Route>> = config
             .routes
             .iter()
             .map(|r| {
@@ -94,8 +95,8 @@ impl Gateway {
                 let policy = r
                     .policy
                     .as_ref()
-                    .and_then(|p| Policy::load(&config.base_dir.join(p.get_ref())).ok())
-                    .unwrap_or_default();
+                    .and_then(|p| PolicyHandle::load(&config.base_dir.join(p.get_ref())).ok())
+                    .unwrap_or_else(|| PolicyHandle::fixed(Policy::default()));
                 let route = Route {
                     name,
                     path: r.path.clone(),
@@ -109,6 +110,17 @@ impl Gateway {
                 (r.path.clone(), Arc::new(route))
             })
             .collect();
+        let shutdown = tokio::sync::watch::channel(false).0;
+        let policies = routes
+            .values()
+            .map(|r| (r.name.to_string(), r.policy.clone()))
+            .collect();
+        let reload_metrics = metrics.clone();
+        crate::policy::reload::watch(
+            policies,
+            shutdown.subscribe(),
+            Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
+        );
         Ok(Arc::new(Self {
             routes,
             engine,
@@ -117,7 +129,7 @@ impl Gateway {
             max_body_bytes: config.server.max_body_bytes,
             allowed_origins: config.server.allowed_origins.clone(),
             sse_keepalive: config.server.sse_keepalive,
-            shutdown: tokio::sync::watch::channel(false).0,
+            shutdown,
         }))
     }
 

@@ -36,6 +36,39 @@ pub struct Question {
     pub request: Value,
     /// `requiredCapabilities` when the client cannot answer it.
     pub needs: Value,
+    /// The server's own message, before any red mark.
+    pub base_message: Option<String>,
+    /// How many times it was asked again after an invalid answer.
+    pub reasks: u32,
+}
+
+impl Question {
+    /// Asks again with a red mark: the server's message, then what was wrong.
+    pub fn mark(&mut self, mark: &str) {
+        self.reasks += 1;
+        let base = self.base_message.clone().unwrap_or_default();
+        if let Some(params) = self
+            .request
+            .get_mut("params")
+            .and_then(Value::as_object_mut)
+        {
+            params.insert(
+                "message".into(),
+                Value::String(format!("{base}\n\n✗ {mark}.")),
+            );
+        }
+    }
+
+    /// The form's `requestedSchema` (form-mode elicitation only).
+    pub fn schema(&self) -> Option<&Value> {
+        (self.kind == Kind::Elicitation && !self.url_mode)
+            .then(|| {
+                self.request
+                    .get("params")
+                    .and_then(|p| p.get("requestedSchema"))
+            })
+            .flatten()
+    }
 }
 
 /// The server pushed something that is not a question a client can answer.
@@ -81,6 +114,10 @@ pub fn question(
         "roots/list" => (Kind::Roots, false, json!({"roots": {}})),
         other => return Err(NotAQuestion(other.to_owned())),
     };
+    let base_message = params
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let request = if kind == Kind::Roots && params.is_empty() {
         json!({"method": method})
     } else {
@@ -93,6 +130,8 @@ pub fn question(
         url_mode,
         request,
         needs,
+        base_message,
+        reasks: 0,
     })
 }
 

@@ -33,6 +33,22 @@ pub enum Ending {
     MissingCapability(Value),
     /// The principal already has as many operations waiting as allowed.
     TooManyPending(usize),
+    /// The policy refused the server's question (it never reached the client).
+    PolicyRefused {
+        reason: &'static str,
+        field: Option<String>,
+        message: String,
+    },
+    /// The question was for a value the model owns: a precise tool error instead.
+    ModelOwned { field: String, guidance: String },
+    /// An answer broke a rule and could not be asked again.
+    PolicyInvalid {
+        field: String,
+        rule: String,
+        message: String,
+    },
+    /// An answer failed an authorization rule.
+    PolicyDenied { field: String, message: String },
 }
 
 impl Ending {
@@ -52,6 +68,10 @@ impl Ending {
             Ending::RoundsExhausted(_) => "rounds_exhausted",
             Ending::MissingCapability(_) => "missing_capability",
             Ending::TooManyPending(_) => "too_many_pending",
+            Ending::PolicyRefused { .. } => "policy_refused",
+            Ending::ModelOwned { .. } => "model_owned",
+            Ending::PolicyInvalid { .. } => "policy_invalid_answer",
+            Ending::PolicyDenied { .. } => "policy_denied",
         }
     }
 
@@ -60,12 +80,66 @@ impl Ending {
         !matches!(self, Ending::Completed { .. })
     }
 
+    /// The `data.reason` a policy ending reports (for `redmark_policy_rejections_total`).
+    pub fn policy_reason(&self) -> Option<&'static str> {
+        match self {
+            Ending::PolicyRefused { reason, .. } => Some(reason),
+            Ending::ModelOwned { .. } => Some("policy_model_owned"),
+            Ending::PolicyInvalid { .. } => Some("policy_invalid_answer"),
+            Ending::PolicyDenied { .. } => Some("policy_denied"),
+            _ => None,
+        }
+    }
+
     /// The refusal a client gets for this ending, if it is an error of redmark's own.
     pub fn reject(&self) -> Option<Reject> {
         let r = match self {
             Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::ClientDisconnected => {
                 return None;
             }
+            Ending::PolicyRefused {
+                reason,
+                field,
+                message,
+            } => {
+                let r = Reject::new(
+                    StatusCode::OK,
+                    code::INTERNAL_ERROR,
+                    reason,
+                    message.clone(),
+                )
+                .fault(Fault::Upstream);
+                match field {
+                    Some(f) => r.with("field", f.clone()),
+                    None => r,
+                }
+            }
+            Ending::ModelOwned { field, guidance } => Reject::new(
+                StatusCode::OK,
+                code::INVALID_PARAMS,
+                "policy_model_owned",
+                guidance.clone(),
+            )
+            .with("field", field.clone()),
+            Ending::PolicyInvalid {
+                field,
+                rule,
+                message,
+            } => Reject::new(
+                StatusCode::OK,
+                code::INVALID_PARAMS,
+                "policy_invalid_answer",
+                message.clone(),
+            )
+            .with("field", field.clone())
+            .with("rule", rule.clone()),
+            Ending::PolicyDenied { field, message } => Reject::new(
+                StatusCode::OK,
+                code::INVALID_PARAMS,
+                "policy_denied",
+                message.clone(),
+            )
+            .with("field", field.clone()),
             Ending::UpstreamLost(why) => Reject::new(
                 StatusCode::OK,
                 code::INTERNAL_ERROR,
@@ -112,7 +186,9 @@ impl Ending {
                 StatusCode::TOO_MANY_REQUESTS,
                 code::INTERNAL_ERROR,
                 "too_many_pending",
-                format!("this principal already has {n} operations waiting for answers; answer or abandon some first"),
+                format!(
+                    "this principal already has {n} operations waiting for answers; answer or abandon some first"
+                ),
             ),
         };
         Some(r)
@@ -150,6 +226,24 @@ mod tests {
             Ending::RoundsExhausted(10),
             Ending::MissingCapability(json!({})),
             Ending::TooManyPending(1),
+            Ending::PolicyRefused {
+                reason: "policy_secret_request",
+                field: None,
+                message: String::new(),
+            },
+            Ending::ModelOwned {
+                field: "f".into(),
+                guidance: String::new(),
+            },
+            Ending::PolicyInvalid {
+                field: "f".into(),
+                rule: "maximum".into(),
+                message: String::new(),
+            },
+            Ending::PolicyDenied {
+                field: "f".into(),
+                message: String::new(),
+            },
         ];
         let labels: std::collections::HashSet<&str> = all.iter().map(Ending::outcome).collect();
         assert_eq!(labels.len(), all.len());

@@ -13,12 +13,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::Engine;
-use super::convert::{self, KeyNamer, Kind, Question};
+use crate::policy::Policy;
+
+mod questions;
+use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
 use super::state::{Claims, principal_digest, request_digest};
 use super::table::{Entry, Resume, Tombstone};
 use crate::auth::Principal;
-use crate::config::MissingCapability;
 use crate::error::{IntoReject, Reject};
 use crate::front::Route;
 use crate::front::body::Outgoing;
@@ -29,6 +31,7 @@ use crate::jsonrpc::{ErrorObject, Id, code, error_response, result_response};
 use crate::protocol::{log_level_rank, meta};
 use crate::upstream::pool::Lease;
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
+use questions::Resumed;
 
 /// Depth of an operation's queue of retries.
 const RESUME_DEPTH: usize = 8;
@@ -65,6 +68,8 @@ enum Drive {
 enum Wait {
     Resumed(Client),
     End(Ending),
+    /// The retry's answers ended the operation; that retry hears how.
+    EndWith(Ending, Client),
 }
 
 pub struct Operation {
@@ -85,6 +90,14 @@ pub struct Operation {
     pending: Vec<Question>,
     /// Answers given in advance on the first request, by key.
     advance: Map<String, Value>,
+    /// Pushes that arrived between rounds, handled when the next request attaches.
+    deferred: Vec<(Id, String, Option<Value>)>,
+    /// Questions asked so far (for `max_questions`).
+    asked: usize,
+    /// The policy in force when the operation started; a reload does not touch it.
+    policy: Arc<Policy>,
+    principal: Principal,
+    arguments: Value,
     /// Rounds issued so far; the state of the latest one may be presented.
     round: u32,
     awaiting: Option<u32>,
@@ -168,11 +181,17 @@ pub async fn begin(
         }
     };
     let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
+    let policy = route.policy.current();
     let op = Operation {
         id: hex::encode(rand::random::<[u8; 16]>()),
         principal_digest: principal_digest(&route.name, &principal.name),
         request_digest: request_digest(&route.name, &req.method, &req.params),
-        namer: KeyNamer::new(route.policy.keys(&target)),
+        namer: KeyNamer::new(policy.keys(&target)),
+        deferred: Vec::new(),
+        asked: 0,
+        arguments: req.params.get("arguments").cloned().unwrap_or(Value::Null),
+        policy,
+        principal,
         method: req.method.clone(),
         target,
         _lease: lease,
@@ -250,6 +269,10 @@ impl Operation {
             match self.wait().await {
                 Wait::Resumed(next) => client = Some(next),
                 Wait::End(ending) => break ending,
+                Wait::EndWith(ending, next) => {
+                    client = Some(next);
+                    break ending;
+                }
             }
         };
         self.finish(ending, client).await;
@@ -259,6 +282,11 @@ impl Operation {
     async fn drive(&mut self, client: &Client) -> Drive {
         // Questions left unanswered by the last retry are asked again (spec
         // mrtr.mdx "Error Handling"), together with any that arrive meanwhile.
+        for (id, method, params) in std::mem::take(&mut self.deferred) {
+            if let Some(ending) = self.on_push(&client.ctx, id, &method, params).await {
+                return Drive::End(ending);
+            }
+        }
         let mut gather_until =
             (!self.pending.is_empty()).then(|| tokio::time::Instant::now() + self.engine.gather);
         loop {
@@ -308,82 +336,6 @@ impl Operation {
         }
     }
 
-    /// A request the server pushed. Returns an ending when the operation cannot go on.
-    async fn on_push(
-        &mut self,
-        ctx: &RequestContext,
-        id: Id,
-        method: &str,
-        params: Option<Value>,
-    ) -> Option<Ending> {
-        let mut q = match convert::question(id.clone(), method, params) {
-            Ok(q) => q,
-            Err(e) => {
-                tracing::info!(operation = %self.id, %method, "upstream pushed a request that is not a question; refused");
-                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())
-                    .with_data(json!({"reason": "not_relayed"}));
-                let _ = self.session.respond(id, Err(err)).await;
-                return None;
-            }
-        };
-        q.key = self.namer.next(q.kind);
-        if !convert::covered(&ctx.profile, &q) {
-            // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
-            // request the client has not declared support for.
-            if q.kind == Kind::Elicitation
-                && self.route.on_missing_capability == MissingCapability::Decline
-            {
-                tracing::info!(operation = %self.id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
-                self.declined = true;
-                let _ = self
-                    .session
-                    .respond(q.upstream_id, Ok(json!({"action": "decline"})))
-                    .await;
-                return None;
-            }
-            let err = ErrorObject::new(
-                code::METHOD_NOT_FOUND,
-                format!("the client did not declare the capability `{method}` needs"),
-            )
-            .with_data(json!({"reason": "missing_capability", "requiredCapabilities": q.needs}));
-            let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
-            return Some(Ending::MissingCapability(q.needs));
-        }
-        if let Some(given) = self.advance.remove(&q.key) {
-            match convert::answer(&q, &given) {
-                Ok(answer) => {
-                    tracing::info!(operation = %self.id, key = %q.key, "answered from inputResponses given in advance");
-                    self.note_outcome(&answer);
-                    let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
-                    return None;
-                }
-                Err(e) => {
-                    tracing::info!(operation = %self.id, error = %e, "an answer given in advance is malformed; asking instead")
-                }
-            }
-        }
-        self.pending.push(q);
-        None
-    }
-
-    fn note_outcome(&mut self, answer: &Value) {
-        match answer.get("action").and_then(Value::as_str) {
-            Some("decline") => self.declined = true,
-            Some("cancel") => self.cancelled = true,
-            _ => {}
-        }
-    }
-
-    /// A retry arriving while no state is outstanding: its round was consumed.
-    async fn refuse_stale(&self, resume: Resume) {
-        let client = Client {
-            id: resume.id,
-            ctx: resume.ctx,
-            tx: resume.client,
-        };
-        client.reject(&replayed()).await;
-    }
-
     fn input_required(&self) -> Value {
         let requests: Map<String, Value> = self
             .pending
@@ -419,95 +371,23 @@ impl Operation {
             tokio::select! {
                 resume = self.resumes.recv() => {
                     let Some(resume) = resume else { return Wait::End(Ending::ClientDisconnected) };
-                    if let Some(client) = self.try_resume(resume).await {
-                        return Wait::Resumed(client);
+                    match self.try_resume(resume).await {
+                        Resumed::Refused => {}
+                        Resumed::Continue(client) => return Wait::Resumed(client),
+                        Resumed::End(ending, client) => return Wait::EndWith(ending, client),
                     }
                 }
                 step = self.call.next() => match step {
                     // Nobody is listening between rounds.
                     CallStep::Event(CallEvent::Notification { .. }) => {}
-                    CallStep::Event(CallEvent::ServerRequest { id, method, params }) => {
-                        // Asked with the next round; capability is checked against the retry then.
-                        match convert::question(id.clone(), &method, params) {
-                            Ok(mut q) => {
-                                q.key = self.namer.next(q.kind);
-                                self.pending.push(q);
-                            }
-                            Err(e) => {
-                                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string());
-                                let _ = self.session.respond(id, Err(err)).await;
-                            }
-                        }
-                    }
+                    // Guarded and asked when the next request attaches (its capabilities count).
+                    CallStep::Event(CallEvent::ServerRequest { id, method, params }) => self.deferred.push((id, method, params)),
                     CallStep::Done(outcome) => return Wait::End(self.completed(outcome)),
                     CallStep::Lost(e) => return Wait::End(Ending::UpstreamLost(e.to_string())),
                 },
                 () = tokio::time::sleep_until(expires) => return Wait::End(Ending::Expired(self.engine.ttl)),
             }
         }
-    }
-
-    /// Checks a retry against the waiting questions; applies its answers or
-    /// refuses it, leaving the operation untouched.
-    async fn try_resume(&mut self, resume: Resume) -> Option<Client> {
-        let client = Client {
-            id: resume.id,
-            ctx: resume.ctx,
-            tx: resume.client,
-        };
-        if self.awaiting != Some(resume.round) {
-            client.reject(&replayed()).await;
-            return None;
-        }
-        // spec mrtr.mdx: input requests are bound to the capabilities of the request that carries them.
-        let missing: Vec<&Question> = self
-            .pending
-            .iter()
-            .filter(|q| !convert::covered(&client.ctx.profile, q))
-            .collect();
-        if let Some(q) = missing.first() {
-            let r = Ending::MissingCapability(q.needs.clone()).reject();
-            if let Some(r) = r {
-                client.reject(&r).await;
-            }
-            return None;
-        }
-        let mut answers = Vec::new();
-        for q in &self.pending {
-            if let Some(given) = resume.responses.get(&q.key) {
-                match convert::answer(q, given) {
-                    Ok(a) => answers.push((q.key.clone(), a)),
-                    Err(e) => {
-                        let r = Reject::new(
-                            StatusCode::OK,
-                            code::INVALID_PARAMS,
-                            "malformed_input_response",
-                            e.to_string(),
-                        )
-                        .with("key", e.key.clone());
-                        client.reject(&r).await;
-                        return None;
-                    }
-                }
-            }
-        }
-        // Every check passed: this round's state is consumed now, once.
-        self.awaiting = None;
-        self.consumed = resume.round;
-        for (key, answer) in answers {
-            let Some(pos) = self.pending.iter().position(|q| q.key == key) else {
-                continue;
-            };
-            let q = self.pending.remove(pos);
-            self.note_outcome(&answer);
-            let action = answer
-                .get("action")
-                .and_then(Value::as_str)
-                .unwrap_or("answer");
-            tracing::info!(operation = %self.id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
-            let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
-        }
-        Some(client)
     }
 
     async fn finish(mut self, ending: Ending, client: Option<Client>) {
@@ -538,6 +418,17 @@ impl Operation {
                     (StatusCode::OK, result_response(&client.id, shaped))
                 }
                 Ending::UpstreamError(e) => upstream_error_reply(&client.id, e.clone()),
+                // A tool's model-owned value is a tool error the model can act on (seed 003).
+                Ending::ModelOwned { guidance, .. } if self.method == "tools/call" => {
+                    let result =
+                        json!({"content": [{"type": "text", "text": guidance}], "isError": true});
+                    let shaped = shape::complete(
+                        &self.method,
+                        result,
+                        &self.route.stamp(&self.session.init.server_info),
+                    );
+                    (StatusCode::OK, result_response(&client.id, shaped))
+                }
                 other => match other.reject() {
                     Some(r) => (
                         r.status,
@@ -549,6 +440,11 @@ impl Operation {
             if !body.is_null() {
                 client.reply(status, body).await;
             }
+        }
+        if let Some(reason) = ending.policy_reason() {
+            self.engine
+                .metrics
+                .record_policy_rejection(&self.route.name, &self.target, reason);
         }
         let outcome = ending.outcome();
         tracing::info!(
@@ -575,15 +471,6 @@ impl Operation {
             );
         }
     }
-}
-
-fn replayed() -> Reject {
-    Reject::new(
-        StatusCode::OK,
-        code::INVALID_PARAMS,
-        "state_replayed",
-        "this requestState was already used; retry with the latest one",
-    )
 }
 
 /// Which request-scoped notifications reach the client, in 2026-07-28 shape.

@@ -1,14 +1,31 @@
-//! Policy files (`policies/*.toml`), referenced per route: what redmark does
-//! with the questions a server asks for each tool.
+//! Policy files (`policies/*.toml`), one per route: which questions a server
+//! may ask ([`guard`]), what answers must satisfy before the server sees them
+//! ([`answer`]), and per-tool settings such as input request key names.
 //!
 //! ```toml
+//! [defaults]
+//! on_invalid = "reask"      # or "error"
+//! max_reasks = 2
+//! max_questions = 5         # per operation
+//! secret_fields = "deny"
+//!
 //! [tool.book_room]
-//! keys = ["room", "alternative"]   # names of this tool's inputRequests keys, in order
-//! mode = "hold"
+//! keys = ["room", "alternative"]
+//!
+//! [tool.book_room.fields.room_id]
+//! enum = ["atrium", "studio-b", "nook"]
+//! authz = 'value != "atrium" || "facilities" in principal.groups'
+//! authz_message = "only the facilities group may book the Atrium"
 //! ```
 
-use std::collections::BTreeMap;
+pub mod answer;
+mod file;
+pub mod guard;
+pub mod reload;
+
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -23,96 +40,157 @@ pub enum Mode {
     Hold,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolPolicy {
-    /// Names of this tool's `inputRequests` keys, in the order the server asks.
-    #[serde(default)]
-    pub keys: Vec<String>,
-    #[serde(default)]
-    pub mode: Mode,
+/// What happens to an answer that breaks a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalid {
+    /// Ask the same question again, with a red mark naming the field and the rule.
+    Reask,
+    /// Fail the call with `policy_invalid_answer`.
+    Error,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What the server hears when one of its questions is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnRefused {
+    Error,
+    Decline,
+}
+
+/// String formats an answer can be held to (the formats of the 2026-07-28 elicitation schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    Email,
+    Uri,
+    Date,
+    DateTime,
+}
+
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    pub on_invalid: OnInvalid,
+    pub max_reasks: u32,
+    pub max_questions: usize,
+    pub deny_secrets: bool,
+    pub on_refused: OnRefused,
+    pub url_hosts: Option<Vec<String>>,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Self {
+            on_invalid: OnInvalid::Reask,
+            max_reasks: 2,
+            max_questions: 10,
+            deny_secrets: true,
+            on_refused: OnRefused::Error,
+            url_hosts: None,
+        }
+    }
+}
+
+/// Rules for one field of an elicited form.
+#[derive(Debug, Clone, Default)]
+pub struct FieldRules {
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    pub min_length: Option<u64>,
+    pub max_length: Option<u64>,
+    pub pattern: Option<regex::Regex>,
+    pub format: Option<Format>,
+    pub allowed: Option<Vec<serde_json::Value>>,
+    pub required: bool,
+    pub authz: Option<Arc<cel::Program>>,
+    pub authz_source: Option<String>,
+    pub authz_message: Option<String>,
+    pub sensitive: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolRules {
+    pub keys: Vec<String>,
+    pub mode: Mode,
+    /// Fields the model owns: asking a person for them is refused in favour of a precise tool error.
+    pub model_owned: HashSet<String>,
+    pub on_invalid: OnInvalid,
+    pub max_reasks: u32,
+    pub max_questions: usize,
+    pub fields: HashMap<String, FieldRules>,
+}
+
+/// A loaded policy. Cheap to share; a reload swaps in a new one.
+#[derive(Clone)]
 pub struct Policy {
-    #[serde(default)]
-    pub tool: BTreeMap<String, ToolPolicy>,
+    pub defaults: Defaults,
+    pub tools: HashMap<String, ToolRules>,
+    env: Arc<cel::Env>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("defaults", &self.defaults)
+            .field("tools", &self.tools.keys())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            defaults: Defaults::default(),
+            tools: HashMap::new(),
+            env: Arc::new(cel::Env::stdlib()),
+        }
+    }
 }
 
 impl Policy {
     pub fn load(path: &Path) -> Result<Policy, ConfigErrors> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigErrors(vec![ConfigError {
-                file: file.clone(),
-                line: 0,
-                column: 0,
-                message: format!("cannot read: {e}"),
-            }])
+            ConfigErrors(vec![ConfigError::at(
+                &file,
+                "",
+                None,
+                &format!("cannot read: {e}"),
+            )])
         })?;
         Policy::parse(&text, &file)
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
-        let policy: Policy = toml::from_str(text).map_err(|e| {
-            ConfigErrors(vec![ConfigError::at(
-                file,
-                text,
-                e.span(),
-                e.message().trim(),
-            )])
-        })?;
-        let mut problems = Vec::new();
-        for (tool, p) in &policy.tool {
-            let mut seen = std::collections::HashSet::new();
-            for key in &p.keys {
-                if key.is_empty() || !seen.insert(key) {
-                    problems.push(ConfigError::at(
-                        file,
-                        text,
-                        None,
-                        &format!("tool `{tool}`: key names must be non-empty and unique (`{key}`)"),
-                    ));
-                }
-            }
-        }
-        if problems.is_empty() {
-            Ok(policy)
-        } else {
-            Err(ConfigErrors(problems))
-        }
+        file::parse(text, file)
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolRules> {
+        self.tools.get(name)
     }
 
     /// The key names for a tool's questions, in order.
     pub fn keys(&self, tool: &str) -> Vec<String> {
-        self.tool
-            .get(tool)
-            .map(|t| t.keys.clone())
-            .unwrap_or_default()
+        self.tool(tool).map(|t| t.keys.clone()).unwrap_or_default()
+    }
+
+    pub fn max_questions(&self, tool: &str) -> usize {
+        self.tool(tool)
+            .map_or(self.defaults.max_questions, |t| t.max_questions)
+    }
+
+    pub fn on_invalid(&self, tool: &str) -> (OnInvalid, u32) {
+        self.tool(tool)
+            .map_or((self.defaults.on_invalid, self.defaults.max_reasks), |t| {
+                (t.on_invalid, t.max_reasks)
+            })
+    }
+
+    pub(crate) fn cel_env(&self) -> &Arc<cel::Env> {
+        &self.env
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_keys_per_tool() {
-        let p = Policy::parse(
-            "[tool.book_room]\nkeys = [\"room\", \"alternative\"]\nmode = \"hold\"\n",
-            "p.toml",
-        )
-        .unwrap();
-        assert_eq!(p.keys("book_room"), vec!["room", "alternative"]);
-        assert!(p.keys("other").is_empty());
-    }
-
-    #[test]
-    fn unknown_fields_and_duplicate_keys_are_errors() {
-        let e = Policy::parse("[tool.x]\nkeys = [\"a\"]\nmaximum = 5\n", "p.toml").unwrap_err();
-        assert_eq!(e.0[0].line, 3, "{e}");
-        assert!(Policy::parse("[tool.x]\nkeys = [\"a\", \"a\"]\n", "p.toml").is_err());
-        assert!(Policy::parse("[tool.x]\nmode = \"replay\"\n", "p.toml").is_err());
-    }
-}
+#[path = "tests.rs"]
+mod tests;

@@ -35,8 +35,23 @@ pub struct OperationLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    pub route: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectionLabels {
+    pub route: String,
+    pub tool: String,
+    pub reason: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    reloads: Family<ReloadLabels, Counter>,
+    rejections: Family<RejectionLabels, Counter>,
     operations: Family<OperationLabels, Counter>,
     pending: Gauge,
     requests: Family<RequestLabels, Counter>,
@@ -85,8 +100,22 @@ impl Metrics {
             "Operations waiting for their client to answer a question",
             pending.clone(),
         );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "policy_reloads",
+            "Policy reloads by route and result (ok, failed)",
+            reloads.clone(),
+        );
+        let rejections = Family::<RejectionLabels, Counter>::default();
+        registry.register(
+            "policy_rejections",
+            "Questions refused and answers rejected by policy, by route, tool and reason",
+            rejections.clone(),
+        );
         Self {
             registry,
+            reloads,
+            rejections,
             operations,
             pending,
             requests,
@@ -117,6 +146,26 @@ impl Metrics {
                 route: route.into(),
                 tool: tool.into(),
                 outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn record_policy_reload(&self, route: &str, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                route: route.into(),
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    pub fn record_policy_rejection(&self, route: &str, tool: &str, reason: &str) {
+        self.rejections
+            .get_or_create(&RejectionLabels {
+                route: route.into(),
+                tool: tool.into(),
+                reason: reason.into(),
             })
             .inc();
     }

@@ -19,6 +19,8 @@ use crate::upstream::UpstreamError;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+/// How long the standalone GET stream may take to open before it is skipped.
+const STANDALONE_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 struct Shared {
@@ -302,12 +304,15 @@ impl Shared {
     /// Opens the GET stream before any call, so pushes a server sends there
     /// (for example without `relatedRequestId`) are not lost.
     async fn open_standalone_stream(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let resp = self
+        // Bounded: a server that never answers the GET must not hold up the session.
+        let opening = self
             .client
             .get(&self.url)
             .headers(self.headers("text/event-stream"))
-            .send()
+            .send();
+        let resp = tokio::time::timeout(STANDALONE_OPEN_TIMEOUT, opening)
             .await
+            .ok()?
             .ok()?;
         if !resp.status().is_success() {
             // 405: the server offers no standalone stream, which is allowed.

@@ -63,6 +63,7 @@ pub fn spawn(
             let msg = tokio::select! {
                 // What was queued before the close (a `notifications/cancelled`
                 // for the call that retired the session) is written first.
+                biased;
                 msg = out_rx.recv() => match msg { Some(m) => m, None => break },
                 _ = &mut close_stdin_rx => break,
             };

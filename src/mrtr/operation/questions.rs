@@ -1,0 +1,286 @@
+//! The questions of an operation: each push is guarded by the policy before
+//! any client sees it, and each answer is checked (shape, then policy)
+//! before the server sees it; invalid answers go back with a red mark.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::{Client, Operation};
+use crate::config::MissingCapability;
+use crate::error::Reject;
+use crate::front::request::RequestContext;
+use crate::jsonrpc::{ErrorObject, Id, code};
+use crate::mrtr::convert::{self, Kind, Question};
+use crate::mrtr::ending::Ending;
+use crate::mrtr::table::Resume;
+use crate::policy::answer::{Judgement, Subject, judge};
+use crate::policy::guard::{self, Verdict};
+use crate::policy::{OnInvalid, OnRefused};
+
+/// What a retry did to the operation.
+pub(super) enum Resumed {
+    /// Refused with an error; the operation is untouched.
+    Refused,
+    /// Its answers were delivered; the operation goes on with this client attached.
+    Continue(Client),
+    /// Its answers end the operation (a policy said no for good).
+    End(Ending, Client),
+}
+
+/// A policy's view of one answer.
+enum Checked {
+    Deliver(Value),
+    /// Ask again with this red mark.
+    Reask {
+        field: String,
+        rule: String,
+        mark: String,
+    },
+    End(Ending),
+}
+
+impl Operation {
+    /// A request the server pushed. Returns an ending when the operation cannot go on.
+    pub(super) async fn on_push(
+        &mut self,
+        ctx: &RequestContext,
+        id: Id,
+        method: &str,
+        params: Option<Value>,
+    ) -> Option<Ending> {
+        let mut q = match convert::question(id.clone(), method, params) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::info!(operation = %self.id, %method, "upstream pushed a request that is not a question; refused");
+                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())
+                    .with_data(json!({"reason": "not_relayed"}));
+                let _ = self.session.respond(id, Err(err)).await;
+                return None;
+            }
+        };
+        q.key = self.namer.next(q.kind);
+        self.asked += 1;
+        let params = q.request.get("params").cloned().unwrap_or(Value::Null);
+        match guard::check(&self.policy, &self.target, method, &params, self.asked) {
+            Verdict::Ask => {}
+            Verdict::Refuse(r) => {
+                tracing::warn!(operation = %self.id, tool = %self.target, key = %q.key, reason = r.reason, field = ?r.field, "question refused by policy");
+                // A refused question never reaches the client, and the server is not left waiting.
+                let answer = match (self.policy.defaults.on_refused, q.kind) {
+                    (OnRefused::Decline, Kind::Elicitation) => Ok(json!({"action": "decline"})),
+                    _ => Err(ErrorObject::new(
+                        code::INVALID_REQUEST,
+                        format!("redmark refused this request: {}", r.message),
+                    )
+                    .with_data(json!({"reason": r.reason}))),
+                };
+                let _ = self.session.respond(q.upstream_id, answer).await;
+                return Some(Ending::PolicyRefused {
+                    reason: r.reason,
+                    field: r.field,
+                    message: r.message,
+                });
+            }
+            Verdict::ModelOwned { field, guidance } => {
+                tracing::info!(operation = %self.id, tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
+                let _ = self
+                    .session
+                    .respond(q.upstream_id, Ok(json!({"action": "cancel"})))
+                    .await;
+                return Some(Ending::ModelOwned { field, guidance });
+            }
+        }
+        if !convert::covered(&ctx.profile, &q) {
+            // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
+            // request the client has not declared support for.
+            if q.kind == Kind::Elicitation
+                && self.route.on_missing_capability == MissingCapability::Decline
+            {
+                tracing::info!(operation = %self.id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
+                self.declined = true;
+                let _ = self
+                    .session
+                    .respond(q.upstream_id, Ok(json!({"action": "decline"})))
+                    .await;
+                return None;
+            }
+            let err = ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!("the client did not declare the capability `{method}` needs"),
+            )
+            .with_data(json!({"reason": "missing_capability", "requiredCapabilities": q.needs}));
+            let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
+            return Some(Ending::MissingCapability(q.needs));
+        }
+        if let Some(given) = self.advance.remove(&q.key) {
+            match convert::answer(&q, &given).map(|a| self.check(&q, a)) {
+                Ok(Checked::Deliver(answer)) => {
+                    tracing::info!(operation = %self.id, key = %q.key, "answered from inputResponses given in advance");
+                    self.note_outcome(&answer);
+                    let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
+                    return None;
+                }
+                Ok(Checked::Reask { mark, .. }) => q.mark(&mark),
+                Ok(Checked::End(ending)) => {
+                    self.pending.push(q);
+                    return Some(ending);
+                }
+                Err(e) => {
+                    tracing::info!(operation = %self.id, error = %e, "an answer given in advance is malformed; asking instead")
+                }
+            }
+        }
+        self.pending.push(q);
+        None
+    }
+
+    /// Holds a well-formed answer to the policy.
+    fn check(&self, q: &Question, answer: Value) -> Checked {
+        let Some(schema) = q.schema() else {
+            return Checked::Deliver(answer);
+        };
+        if answer.get("action").and_then(Value::as_str) != Some("accept") {
+            // Decline and cancel carry no content and pass unvalidated.
+            return Checked::Deliver(answer);
+        }
+        let empty = serde_json::Map::new();
+        let content = answer
+            .get("content")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let subject = Subject {
+            principal: &self.principal,
+            tool: &self.target,
+            arguments: &self.arguments,
+        };
+        match judge(&self.policy, &subject, schema, content) {
+            Judgement::Valid(content) => {
+                Checked::Deliver(json!({"action": "accept", "content": content}))
+            }
+            Judgement::Invalid { field, rule, mark } => {
+                let (on_invalid, max_reasks) = self.policy.on_invalid(&self.target);
+                if on_invalid == OnInvalid::Reask && q.reasks < max_reasks {
+                    Checked::Reask { field, rule, mark }
+                } else {
+                    Checked::End(Ending::PolicyInvalid {
+                        field,
+                        rule,
+                        message: mark,
+                    })
+                }
+            }
+            // Never asked again: another try would only probe what is allowed.
+            Judgement::Denied { field, message } => {
+                Checked::End(Ending::PolicyDenied { field, message })
+            }
+        }
+    }
+
+    pub(super) fn note_outcome(&mut self, answer: &Value) {
+        match answer.get("action").and_then(Value::as_str) {
+            Some("decline") => self.declined = true,
+            Some("cancel") => self.cancelled = true,
+            _ => {}
+        }
+    }
+
+    /// A retry arriving while no state is outstanding: its round was consumed.
+    pub(super) async fn refuse_stale(&self, resume: Resume) {
+        let client = Client {
+            id: resume.id,
+            ctx: resume.ctx,
+            tx: resume.client,
+        };
+        client.reject(&replayed()).await;
+    }
+
+    /// Checks a retry against the waiting questions; applies its answers or
+    /// refuses it, leaving the operation untouched.
+    pub(super) async fn try_resume(&mut self, resume: Resume) -> Resumed {
+        let client = Client {
+            id: resume.id,
+            ctx: resume.ctx,
+            tx: resume.client,
+        };
+        if self.awaiting != Some(resume.round) {
+            client.reject(&replayed()).await;
+            return Resumed::Refused;
+        }
+        // Input requests are bound to the capabilities of the request that carries them.
+        if let Some(q) = self
+            .pending
+            .iter()
+            .find(|q| !convert::covered(&client.ctx.profile, q))
+            && let Some(r) = Ending::MissingCapability(q.needs.clone()).reject()
+        {
+            client.reject(&r).await;
+            return Resumed::Refused;
+        }
+        let mut verdicts = Vec::new();
+        for q in &self.pending {
+            let Some(given) = resume.responses.get(&q.key) else {
+                continue;
+            };
+            match convert::answer(q, given) {
+                Ok(a) => verdicts.push((q.key.clone(), self.check(q, a))),
+                Err(e) => {
+                    let r = Reject::new(
+                        StatusCode::OK,
+                        code::INVALID_PARAMS,
+                        "malformed_input_response",
+                        e.to_string(),
+                    )
+                    .with("key", e.key.clone());
+                    client.reject(&r).await;
+                    return Resumed::Refused;
+                }
+            }
+        }
+        // Every check passed: this round's state is consumed now, once.
+        self.awaiting = None;
+        self.consumed = resume.round;
+        let mut ending = None;
+        for (key, verdict) in verdicts {
+            let Some(pos) = self.pending.iter().position(|q| q.key == key) else {
+                continue;
+            };
+            match verdict {
+                Checked::Deliver(answer) => {
+                    let q = self.pending.remove(pos);
+                    self.note_outcome(&answer);
+                    let action = answer
+                        .get("action")
+                        .and_then(Value::as_str)
+                        .unwrap_or("answer");
+                    tracing::info!(operation = %self.id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
+                    let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
+                }
+                Checked::Reask { field, rule, mark } => {
+                    self.engine.metrics.record_policy_rejection(
+                        &self.route.name,
+                        &self.target,
+                        "policy_invalid_answer",
+                    );
+                    tracing::info!(operation = %self.id, key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
+                    self.pending[pos].mark(&mark);
+                }
+                Checked::End(e) => {
+                    ending.get_or_insert(e);
+                }
+            }
+        }
+        match ending {
+            Some(e) => Resumed::End(e, client),
+            None => Resumed::Continue(client),
+        }
+    }
+}
+
+pub(super) fn replayed() -> Reject {
+    Reject::new(
+        StatusCode::OK,
+        code::INVALID_PARAMS,
+        "state_replayed",
+        "this requestState was already used; retry with the latest one",
+    )
+}

@@ -1,0 +1,344 @@
+//! Validating an answer before the server sees it: the server's own
+//! requested schema, then the policy's field rules (which can only tighten
+//! it), then the CEL authorization rules ("an enum you built from a
+//! permission check is not a permission check", seed 001).
+//!
+//! A failure produces a red mark: the field, the rule, and (unless the field
+//! is sensitive) the value that broke it.
+
+use serde_json::{Map, Value, json};
+
+use super::{FieldRules, Format, Policy};
+use crate::auth::Principal;
+
+/// Who answered, and the call the question belongs to (CEL's `principal` and `tool`).
+pub struct Subject<'a> {
+    pub principal: &'a Principal,
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    /// The content to forward: only the fields the server asked for.
+    Valid(Map<String, Value>),
+    Invalid {
+        field: String,
+        rule: String,
+        mark: String,
+    },
+    Denied {
+        field: String,
+        message: String,
+    },
+}
+
+fn shown(value: &Value, sensitive: bool) -> String {
+    if sensitive {
+        "a value".to_owned()
+    } else {
+        format!("{value} was given")
+    }
+}
+
+fn invalid(field: &str, rule: &str, text: String) -> Judgement {
+    Judgement::Invalid {
+        field: field.to_owned(),
+        rule: rule.to_owned(),
+        mark: text,
+    }
+}
+
+/// Judges `content` (an `accept` answer) to a form whose schema is `schema`.
+pub fn judge(
+    policy: &Policy,
+    subject: &Subject,
+    schema: &Value,
+    content: &Map<String, Value>,
+) -> Judgement {
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    // Fields the server did not ask for never reach it.
+    let content: Map<String, Value> = content
+        .iter()
+        .filter(|(k, _)| props.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let rules = policy.tool(subject.tool).map(|t| &t.fields);
+    let sensitive = |field: &str| {
+        rules
+            .and_then(|r| r.get(field))
+            .is_some_and(|r| r.sensitive)
+            || props
+                .get(field)
+                .is_some_and(|p| super::guard::looks_secret(field, p))
+    };
+
+    if let Some(j) = against_schema(schema, &props, &content, &sensitive) {
+        return j;
+    }
+    let Some(rules) = rules else {
+        return Judgement::Valid(content);
+    };
+    let mut names: Vec<&String> = rules.keys().collect();
+    names.sort();
+    for field in &names {
+        let r = &rules[*field];
+        match content.get(*field) {
+            None if r.required => {
+                return invalid(field, "required", format!("{field} is required"));
+            }
+            None => {}
+            Some(value) => {
+                if let Some(j) = against_rules(field, r, value, r.sensitive || sensitive(field)) {
+                    return j;
+                }
+            }
+        }
+    }
+    for field in names {
+        let r = &rules[field];
+        let (Some(program), Some(value)) = (&r.authz, content.get(field)) else {
+            continue;
+        };
+        if !authorized(policy, program, subject, field, value, &content) {
+            let message = r
+                .authz_message
+                .clone()
+                .unwrap_or_else(|| format!("this answer for {field} is not allowed"));
+            return Judgement::Denied {
+                field: field.clone(),
+                message,
+            };
+        }
+    }
+    Judgement::Valid(content)
+}
+
+/// The server's own schema, checked with the `jsonschema` crate (formats included).
+fn against_schema(
+    schema: &Value,
+    props: &Map<String, Value>,
+    content: &Map<String, Value>,
+    sensitive: &dyn Fn(&str) -> bool,
+) -> Option<Judgement> {
+    let validator = match jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+    {
+        Ok(v) => v,
+        // The guard let it through as flat; a schema the validator cannot read
+        // cannot vouch for any answer.
+        Err(e) => {
+            return Some(invalid(
+                "",
+                "schema",
+                format!("the question's schema cannot be checked: {e}"),
+            ));
+        }
+    };
+    let instance = Value::Object(content.clone());
+    let error = validator.iter_errors(&instance).next()?;
+    let rule = error.kind().keyword().to_owned();
+    let field = match error.kind() {
+        jsonschema::error::ValidationErrorKind::Required { property } => {
+            property.as_str().unwrap_or_default().to_owned()
+        }
+        _ => error
+            .instance_path()
+            .as_str()
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let value = content.get(&field).cloned().unwrap_or(Value::Null);
+    let prop = props.get(&field).cloned().unwrap_or(Value::Null);
+    let given = shown(&value, sensitive(&field));
+    let text = match rule.as_str() {
+        "required" => format!("{field} is required"),
+        "minimum" => format!("{field} must be at least {}; {given}", prop["minimum"]),
+        "maximum" => format!("{field} must be at most {}; {given}", prop["maximum"]),
+        "minLength" => format!(
+            "{field} must be at least {} characters long; {given}",
+            prop["minLength"]
+        ),
+        "maxLength" => format!(
+            "{field} must be at most {} characters long; {given}",
+            prop["maxLength"]
+        ),
+        "enum" => format!("{field} must be one of {}; {given}", list(&prop["enum"])),
+        "format" => format!(
+            "{field} must be a valid {}; {given}",
+            prop["format"].as_str().unwrap_or("value")
+        ),
+        "type" => format!("{field} must be of type {}; {given}", prop["type"]),
+        _ => format!("{field} does not satisfy `{rule}` of the requested schema; {given}"),
+    };
+    Some(invalid(&field, &rule, text))
+}
+
+fn list(values: &Value) -> String {
+    values
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// The policy's own rules for one field.
+fn against_rules(field: &str, r: &FieldRules, value: &Value, sensitive: bool) -> Option<Judgement> {
+    let given = shown(value, sensitive);
+    if r.minimum.is_some() || r.maximum.is_some() {
+        let Some(n) = value.as_f64() else {
+            return Some(invalid(
+                field,
+                "type",
+                format!("{field} must be a number; {given}"),
+            ));
+        };
+        if let Some(min) = r.minimum
+            && n < min
+        {
+            return Some(invalid(
+                field,
+                "minimum",
+                format!("{field} must be at least {min}; {given}"),
+            ));
+        }
+        if let Some(max) = r.maximum
+            && n > max
+        {
+            return Some(invalid(
+                field,
+                "maximum",
+                format!("{field} must be at most {max}; {given}"),
+            ));
+        }
+    }
+    if let Some(allowed) = &r.allowed
+        && !allowed
+            .iter()
+            .any(|a| a == value || (a.as_f64().is_some() && a.as_f64() == value.as_f64()))
+    {
+        return Some(invalid(
+            field,
+            "enum",
+            format!("{field} must be one of {}; {given}", list(&json!(allowed))),
+        ));
+    }
+    let textual = r.min_length.is_some()
+        || r.max_length.is_some()
+        || r.pattern.is_some()
+        || r.format.is_some();
+    if textual {
+        let Some(s) = value.as_str() else {
+            return Some(invalid(
+                field,
+                "type",
+                format!("{field} must be a string; {given}"),
+            ));
+        };
+        let len = s.chars().count() as u64;
+        if let Some(min) = r.min_length
+            && len < min
+        {
+            return Some(invalid(
+                field,
+                "min_length",
+                format!("{field} must be at least {min} characters long; {given}"),
+            ));
+        }
+        if let Some(max) = r.max_length
+            && len > max
+        {
+            return Some(invalid(
+                field,
+                "max_length",
+                format!("{field} must be at most {max} characters long; {given}"),
+            ));
+        }
+        if let Some(re) = &r.pattern
+            && !re.is_match(s)
+        {
+            return Some(invalid(
+                field,
+                "pattern",
+                format!("{field} must match {}; {given}", re.as_str()),
+            ));
+        }
+        if let Some(format) = r.format
+            && !format_ok(format, s)
+        {
+            return Some(invalid(
+                field,
+                "format",
+                format!("{field} must be a valid {}; {given}", format_name(format)),
+            ));
+        }
+    }
+    None
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Email => "email address",
+        Format::Uri => "URI",
+        Format::Date => "date (YYYY-MM-DD)",
+        Format::DateTime => "date-time (RFC 3339)",
+    }
+}
+
+fn format_ok(format: Format, s: &str) -> bool {
+    let name = match format {
+        Format::Email => "email",
+        Format::Uri => "uri",
+        Format::Date => "date",
+        Format::DateTime => "date-time",
+    };
+    // The same checker the server's schema is held to.
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&json!({"type": "string", "format": name}))
+        .is_ok_and(|v| v.is_valid(&json!(s)))
+}
+
+fn authorized(
+    policy: &Policy,
+    program: &cel::Program,
+    subject: &Subject,
+    field: &str,
+    value: &Value,
+    content: &Map<String, Value>,
+) -> bool {
+    let mut ctx = cel::Context::with_env(policy.cel_env().clone());
+    let vars = [
+        (
+            "principal",
+            json!({"name": &*subject.principal.name, "groups": &*subject.principal.groups, "claims": {}}),
+        ),
+        (
+            "tool",
+            json!({"name": subject.tool, "arguments": subject.arguments}),
+        ),
+        ("field", json!(field)),
+        ("value", value.clone()),
+        ("content", Value::Object(content.clone())),
+    ];
+    for (name, v) in vars {
+        match cel::to_value(v) {
+            Ok(v) => ctx.add_variable_from_value(name, v),
+            // Fail closed: a rule that cannot see its inputs allows nothing.
+            Err(_) => return false,
+        }
+    }
+    matches!(program.execute(&ctx), Ok(cel::Value::Bool(true)))
+}

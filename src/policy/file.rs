@@ -1,0 +1,255 @@
+//! The policy file format (TOML) and its checks: what a security engineer
+//! writes, read strictly (unknown keys are errors) and compiled into rules,
+//! with every problem located by file and line.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules};
+use crate::config::{ConfigError, ConfigErrors};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    defaults: RawDefaults,
+    #[serde(default)]
+    tool: BTreeMap<String, Spanned<RawTool>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    on_invalid: Option<OnInvalid>,
+    max_reasks: Option<u32>,
+    max_questions: Option<usize>,
+    secret_fields: Option<SecretFields>,
+    /// What the server hears when a question is refused: `error` or `decline`.
+    on_refused: Option<OnRefused>,
+    /// Hosts URL-mode elicitation may send people to; unset: any https host.
+    url_hosts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SecretFields {
+    Deny,
+    Allow,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    #[serde(default)]
+    keys: Vec<String>,
+    #[serde(default)]
+    mode: Mode,
+    #[serde(default)]
+    model_owned: Vec<String>,
+    on_invalid: Option<OnInvalid>,
+    max_reasks: Option<u32>,
+    max_questions: Option<usize>,
+    #[serde(default)]
+    fields: BTreeMap<String, Spanned<RawField>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawField {
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    pattern: Option<String>,
+    format: Option<Format>,
+    #[serde(rename = "enum")]
+    allowed: Option<Vec<toml::Value>>,
+    #[serde(default)]
+    required: bool,
+    authz: Option<String>,
+    authz_message: Option<String>,
+    /// Never echo this field's value (in red marks or anywhere else).
+    #[serde(default)]
+    sensitive: bool,
+}
+
+pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
+    let raw: RawPolicy = toml::from_str(text).map_err(|e| {
+        ConfigErrors(vec![ConfigError::at(
+            file,
+            text,
+            e.span(),
+            e.message().trim(),
+        )])
+    })?;
+    let mut problems = Vec::new();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(file, text, Some(span), &message)
+    };
+    let d = &raw.defaults;
+    let defaults = Defaults {
+        on_invalid: d.on_invalid.unwrap_or(OnInvalid::Reask),
+        max_reasks: d.max_reasks.unwrap_or(2),
+        max_questions: d.max_questions.unwrap_or(10),
+        deny_secrets: d.secret_fields.unwrap_or(SecretFields::Deny) == SecretFields::Deny,
+        on_refused: d.on_refused.unwrap_or(OnRefused::Error),
+        url_hosts: d
+            .url_hosts
+            .clone()
+            .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
+    };
+    let env = Arc::new(cel::Env::stdlib());
+    let mut tools = HashMap::new();
+    for (name, tool) in &raw.tool {
+        let span = tool.span();
+        let t = tool.get_ref();
+        let mut seen = HashSet::new();
+        for key in &t.keys {
+            if key.is_empty() || !seen.insert(key) {
+                problems.push(at(
+                    span.clone(),
+                    format!("tool `{name}`: key names must be non-empty and unique (`{key}`)"),
+                ));
+            }
+        }
+        let mut fields = HashMap::new();
+        for (field, rules) in &t.fields {
+            match compile_field(&env, name, field, rules.get_ref()) {
+                Ok(r) => {
+                    fields.insert(field.clone(), r);
+                }
+                Err(messages) => problems.extend(messages.into_iter().map(|m| at(rules.span(), m))),
+            }
+        }
+        tools.insert(
+            name.clone(),
+            ToolRules {
+                keys: t.keys.clone(),
+                mode: t.mode,
+                model_owned: t.model_owned.iter().cloned().collect(),
+                on_invalid: t.on_invalid.unwrap_or(defaults.on_invalid),
+                max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),
+                max_questions: t.max_questions.unwrap_or(defaults.max_questions),
+                fields,
+            },
+        );
+    }
+    if problems.is_empty() {
+        Ok(Policy {
+            defaults,
+            tools,
+            env,
+        })
+    } else {
+        Err(ConfigErrors(problems))
+    }
+}
+
+fn compile_field(
+    env: &Arc<cel::Env>,
+    tool: &str,
+    field: &str,
+    raw: &RawField,
+) -> Result<FieldRules, Vec<String>> {
+    let mut errors = Vec::new();
+    let here = format!("tool `{tool}` field `{field}`");
+    if let (Some(min), Some(max)) = (raw.minimum, raw.maximum)
+        && min > max
+    {
+        errors.push(format!(
+            "{here}: minimum {min} is greater than maximum {max}: no value could pass"
+        ));
+    }
+    if let (Some(min), Some(max)) = (raw.min_length, raw.max_length)
+        && min > max
+    {
+        errors.push(format!(
+            "{here}: min_length {min} is greater than max_length {max}"
+        ));
+    }
+    let numeric = raw.minimum.is_some() || raw.maximum.is_some();
+    let textual = raw.min_length.is_some()
+        || raw.max_length.is_some()
+        || raw.pattern.is_some()
+        || raw.format.is_some();
+    if numeric && textual {
+        errors.push(format!("{here}: number rules (minimum, maximum) and string rules (min_length, max_length, pattern, format) cannot apply to the same field"));
+    }
+    let allowed: Option<Vec<serde_json::Value>> = raw.allowed.as_ref().map(|values| {
+        values
+            .iter()
+            .filter_map(|v| serde_json::to_value(v).ok())
+            .collect()
+    });
+    if let Some(values) = &allowed {
+        let kinds: HashSet<&str> = values
+            .iter()
+            .map(|v| {
+                if v.is_string() {
+                    "string"
+                } else if v.is_number() {
+                    "number"
+                } else if v.is_boolean() {
+                    "boolean"
+                } else {
+                    "other"
+                }
+            })
+            .collect();
+        if values.is_empty() {
+            errors.push(format!("{here}: an empty enum allows nothing"));
+        } else if kinds.len() > 1 || kinds.contains("other") {
+            errors.push(format!(
+                "{here}: enum values must all be strings, all numbers or all booleans"
+            ));
+        } else if (numeric && kinds.contains("string")) || (textual && !kinds.contains("string")) {
+            errors.push(format!(
+                "{here}: enum values do not have the type the other rules expect"
+            ));
+        }
+    }
+    let pattern = match raw.pattern.as_deref().map(regex::Regex::new) {
+        None => None,
+        Some(Ok(re)) => Some(re),
+        Some(Err(e)) => {
+            errors.push(format!("{here}: pattern does not compile: {e}"));
+            None
+        }
+    };
+    let authz = match raw.authz.as_deref() {
+        None => None,
+        Some(source) => match env.compile(source) {
+            Ok(program) => Some(Arc::new(program)),
+            Err(e) => {
+                errors.push(format!(
+                    "{here}: authz is not valid CEL: {}",
+                    e.to_string().lines().next().unwrap_or_default()
+                ));
+                None
+            }
+        },
+    };
+    if raw.authz_message.is_some() && raw.authz.is_none() {
+        errors.push(format!("{here}: authz_message without authz"));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(FieldRules {
+        minimum: raw.minimum,
+        maximum: raw.maximum,
+        min_length: raw.min_length,
+        max_length: raw.max_length,
+        pattern,
+        format: raw.format,
+        allowed,
+        required: raw.required,
+        authz,
+        authz_source: raw.authz.clone(),
+        authz_message: raw.authz_message.clone(),
+        sensitive: raw.sensitive,
+    })
+}
