@@ -51,6 +51,8 @@ pub struct Config {
     pub mrtr: MrtrConfig,
     #[serde(default)]
     pub state: StateConfig,
+    #[serde(default)]
+    pub telemetry: crate::telemetry::traces::TelemetryConfig,
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -50,11 +50,26 @@ enum Command {
         #[arg(long, default_value = "k1")]
         id: String,
     },
+    /// Report what the questions cost people, per tool, from the audit log.
+    Report {
+        /// The `[audit] path` file; its rotated files (FILE.1, FILE.2, ...) are read too. Repeatable.
+        #[arg(long, required = true)]
+        audit: Vec<PathBuf>,
+        /// Output: aligned text, JSON, or CSV.
+        #[arg(long, value_enum, default_value = "table")]
+        format: redmark::telemetry::report::Format,
+        /// Only questions since: a duration back from now (24h, 7d) or an RFC 3339 UTC time.
+        #[arg(long)]
+        since: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    // `serve` sets up logging together with trace export, inside its runtime.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        logging::init(cli.log_format);
+    }
     match cli.command {
         Command::Check { config } => match Config::load(&config) {
             Ok(c) => {
@@ -90,11 +105,25 @@ fn main() -> ExitCode {
             println!("[[state.keys]]\nid = \"{id}\"\nsecret_env = \"{var}\"\nsign = true");
             ExitCode::SUCCESS
         }
+        Command::Report {
+            audit,
+            format,
+            since,
+        } => match redmark::telemetry::report::run(&audit, since.as_deref(), format) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("redmark report: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve {
             config,
             listen,
             admin,
-        } => match serve(config, listen, admin) {
+        } => match serve(config, listen, admin, cli.log_format) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("redmark: {e:#}");
@@ -108,15 +137,24 @@ fn serve(
     path: PathBuf,
     listen: Option<SocketAddr>,
     admin: Option<SocketAddr>,
+    log_format: LogFormat,
 ) -> anyhow::Result<()> {
-    let mut config = Config::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = Config::load(&path);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    // Logs and traces first, so a broken config is reported through them too.
+    let telemetry = match &config {
+        Ok(c) => c.telemetry.clone(),
+        Err(_) => Default::default(),
+    };
+    let _telemetry =
+        runtime.block_on(async { redmark::telemetry::traces::init(&telemetry, log_format) })?;
+    let mut config = config.map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(addr) = listen {
         config.server.listen = toml::Spanned::new(0..0, addr.to_string());
     }
     if let Some(addr) = admin {
         config.server.admin = Some(toml::Spanned::new(0..0, addr.to_string()));
     }
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let mut running = redmark::start(config).await?;
         // Tests and scripts read the bound address from this line.

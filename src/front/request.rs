@@ -21,6 +21,9 @@ pub struct RequestContext {
     pub log_level: Option<String>,
     pub progress_token: Option<Value>,
     pub profile: Profile,
+    /// W3C trace context of the caller (`_meta.traceparent`, SEP-414, else the HTTP header).
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -361,6 +364,26 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Box<Refusal>> {
             .get("progressToken")
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned(),
+        traceparent: meta_obj
+            .get("traceparent")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                header_text(headers, "traceparent")
+                    .ok()
+                    .flatten()
+                    .map(str::to_owned)
+            }),
+        tracestate: meta_obj
+            .get("tracestate")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                header_text(headers, "tracestate")
+                    .ok()
+                    .flatten()
+                    .map(str::to_owned)
+            }),
     };
     let param_headers = headers
         .iter()

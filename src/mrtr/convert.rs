@@ -25,7 +25,7 @@ impl Kind {
 }
 
 /// A question the server asked, held until the client answers it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Question {
     pub key: String,
     /// The id of the server's pushed request: the answer goes back under it.
@@ -40,6 +40,10 @@ pub struct Question {
     pub base_message: Option<String>,
     /// How many times it was asked again after an invalid answer.
     pub reasks: u32,
+    /// When the server asked it.
+    pub asked_at: std::time::Instant,
+    /// Its span, from the push to the answer.
+    pub span: tracing::Span,
 }
 
 impl Question {
@@ -132,6 +136,8 @@ pub fn question(
         needs,
         base_message,
         reasks: 0,
+        asked_at: std::time::Instant::now(),
+        span: tracing::Span::none(),
     })
 }
 

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::Engine;
 use crate::policy::Policy;
+use crate::telemetry::traces;
 
 mod notifications;
 mod questions;
@@ -43,6 +44,8 @@ struct Client {
     id: Id,
     ctx: RequestContext,
     tx: mpsc::Sender<Outgoing>,
+    /// This round trip's span, held so it ends when the client is answered and dropped.
+    _span: tracing::Span,
 }
 
 impl Client {
@@ -109,6 +112,12 @@ pub struct Operation {
     cancelled: bool,
     resumes: mpsc::Receiver<Resume>,
     resume_tx: mpsc::Sender<Resume>,
+    /// The operation's root span: from the first request to the ending.
+    root: tracing::Span,
+    /// The upstream call's span (a child of the root), held for the whole call.
+    _upstream_span: tracing::Span,
+    /// The root's trace id (empty when not traced), on every log line.
+    trace_id: String,
     /// The progress token the upstream call carries (the first request's);
     /// progress is relayed under the attached request's own token.
     upstream_progress: Option<Value>,
@@ -123,12 +132,15 @@ pub async fn begin(
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
 ) {
+    let target = target_of(&req);
+    let id = hex::encode(rand::random::<[u8; 16]>());
+    let root = root_span(&route.name, &req, &target, &id);
     let client = Client {
         id: req.id.clone(),
         ctx: req.ctx.clone(),
         tx,
+        _span: round_trip_span(&root, &req.method, &target, &req.id, 1),
     };
-    let target = target_of(&req);
     // spec mrtr.mdx "Error Handling": malformed inputResponses SHOULD get a JSON-RPC error.
     let advance = match req.params.get("inputResponses") {
         None | Some(Value::Null) => Map::new(),
@@ -168,10 +180,18 @@ pub async fn begin(
             )
             .await;
     }
-    let call = match session
-        .call(&req.method, Some(shape::upstream_params(&req.params)))
-        .await
+    let upstream_span = upstream_span(&root, &req.method, &target, &session, &route);
+    let mut upstream_params = shape::upstream_params(&req.params);
+    // The server's own spans join the operation's trace.
+    if let Some(tp) = traces::traceparent(&upstream_span)
+        && let Some(obj) = upstream_params.as_object_mut()
     {
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert("traceparent".into(), Value::String(tp));
+        }
+    }
+    let call = match session.call(&req.method, Some(upstream_params)).await {
         Ok(c) => c,
         Err(e) => {
             let reject = e.into_reject();
@@ -185,7 +205,10 @@ pub async fn begin(
     let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
     let policy = route.policy.current();
     let op = Operation {
-        id: hex::encode(rand::random::<[u8; 16]>()),
+        trace_id: traces::trace_id(&root).unwrap_or_default(),
+        id,
+        root,
+        _upstream_span: upstream_span,
         principal_digest: principal_digest(&route.name, &principal.name),
         request_digest: request_digest(&route.name, &req.method, &req.params),
         namer: KeyNamer::new(policy.keys(&target)),
@@ -259,7 +282,7 @@ impl Operation {
             self.round += 1;
             self.awaiting = Some(self.round);
             let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
-            tracing::info!(operation = %self.id, route = %self.route.name, tool = %self.target, round = self.round, keys = ?keys, "asking the client");
+            tracing::info!(operation = %self.id, trace_id = %self.trace_id, route = %self.route.name, tool = %self.target, round = self.round, keys = ?keys, "asking the client");
             let result = self.input_required();
             if !current
                 .reply(StatusCode::OK, result_response(&current.id, result))
@@ -268,6 +291,8 @@ impl Operation {
                 // Nobody received the questions: nobody will answer them.
                 break Ending::ClientDisconnected;
             }
+            // This round trip is over; the wait for the next one is not part of it.
+            drop(current);
             match self.wait().await {
                 Wait::Resumed(next) => client = Some(next),
                 Wait::End(ending) => break ending,
@@ -401,11 +426,25 @@ impl Operation {
             // The server is never left waiting: its open questions hear `cancel`
             // (or an error) and the call itself is cancelled.
             let why = format!("redmark: {}", ending.outcome());
+            let unanswered = if matches!(ending, Ending::Expired(_)) {
+                "unanswered"
+            } else {
+                "abandoned"
+            };
             for q in std::mem::take(&mut self.pending) {
+                self.close_question(&q, unanswered, "ok", None);
                 let _ = self
                     .session
                     .respond(q.upstream_id.clone(), convert::abandon(&q, &why))
                     .await;
+            }
+            // Pushed between rounds and not yet asked: they hear the same.
+            for (id, method, params) in std::mem::take(&mut self.deferred) {
+                let answer = match convert::question(id.clone(), &method, params) {
+                    Ok(q) => convert::abandon(&q, &why),
+                    Err(e) => Err(ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())),
+                };
+                let _ = self.session.respond(id, answer).await;
             }
             self.call.cancel(&why);
         }
@@ -449,8 +488,18 @@ impl Operation {
                 .record_policy_rejection(&self.route.name, &self.target, reason);
         }
         let outcome = ending.outcome();
+        self.root.record("redmark.outcome", outcome);
+        self.root.record("redmark.rounds", self.round);
+        // Span status is an error for every ending but completed, declined and cancelled.
+        if ending.is_failure() {
+            self.root.record("otel.status_code", "ERROR");
+            self.root.record("error.type", outcome);
+        }
+        self.engine
+            .metrics
+            .record_rounds(&self.route.name, &self.target, self.round);
         tracing::info!(
-            operation = %self.id,
+            operation = %self.id, trace_id = %self.trace_id,
             route = %self.route.name,
             tool = %self.target,
             outcome,
@@ -473,4 +522,77 @@ impl Operation {
             );
         }
     }
+}
+
+/// The root span of an operation: span name `{mcp.method.name} {target}`
+/// (OpenTelemetry MCP semantic conventions), parented to the caller's trace.
+fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "operation",
+        otel.name = %format!("{} {}", req.method, target),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        mcp.method.name = %req.method,
+        mcp.protocol.version = %req.ctx.protocol_version,
+        gen_ai.tool.name = tracing::field::Empty,
+        gen_ai.prompt.name = tracing::field::Empty,
+        mcp.resource.uri = tracing::field::Empty,
+        redmark.route = %route,
+        redmark.operation.id = %id,
+        redmark.outcome = tracing::field::Empty,
+        redmark.rounds = tracing::field::Empty,
+    );
+    match req.method.as_str() {
+        "tools/call" => span.record("gen_ai.tool.name", target),
+        "prompts/get" => span.record("gen_ai.prompt.name", target),
+        _ => span.record("mcp.resource.uri", target),
+    };
+    traces::adopt_parent(
+        &span,
+        req.ctx.traceparent.as_deref(),
+        req.ctx.tracestate.as_deref(),
+    );
+    span
+}
+
+/// One HTTP round trip of the operation (the first request or a retry).
+fn round_trip_span(
+    root: &tracing::Span,
+    method: &str,
+    target: &str,
+    id: &Id,
+    round: u32,
+) -> tracing::Span {
+    tracing::info_span!(
+        parent: root,
+        "round_trip",
+        otel.name = %format!("{method} {target}"),
+        otel.kind = "server",
+        mcp.method.name = %method,
+        jsonrpc.request.id = %id,
+        redmark.round = round,
+    )
+}
+
+/// The call to the legacy server, for the whole operation.
+fn upstream_span(
+    root: &tracing::Span,
+    method: &str,
+    target: &str,
+    session: &Session,
+    route: &Route,
+) -> tracing::Span {
+    let (transport, address) = route.pool.address();
+    tracing::info_span!(
+        parent: root,
+        "upstream",
+        otel.name = %format!("{method} {target}"),
+        otel.kind = "client",
+        mcp.method.name = %method,
+        mcp.session.id = %session.upstream_session_id().unwrap_or_default(),
+        mcp.protocol.version = %session.init.protocol_version,
+        network.transport = transport,
+        server.address = %address,
+    )
 }

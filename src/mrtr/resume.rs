@@ -106,7 +106,8 @@ async fn hand_over(
     let Some(ended) = engine.table.tombstone(&claims.op) else {
         return Err(unknown());
     };
-    if claims.rd <= ended.consumed_round {
+    // Each round's state is used once, here too: checked and marked at once.
+    if !engine.table.consume(&claims.op, claims.rd) {
         return Err(refusal(
             "state_replayed",
             "this requestState was already used",

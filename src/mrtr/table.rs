@@ -132,6 +132,18 @@ impl Table {
         ended.get(op).filter(|t| t.until > Instant::now()).cloned()
     }
 
+    /// Uses `round`'s state of an ended operation; false when it was used already.
+    pub fn consume(&self, op: &str, round: u32) -> bool {
+        let mut ended = lock(&self.ended);
+        match ended.get_mut(op) {
+            Some(t) if round > t.consumed_round => {
+                t.consumed_round = round;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.live.len()
     }

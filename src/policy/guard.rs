@@ -256,7 +256,7 @@ fn check_url(policy: &Policy, raw: &str) -> Verdict {
         }
     }
     if let Some(hosts) = &policy.defaults.url_hosts
-        && !hosts.iter().any(|h| *h == host)
+        && !hosts.contains(&host)
     {
         return bad(format!(
             "`{host}` is not on this route's list of hosts URL-mode elicitation may open"

@@ -9,6 +9,9 @@ use std::time::{Duration, SystemTime};
 use super::Policy;
 use crate::config::ConfigErrors;
 
+/// Told the route and whether each reload worked (for metrics).
+pub type OnReload = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
 /// How often policy files are checked for changes.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -110,7 +113,7 @@ fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn 
 pub fn watch(
     handles: Vec<(String, Arc<PolicyHandle>)>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    on_reload: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    on_reload: OnReload,
 ) {
     if handles.iter().all(|(_, h)| h.path().is_none()) {
         return;

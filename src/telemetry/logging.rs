@@ -1,6 +1,9 @@
-//! Log setup: `RUST_LOG`-style filters, human format on a terminal, JSON lines on request.
+//! Log lines: `RUST_LOG`-style filters, human format on a terminal, JSON lines
+//! with `--log-format json`.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer;
+use tracing_subscriber::registry::LookupSpan;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -8,14 +11,24 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; logs go to stderr. A second call is a no-op.
-pub fn init(format: LogFormat) {
+/// The log layer on stderr, filtered by `RUST_LOG` (default `info`).
+pub fn fmt_layer<S>(format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
+    let base = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => base.with_filter(filter).boxed(),
+        LogFormat::Json => base.json().flatten_event(true).with_filter(filter).boxed(),
+    }
+}
+
+/// Logging only (commands that do not serve). A second call is a no-op.
+pub fn init(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = tracing_subscriber::registry()
+        .with(fmt_layer(format))
+        .try_init();
 }

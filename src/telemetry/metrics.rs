@@ -48,8 +48,16 @@ pub struct RejectionLabels {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabels {
+    pub route: String,
+    pub tool: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    rounds: Family<ToolLabels, Histogram>,
+    answers: Family<ToolLabels, Histogram>,
     reloads: Family<ReloadLabels, Counter>,
     rejections: Family<RejectionLabels, Counter>,
     operations: Family<OperationLabels, Counter>,
@@ -112,8 +120,26 @@ impl Metrics {
             "Questions refused and answers rejected by policy, by route, tool and reason",
             rejections.clone(),
         );
+        let rounds = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.0, 1.0, 2.0, 3.0, 5.0, 10.0])
+        });
+        registry.register(
+            "rounds",
+            "Rounds of questions per operation",
+            rounds.clone(),
+        );
+        let answers = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.5, 2.0, 14))
+        });
+        registry.register(
+            "answer_seconds",
+            "How long a person took to answer a question",
+            answers.clone(),
+        );
         Self {
             registry,
+            rounds,
+            answers,
             reloads,
             rejections,
             operations,
@@ -168,6 +194,24 @@ impl Metrics {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    pub fn record_rounds(&self, route: &str, tool: &str, rounds: u32) {
+        self.rounds
+            .get_or_create(&ToolLabels {
+                route: route.into(),
+                tool: tool.into(),
+            })
+            .observe(f64::from(rounds));
+    }
+
+    pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {
+        self.answers
+            .get_or_create(&ToolLabels {
+                route: route.into(),
+                tool: tool.into(),
+            })
+            .observe(seconds);
     }
 
     pub fn set_pending(&self, n: usize) {

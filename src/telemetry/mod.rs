@@ -1,4 +1,8 @@
-//! What operators see: logs, metrics (and, later, traces and the audit log).
+//! What operators see: logs, metrics, traces, the audit log of questions and
+//! the report of what those questions cost people.
 
+pub mod audit;
 pub mod logging;
 pub mod metrics;
+pub mod report;
+pub mod traces;

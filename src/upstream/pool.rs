@@ -123,6 +123,20 @@ impl RoutePool {
         self.upstream.request_timeout
     }
 
+    /// `network.transport` and `server.address` of this route's server.
+    pub fn address(&self) -> (&'static str, String) {
+        match &self.target {
+            UpstreamTarget::Stdio { program, .. } => ("pipe", program.display().to_string()),
+            UpstreamTarget::Http { url, .. } => (
+                "tcp",
+                url::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
     pub fn call_timeout(&self) -> Duration {
         self.upstream.call_timeout
     }

@@ -55,6 +55,8 @@ mod tests {
             log_level: level.map(str::to_owned),
             progress_token: token,
             profile: Profile::default(),
+            traceparent: None,
+            tracestate: None,
         }
     }
 

@@ -51,7 +51,7 @@ impl Operation {
         let mut q = match convert::question(id.clone(), method, params) {
             Ok(q) => q,
             Err(e) => {
-                tracing::info!(operation = %self.id, %method, "upstream pushed a request that is not a question; refused");
+                tracing::info!(operation = %self.id, trace_id = %self.trace_id, %method, "upstream pushed a request that is not a question; refused");
                 let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())
                     .with_data(json!({"reason": "not_relayed"}));
                 let _ = self.session.respond(id, Err(err)).await;
@@ -64,7 +64,7 @@ impl Operation {
         match guard::check(&self.policy, &self.target, method, &params, self.asked) {
             Verdict::Ask => {}
             Verdict::Refuse(r) => {
-                tracing::warn!(operation = %self.id, tool = %self.target, key = %q.key, reason = r.reason, field = ?r.field, "question refused by policy");
+                tracing::warn!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, key = %q.key, reason = r.reason, field = ?r.field, "question refused by policy");
                 // A refused question never reaches the client, and the server is not left waiting.
                 let answer = match (self.policy.defaults.on_refused, q.kind) {
                     (OnRefused::Decline, Kind::Elicitation) => Ok(json!({"action": "decline"})),
@@ -82,7 +82,7 @@ impl Operation {
                 });
             }
             Verdict::ModelOwned { field, guidance } => {
-                tracing::info!(operation = %self.id, tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
+                tracing::info!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
                 let _ = self
                     .session
                     .respond(q.upstream_id, Ok(json!({"action": "cancel"})))
@@ -96,7 +96,7 @@ impl Operation {
             if q.kind == Kind::Elicitation
                 && self.route.on_missing_capability == MissingCapability::Decline
             {
-                tracing::info!(operation = %self.id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
+                tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
                 self.declined = true;
                 let _ = self
                     .session
@@ -112,11 +112,22 @@ impl Operation {
             let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
             return Some(Ending::MissingCapability(q.needs));
         }
+        q.span = tracing::info_span!(
+            parent: &self.root,
+            "question",
+            otel.name = %format!("{method} {}", q.key),
+            redmark.input.key = %q.key,
+            redmark.input.method = %method,
+            redmark.answer_ms = tracing::field::Empty,
+            redmark.policy.verdict = tracing::field::Empty,
+            redmark.outcome = tracing::field::Empty,
+        );
         if let Some(given) = self.advance.remove(&q.key) {
             match convert::answer(&q, &given).map(|a| self.check(&q, a)) {
                 Ok(Checked::Deliver(answer)) => {
-                    tracing::info!(operation = %self.id, key = %q.key, "answered from inputResponses given in advance");
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, "answered from inputResponses given in advance");
                     self.note_outcome(&answer);
+                    self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                     return None;
                 }
@@ -126,7 +137,7 @@ impl Operation {
                     return Some(ending);
                 }
                 Err(e) => {
-                    tracing::info!(operation = %self.id, error = %e, "an answer given in advance is malformed; asking instead")
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, error = %e, "an answer given in advance is malformed; asking instead")
                 }
             }
         }
@@ -176,6 +187,30 @@ impl Operation {
         }
     }
 
+    /// Ends a question's span with its outcome, and counts how long the person took.
+    pub(super) fn close_question(
+        &self,
+        q: &Question,
+        outcome: &str,
+        verdict: &str,
+        answer: Option<&Value>,
+    ) {
+        q.span.record("redmark.outcome", outcome);
+        q.span.record("redmark.policy.verdict", verdict);
+        if answer.is_some() {
+            let elapsed = q.asked_at.elapsed();
+            q.span.record(
+                "redmark.answer_ms",
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            );
+            self.engine.metrics.record_answer(
+                &self.route.name,
+                &self.target,
+                elapsed.as_secs_f64(),
+            );
+        }
+    }
+
     pub(super) fn note_outcome(&mut self, answer: &Value) {
         match answer.get("action").and_then(Value::as_str) {
             Some("decline") => self.declined = true,
@@ -186,10 +221,18 @@ impl Operation {
 
     /// A retry arriving while no state is outstanding: its round was consumed.
     pub(super) async fn refuse_stale(&self, resume: Resume) {
+        let span = super::round_trip_span(
+            &self.root,
+            &self.method,
+            &self.target,
+            &resume.id,
+            resume.round + 1,
+        );
         let client = Client {
             id: resume.id,
             ctx: resume.ctx,
             tx: resume.client,
+            _span: span,
         };
         client.reject(&replayed()).await;
     }
@@ -197,10 +240,18 @@ impl Operation {
     /// Checks a retry against the waiting questions; applies its answers or
     /// refuses it, leaving the operation untouched.
     pub(super) async fn try_resume(&mut self, resume: Resume) -> Resumed {
+        let span = super::round_trip_span(
+            &self.root,
+            &self.method,
+            &self.target,
+            &resume.id,
+            resume.round + 1,
+        );
         let client = Client {
             id: resume.id,
             ctx: resume.ctx,
             tx: resume.client,
+            _span: span,
         };
         if self.awaiting != Some(resume.round) {
             client.reject(&replayed()).await;
@@ -248,11 +299,12 @@ impl Operation {
                 Checked::Deliver(answer) => {
                     let q = self.pending.remove(pos);
                     self.note_outcome(&answer);
+                    self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let action = answer
                         .get("action")
                         .and_then(Value::as_str)
                         .unwrap_or("answer");
-                    tracing::info!(operation = %self.id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                 }
                 Checked::Reask { field, rule, mark } => {
@@ -261,10 +313,21 @@ impl Operation {
                         &self.target,
                         "policy_invalid_answer",
                     );
-                    tracing::info!(operation = %self.id, key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
                     self.pending[pos].mark(&mark);
                 }
                 Checked::End(e) => {
+                    let q = self.pending.remove(pos);
+                    let (outcome, verdict) = match &e {
+                        Ending::PolicyDenied { .. } => ("denied", "policy_denied"),
+                        _ => ("invalid", "policy_invalid_answer"),
+                    };
+                    self.close_question(&q, outcome, verdict, None);
+                    // The server's question is answered `cancel`: it is never left waiting.
+                    let _ = self
+                        .session
+                        .respond(q.upstream_id.clone(), convert::abandon(&q, verdict))
+                        .await;
                     ending.get_or_insert(e);
                 }
             }
@@ -283,4 +346,15 @@ pub(super) fn replayed() -> Reject {
         "state_replayed",
         "this requestState was already used; retry with the latest one",
     )
+}
+
+/// How a person answered, as the audit and span call it.
+fn outcome_of(answer: &Value) -> &'static str {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => "accepted",
+        Some("decline") => "declined",
+        Some("cancel") => "cancelled",
+        // Sampling and roots answers.
+        _ => "accepted",
+    }
 }

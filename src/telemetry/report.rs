@@ -1,0 +1,418 @@
+//! `redmark report`: what the questions cost people, per tool, from the
+//! audit log ([`super::audit`]).
+//!
+//! Per route and tool, most expensive first: questions asked, median and p90
+//! answer time, the shares unanswered / declined / cancelled / redundant, and
+//! the hours of people's attention spent, in total and on redundant questions.
+//!
+//! Attention ([`ATTENTION_RULE`]): an answered question costs its measured
+//! answer time. A question that reached a person but got no answer
+//! (unanswered, abandoned) still cost attention — someone saw the dialog — and
+//! is charged the tool's median answer time (the median over all tools if the
+//! tool has no answered question). A `refused` question never reached anyone
+//! and costs nothing. This is the arithmetic of "N dialogs at a median of 24 s".
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader};
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::audit::{Outcome, rotated};
+
+/// How attention hours are counted; printed with every report.
+pub const ATTENTION_RULE: &str = "hours = measured answer time of answered questions, plus the \
+tool's median answer time for each question that reached a person but was never answered \
+(unanswered, abandoned): someone still saw the dialog. Refused questions reached nobody and \
+cost nothing.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write the report as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("--since {0:?}: expected a duration back from now (24h, 7d) or an RFC 3339 UTC time")]
+    Since(String),
+}
+
+/// What the report needs from one audit line (other fields are ignored).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Question {
+    pub time: String,
+    #[serde(default)]
+    pub route: String,
+    pub tool: String,
+    pub outcome: Outcome,
+    pub answer_ms: Option<u64>,
+    #[serde(default)]
+    pub redundant: bool,
+}
+
+/// The cost of one tool's questions (or of all, in the totals line).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCost {
+    pub route: String,
+    pub tool: String,
+    pub asked: u64,
+    /// Questions with a measured answer time.
+    pub answered: u64,
+    /// Questions charged the median because no answer time was measured.
+    pub imputed: u64,
+    pub redundant: u64,
+    pub outcomes: BTreeMap<Outcome, u64>,
+    pub median_s: Option<f64>,
+    pub p90_s: Option<f64>,
+    pub unanswered_pct: f64,
+    pub declined_pct: f64,
+    pub cancelled_pct: f64,
+    pub redundant_pct: f64,
+    pub attention_hours: f64,
+    pub redundant_hours: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub since: Option<String>,
+    pub files: Vec<PathBuf>,
+    /// Lines that were not audit records (or had no readable time).
+    pub skipped_lines: u64,
+    pub rule: &'static str,
+    pub tools: Vec<ToolCost>,
+    pub total: ToolCost,
+}
+
+/// Median of sorted values (mean of the two middle ones for an even count).
+pub fn median(sorted: &[u64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2] as f64),
+        _ => Some((sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0),
+    }
+}
+
+/// Nearest-rank percentile (0 < p <= 100) of sorted values.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1] as f64)
+}
+
+fn pct(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * n as f64 / of as f64
+    }
+}
+
+/// Prices one group of questions; `fallback_ms` charges unanswered ones when
+/// the group has no answered question to take a median from.
+pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> ToolCost {
+    let mut times: Vec<u64> = qs.iter().filter_map(|q| q.answer_ms).collect();
+    times.sort_unstable();
+    let med = median(&times);
+    let charge = med.unwrap_or(fallback_ms);
+    let (mut total_ms, mut redundant_ms, mut imputed) = (0.0, 0.0, 0);
+    let mut outcomes = BTreeMap::new();
+    for q in qs {
+        *outcomes.entry(q.outcome).or_insert(0) += 1;
+        let ms = match q.answer_ms {
+            Some(ms) => ms as f64,
+            None if q.outcome == Outcome::Refused => 0.0,
+            None => {
+                imputed += 1;
+                charge
+            }
+        };
+        total_ms += ms;
+        if q.redundant {
+            redundant_ms += ms;
+        }
+    }
+    let asked = qs.len() as u64;
+    let count = |o: Outcome| outcomes.get(&o).copied().unwrap_or(0);
+    let redundant = qs.iter().filter(|q| q.redundant).count() as u64;
+    ToolCost {
+        route: route.to_string(),
+        tool: tool.to_string(),
+        asked,
+        answered: times.len() as u64,
+        imputed,
+        redundant,
+        median_s: med.map(|ms| ms / 1000.0),
+        p90_s: percentile(&times, 90.0).map(|ms| ms / 1000.0),
+        unanswered_pct: pct(count(Outcome::Unanswered), asked),
+        declined_pct: pct(count(Outcome::Declined), asked),
+        cancelled_pct: pct(count(Outcome::Cancelled), asked),
+        redundant_pct: pct(redundant, asked),
+        attention_hours: total_ms / 3_600_000.0,
+        redundant_hours: redundant_ms / 3_600_000.0,
+        outcomes,
+    }
+}
+
+/// Per (route, tool), most attention first, and the totals line.
+pub fn summarize(questions: &[Question]) -> (Vec<ToolCost>, ToolCost) {
+    let mut all: Vec<u64> = questions.iter().filter_map(|q| q.answer_ms).collect();
+    all.sort_unstable();
+    let fallback = median(&all).unwrap_or(0.0);
+    let mut groups: BTreeMap<(&str, &str), Vec<&Question>> = BTreeMap::new();
+    for q in questions {
+        groups.entry((&q.route, &q.tool)).or_default().push(q);
+    }
+    let mut tools: Vec<ToolCost> = groups
+        .iter()
+        .map(|((route, tool), qs)| cost(route, tool, qs, fallback))
+        .collect();
+    tools.sort_by(|a, b| {
+        b.attention_hours
+            .total_cmp(&a.attention_hours)
+            .then(b.asked.cmp(&a.asked))
+    });
+    let everything: Vec<&Question> = questions.iter().collect();
+    let mut total = cost("", "TOTAL", &everything, fallback);
+    // Sum the tools' charges, which use each tool's own median.
+    total.attention_hours = tools.iter().map(|t| t.attention_hours).sum();
+    total.redundant_hours = tools.iter().map(|t| t.redundant_hours).sum();
+    (tools, total)
+}
+
+/// `24h`, `7d` (back from `now`) or an RFC 3339 UTC time.
+pub fn parse_since(s: &str, now: SystemTime) -> Result<SystemTime, ReportError> {
+    let bad = || ReportError::Since(s.to_string());
+    if let Ok(d) = humantime::parse_duration(s) {
+        return now.checked_sub(d).ok_or_else(bad);
+    }
+    humantime::parse_rfc3339_weak(s).map_err(|_| bad())
+}
+
+/// Each path and its rotated files (`path.1`, `path.2`, … while they exist), oldest first.
+pub fn audit_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        let mut older: Vec<PathBuf> = (1..)
+            .map(|n| rotated(path, n))
+            .take_while(|p| p.exists())
+            .collect();
+        older.reverse();
+        older.push(path.clone());
+        for f in older {
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+    }
+    files
+}
+
+/// Reads questions newer than `since`; returns them and the count of skipped lines.
+pub fn read(
+    files: &[PathBuf],
+    since: Option<SystemTime>,
+) -> Result<(Vec<Question>, u64), ReportError> {
+    let (mut questions, mut skipped) = (Vec::new(), 0);
+    for path in files {
+        let err = |source| ReportError::Read {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(err)?;
+        for line in BufReader::new(file).lines() {
+            let line = line.map_err(err)?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Question>(&line)
+                .ok()
+                .and_then(|q| Some((humantime::parse_rfc3339_weak(&q.time).ok()?, q)));
+            match parsed {
+                Some((t, q)) if since.is_none_or(|s| t >= s) => questions.push(q),
+                Some(_) => {}
+                None => skipped += 1,
+            }
+        }
+    }
+    Ok((questions, skipped))
+}
+
+/// The whole command: read, compute, render.
+pub fn run(paths: &[PathBuf], since: Option<&str>, format: Format) -> Result<String, ReportError> {
+    let since_t = since
+        .map(|s| parse_since(s, SystemTime::now()))
+        .transpose()?;
+    let files = audit_files(paths);
+    let (questions, skipped_lines) = read(&files, since_t)?;
+    let (tools, total) = summarize(&questions);
+    let report = Report {
+        since: since_t.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        files,
+        skipped_lines,
+        rule: ATTENTION_RULE,
+        tools,
+        total,
+    };
+    Ok(match format {
+        Format::Table => table(&report),
+        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Format::Csv => csv(&report),
+    })
+}
+
+/// Table cells are rounded for reading, CSV cells less so.
+#[derive(Clone, Copy)]
+enum Cells {
+    Table,
+    Csv,
+}
+
+fn secs(v: Option<f64>, p: usize) -> String {
+    v.map_or_else(|| "-".into(), |s| format!("{s:.p$}"))
+}
+
+const COLUMNS: [&str; 11] = [
+    "route",
+    "tool",
+    "asked",
+    "median_s",
+    "p90_s",
+    "unanswered_pct",
+    "declined_pct",
+    "cancelled_pct",
+    "redundant_pct",
+    "attention_hours",
+    "redundant_hours",
+];
+
+fn cells(t: &ToolCost, how: Cells) -> [String; 11] {
+    let (s, p, h, percent) = match how {
+        Cells::Table => (1, 1, 2, "%"),
+        Cells::Csv => (3, 2, 4, ""),
+    };
+    [
+        t.route.clone(),
+        t.tool.clone(),
+        t.asked.to_string(),
+        secs(t.median_s, s),
+        secs(t.p90_s, s),
+        format!("{:.p$}{percent}", t.unanswered_pct),
+        format!("{:.p$}{percent}", t.declined_pct),
+        format!("{:.p$}{percent}", t.cancelled_pct),
+        format!("{:.p$}{percent}", t.redundant_pct),
+        format!("{:.h$}", t.attention_hours),
+        format!("{:.h$}", t.redundant_hours),
+    ]
+}
+
+/// Greedy word wrap for the notes under the table.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        if line > 0 && line + 1 + word.len() > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.len();
+    }
+    out
+}
+
+/// Aligned text for people.
+pub fn table(r: &Report) -> String {
+    let head = [
+        "route",
+        "tool",
+        "asked",
+        "median s",
+        "p90 s",
+        "unanswered",
+        "declined",
+        "cancelled",
+        "redundant",
+        "hours",
+        "redundant h",
+    ]
+    .map(String::from);
+    let mut rows = vec![head];
+    rows.extend(r.tools.iter().map(|t| cells(t, Cells::Table)));
+    rows.push(cells(&r.total, Cells::Table));
+    let widths: Vec<usize> = (0..COLUMNS.len())
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::from("What the questions cost people");
+    if let Some(s) = &r.since {
+        let _ = write!(out, " (since {s})");
+    }
+    out.push_str("\n\n");
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| match c {
+                0 | 1 => format!("{cell:<w$}"),
+                _ => format!("{cell:>w$}"),
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "\n{}\n{} question(s) charged at the median; {} file(s) read, {} line(s) skipped.",
+        wrap(ATTENTION_RULE, 80),
+        r.total.imputed,
+        r.files.len(),
+        r.skipped_lines
+    );
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row per tool and a last `TOTAL` row; shares in percent, no `%` sign.
+pub fn csv(r: &Report) -> String {
+    let mut out = COLUMNS.join(",") + "\n";
+    for t in r.tools.iter().chain([&r.total]) {
+        let row: Vec<String> = cells(t, Cells::Csv).iter().map(|c| csv_field(c)).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

@@ -1,0 +1,109 @@
+//! Tests of [`super`]: the report arithmetic (median, p90, attention charged
+//! to unanswered questions, ordering) and `--since`.
+
+use super::*;
+use std::time::Duration;
+
+fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Question {
+    Question {
+        time: "2026-01-01T00:00:00.000Z".into(),
+        route: "r".into(),
+        tool: tool.into(),
+        outcome,
+        answer_ms,
+        redundant,
+    }
+}
+
+#[test]
+fn median_and_nearest_rank_percentile() {
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[5]), Some(5.0));
+    assert_eq!(median(&[1, 2, 3, 10]), Some(2.5));
+    let v: Vec<u64> = (1..=10).collect();
+    assert_eq!(percentile(&v, 90.0), Some(9.0));
+    assert_eq!(percentile(&v, 100.0), Some(10.0));
+    assert_eq!(percentile(&[7], 90.0), Some(7.0));
+    assert_eq!(percentile(&[], 90.0), None);
+}
+
+#[test]
+fn unanswered_questions_cost_the_median_and_refused_ones_nothing() {
+    use Outcome::*;
+    let qs = [
+        q("a", Accepted, Some(10_000), true),
+        q("a", Declined, Some(30_000), false),
+        q("a", Accepted, Some(20_000), true),
+        q("a", Unanswered, None, false),
+        q("a", Abandoned, None, false),
+        q("a", Refused, None, false),
+    ];
+    let refs: Vec<&Question> = qs.iter().collect();
+    let c = cost("r", "a", &refs, 99_000.0);
+    assert_eq!((c.asked, c.answered, c.imputed, c.redundant), (6, 3, 2, 2));
+    assert_eq!(c.median_s, Some(20.0));
+    assert!((c.attention_hours * 3600.0 - 100.0).abs() < 1e-9); // 10+30+20 + 2×20
+    assert!((c.redundant_hours * 3600.0 - 30.0).abs() < 1e-9);
+    assert!((c.unanswered_pct - 100.0 / 6.0).abs() < 1e-9);
+    assert!((c.redundant_pct - 100.0 / 3.0).abs() < 1e-9);
+    // No answered question: the fallback (the median over all tools).
+    let lone = q("b", Unanswered, None, false);
+    let c = cost("r", "b", &[&lone], 99_000.0);
+    assert!((c.attention_hours * 3600.0 - 99.0).abs() < 1e-9);
+    assert_eq!(c.median_s, None);
+}
+
+#[test]
+fn tools_ordered_by_attention_with_totals() {
+    use Outcome::*;
+    let mut qs = vec![q("cheap", Accepted, Some(1_000), false); 5];
+    qs.push(q("dear", Accepted, Some(60_000), false));
+    qs.push(q("dear", Unanswered, None, false));
+    let (tools, total) = summarize(&qs);
+    let names: Vec<&str> = tools.iter().map(|t| t.tool.as_str()).collect();
+    assert_eq!(names, ["dear", "cheap"]);
+    assert_eq!(total.asked, 7);
+    assert!((total.attention_hours * 3600.0 - 125.0).abs() < 1e-9);
+    assert_eq!(total.median_s, Some(1.0));
+}
+
+#[test]
+fn since_takes_durations_and_timestamps() {
+    let now = humantime::parse_rfc3339("2026-02-01T00:00:00Z").unwrap();
+    assert_eq!(
+        parse_since("24h", now).unwrap(),
+        now - Duration::from_secs(86_400)
+    );
+    let t = parse_since("2026-01-15T12:00:00Z", now).unwrap();
+    assert_eq!(
+        humantime::format_rfc3339_seconds(t).to_string(),
+        "2026-01-15T12:00:00Z"
+    );
+    assert!(matches!(
+        parse_since("yesterday", now),
+        Err(ReportError::Since(_))
+    ));
+}
+
+#[test]
+fn csv_quotes_what_needs_quoting() {
+    assert_eq!(csv_field("plain"), "plain");
+    assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+}
+
+#[test]
+fn notes_wrap_at_word_boundaries() {
+    assert_eq!(wrap("aa bb cc dd", 5), "aa bb\ncc dd");
+    assert!(wrap(ATTENTION_RULE, 80).lines().all(|l| l.len() <= 80));
+}
+
+#[test]
+fn rotated_files_come_first_and_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("a.jsonl");
+    for p in [live.clone(), rotated(&live, 1), rotated(&live, 2)] {
+        std::fs::write(p, "").unwrap();
+    }
+    let files = audit_files(&[live.clone(), rotated(&live, 1)]);
+    assert_eq!(files, [rotated(&live, 2), rotated(&live, 1), live]);
+}
