@@ -53,6 +53,9 @@ pub struct Config {
     pub state: StateConfig,
     #[serde(default)]
     pub telemetry: crate::telemetry::traces::TelemetryConfig,
+    /// The audit log of questions (`redmark report` reads it); unset: no audit log.
+    #[serde(default)]
+    pub audit: Option<Spanned<crate::telemetry::audit::AuditConfig>>,
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -450,6 +453,11 @@ impl Config {
             }
         }
         out.extend(self.state_problems());
+        if let Some(audit) = &self.audit
+            && let Err(why) = audit.get_ref().validate()
+        {
+            out.push((audit.span(), format!("[audit]: {why}")));
+        }
         if self.mrtr.max_rounds == 0
             || self.mrtr.max_pending_per_principal == 0
             || self.mrtr.ttl.is_zero()

@@ -143,6 +143,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         )
         .await;
         gw.shutdown_upstreams().await;
+        // Every question's audit line is on disk before the process ends.
+        if let Err(e) = gw.engine.audit.close().await {
+            tracing::warn!(error = %e, "closing the audit log failed");
+        }
         let _ = admin_stop_tx.send(());
         if let Some(t) = admin_task {
             let _ = t.await;

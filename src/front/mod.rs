@@ -20,6 +20,7 @@ use std::time::Duration;
 use crate::auth::Authenticator;
 use crate::config::{CacheScope, Config, MissingCapability};
 use crate::mrtr::Engine;
+use crate::telemetry::audit::AuditSink;
 use crate::mrtr::state::Keyring;
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
@@ -68,7 +69,11 @@ impl Gateway {
             .node_id
             .clone()
             .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
-        let engine = Arc::new(Engine::new(&config.mrtr, keys, node, metrics.clone()));
+        let audit = match &config.audit {
+            Some(cfg) => AuditSink::start(cfg.get_ref()).map_err(|e| format!("audit log {}: {e}", cfg.get_ref().path.display()))?,
+            None => AuditSink::disabled(),
+        };
+        let engine = Arc::new(Engine::new(&config.mrtr, keys, node, metrics.clone(), audit));
         let auth = Authenticator::from_config(config.auth.as_ref());
         let http = reqwest::Client::builder().build().unwrap_or_default();
         let routes: HashMap<String, Arc<Route>> = config

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::MrtrConfig;
+use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 
 /// What every operation of a gateway shares.
@@ -32,6 +33,8 @@ pub struct Engine {
     pub gather: Duration,
     pub table: table::Table,
     pub metrics: Arc<Metrics>,
+    /// One line per question: what was asked, how it ended, never the values.
+    pub audit: AuditSink,
 }
 
 impl Engine {
@@ -40,6 +43,7 @@ impl Engine {
         keys: state::Keyring,
         node: String,
         metrics: Arc<Metrics>,
+        audit: AuditSink,
     ) -> Self {
         Self {
             keys,
@@ -49,6 +53,7 @@ impl Engine {
             gather: config.gather,
             table: table::Table::new(config.max_pending_per_principal, metrics.clone()),
             metrics,
+            audit,
         }
     }
 }

@@ -381,7 +381,8 @@ impl Operation {
             rq: self.request_digest.clone(),
             rd: self.round,
             m: "hold".into(),
-            tc: None,
+            // A retry served elsewhere joins the same trace.
+            tc: traces::traceparent(&self.root),
         };
         json!({
             "resultType": "input_required",
@@ -426,10 +427,11 @@ impl Operation {
             // The server is never left waiting: its open questions hear `cancel`
             // (or an error) and the call itself is cancelled.
             let why = format!("redmark: {}", ending.outcome());
-            let unanswered = if matches!(ending, Ending::Expired(_)) {
-                "unanswered"
+            // Expired or never picked up: nobody answered. Anything else: the operation went away.
+            let unanswered = if matches!(ending, Ending::Expired(_) | Ending::ClientDisconnected) {
+                crate::telemetry::audit::Outcome::Unanswered
             } else {
-                "abandoned"
+                crate::telemetry::audit::Outcome::Abandoned
             };
             for q in std::mem::take(&mut self.pending) {
                 self.close_question(&q, unanswered, "ok", None);

@@ -171,7 +171,17 @@ fn against_schema(
             "{field} must be at most {} characters long; {given}",
             prop["maxLength"]
         ),
-        "enum" => format!("{field} must be one of {}; {given}", list(&prop["enum"])),
+        "enum" | "oneOf" | "anyOf" => {
+            format!("{field} must be one of {}; {given}", options(&prop))
+        }
+        "minItems" => format!(
+            "{field} must have at least {} choice(s); {given}",
+            prop["minItems"]
+        ),
+        "maxItems" => format!(
+            "{field} must have at most {} choice(s); {given}",
+            prop["maxItems"]
+        ),
         "format" => format!(
             "{field} must be a valid {}; {given}",
             prop["format"].as_str().unwrap_or("value")
@@ -180,6 +190,25 @@ fn against_schema(
         _ => format!("{field} does not satisfy `{rule}` of the requested schema; {given}"),
     };
     Some(invalid(&field, &rule, text))
+}
+
+/// The options of a single- or multi-select field (`enum`, `oneOf` consts,
+/// or the same on its `items`), for a red mark.
+fn options(prop: &Value) -> String {
+    let consts = |choices: &Value| {
+        choices.as_array().map(|a| {
+            Value::Array(a.iter().filter_map(|o| o.get("const").cloned()).collect())
+        })
+    };
+    let items = &prop["items"];
+    let found = [&prop["enum"], &items["enum"]]
+        .into_iter()
+        .find(|v| v.is_array())
+        .cloned()
+        .or_else(|| consts(&prop["oneOf"]))
+        .or_else(|| consts(&items["anyOf"]))
+        .unwrap_or(Value::Null);
+    list(&found)
 }
 
 fn list(values: &Value) -> String {

@@ -47,10 +47,26 @@ pub fn legacy_python() -> PathBuf {
     repo().join(".cache/venv-legacy/bin/python")
 }
 
-/// The rooms example binary; `cargo test` builds examples before running tests.
+/// The rooms example binary. `cargo test --all-targets` builds examples;
+/// a single `cargo test --test X` does not, so build it once if it is missing.
 pub fn rooms_bin() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_redmark"));
-    exe.parent().expect("target dir").join("examples/rooms")
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = PathBuf::from(env!("CARGO_BIN_EXE_redmark"));
+            let bin = exe.parent().expect("target dir").join("examples/rooms");
+            if !bin.exists() {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let status = std::process::Command::new(cargo)
+                    .args(["build", "--example", "rooms"])
+                    .current_dir(repo())
+                    .status()
+                    .expect("run cargo build --example rooms");
+                assert!(status.success(), "building the rooms example failed");
+            }
+            bin
+        })
+        .clone()
 }
 
 /// A TOML string literal.
@@ -434,6 +450,38 @@ pub async fn py_client(url: &str, script: &Value) -> Vec<Value> {
     assert!(
         out.status.success(),
         "py_client failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Runs the npm `@modelcontextprotocol/client` 2.4.0 driver (tests/peers/ts_client.mjs,
+/// pinned to 2026-07-28 unless the script says otherwise) against `url` with `script`,
+/// returning its JSON output lines.
+pub async fn ts_client(url: &str, script: &Value) -> Vec<Value> {
+    ensure_deps();
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        Command::new("node")
+            .arg(repo().join("tests/peers/ts_client.mjs"))
+            .arg(url)
+            .arg(script.to_string())
+            .env("REDMARK_NPM_DIR", repo().join(".cache/npm"))
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("node client finished in time")
+    .expect("node client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ts_client failed: {}\nstdout: {stdout}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );

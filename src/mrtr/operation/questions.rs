@@ -16,6 +16,7 @@ use crate::mrtr::table::Resume;
 use crate::policy::answer::{Judgement, Subject, judge};
 use crate::policy::guard::{self, Verdict};
 use crate::policy::{OnInvalid, OnRefused};
+use crate::telemetry::audit::{self, AuditRecord, Outcome};
 
 /// What a retry did to the operation.
 pub(super) enum Resumed {
@@ -74,6 +75,7 @@ impl Operation {
                     )
                     .with_data(json!({"reason": r.reason}))),
                 };
+                self.audit(&q, Outcome::Refused, r.reason, None, None);
                 let _ = self.session.respond(q.upstream_id, answer).await;
                 return Some(Ending::PolicyRefused {
                     reason: r.reason,
@@ -131,7 +133,15 @@ impl Operation {
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                     return None;
                 }
-                Ok(Checked::Reask { mark, .. }) => q.mark(&mark),
+                Ok(Checked::Reask { field, rule, mark }) => {
+                    self.engine.metrics.record_policy_rejection(
+                        &self.route.name,
+                        &self.target,
+                        "policy_invalid_answer",
+                    );
+                    tracing::info!(operation = %self.id, key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
+                    q.mark(&mark);
+                }
                 Ok(Checked::End(ending)) => {
                     self.pending.push(q);
                     return Some(ending);
@@ -187,28 +197,47 @@ impl Operation {
         }
     }
 
-    /// Ends a question's span with its outcome, and counts how long the person took.
-    pub(super) fn close_question(
-        &self,
-        q: &Question,
-        outcome: &str,
-        verdict: &str,
-        answer: Option<&Value>,
-    ) {
-        q.span.record("redmark.outcome", outcome);
+    /// Ends a question: its span gets the outcome, the answer time is counted,
+    /// and the audit log gets one line (field names and outcome, never values).
+    pub(super) fn close_question(&self, q: &Question, outcome: Outcome, verdict: &str, answer: Option<&Value>) {
+        let label = serde_json::to_value(outcome).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        q.span.record("redmark.outcome", label.as_str());
         q.span.record("redmark.policy.verdict", verdict);
-        if answer.is_some() {
+        let answer_ms = answer.map(|_| {
             let elapsed = q.asked_at.elapsed();
-            q.span.record(
-                "redmark.answer_ms",
-                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-            );
-            self.engine.metrics.record_answer(
-                &self.route.name,
-                &self.target,
-                elapsed.as_secs_f64(),
-            );
+            q.span.record("redmark.answer_ms", u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+            self.engine.metrics.record_answer(&self.route.name, &self.target, elapsed.as_secs_f64());
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        });
+        self.audit(q, outcome, verdict, answer_ms, answer);
+    }
+
+    pub(super) fn audit(&self, q: &Question, outcome: Outcome, verdict: &str, answer_ms: Option<u64>, answer: Option<&Value>) {
+        if !self.engine.audit.is_enabled() {
+            return;
         }
+        let fields = q.schema().and_then(|s| s.get("properties")).and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        let content = answer.filter(|a| a.get("action").and_then(Value::as_str) == Some("accept")).and_then(|a| a.get("content")).and_then(Value::as_object);
+        self.engine.audit.record(AuditRecord {
+            time: audit::timestamp(std::time::SystemTime::now()),
+            route: self.route.name.to_string(),
+            tool: self.target.clone(),
+            principal: self.principal.name.to_string(),
+            operation: self.id.clone(),
+            key: q.key.clone(),
+            method: match q.kind {
+                Kind::Elicitation => audit::Method::Elicitation,
+                Kind::Sampling => audit::Method::Sampling,
+                Kind::Roots => audit::Method::Roots,
+            },
+            mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode { audit::Mode::Url } else { audit::Mode::Form }),
+            fields,
+            outcome,
+            answer_ms,
+            verdict: verdict.to_owned(),
+            redundant: content.is_some_and(|c| audit::redundant(&self.arguments, c)),
+            trace_id: (!self.trace_id.is_empty()).then(|| self.trace_id.clone()),
+        });
     }
 
     pub(super) fn note_outcome(&mut self, answer: &Value) {
@@ -319,8 +348,8 @@ impl Operation {
                 Checked::End(e) => {
                     let q = self.pending.remove(pos);
                     let (outcome, verdict) = match &e {
-                        Ending::PolicyDenied { .. } => ("denied", "policy_denied"),
-                        _ => ("invalid", "policy_invalid_answer"),
+                        Ending::PolicyDenied { .. } => (Outcome::Denied, "policy_denied"),
+                        _ => (Outcome::Invalid, "policy_invalid_answer"),
                     };
                     self.close_question(&q, outcome, verdict, None);
                     // The server's question is answered `cancel`: it is never left waiting.
@@ -349,12 +378,11 @@ pub(super) fn replayed() -> Reject {
 }
 
 /// How a person answered, as the audit and span call it.
-fn outcome_of(answer: &Value) -> &'static str {
+fn outcome_of(answer: &Value) -> Outcome {
     match answer.get("action").and_then(Value::as_str) {
-        Some("accept") => "accepted",
-        Some("decline") => "declined",
-        Some("cancel") => "cancelled",
-        // Sampling and roots answers.
-        _ => "accepted",
+        Some("decline") => Outcome::Declined,
+        Some("cancel") => Outcome::Cancelled,
+        // Accepted forms and URLs; sampling and roots answers.
+        _ => Outcome::Accepted,
     }
 }

@@ -1,0 +1,237 @@
+//! `redmark report` on the booking figures of seed 003: 1,140 questions on
+//! `book_meeting_room` at a median of 24 s, 9 % never answered, 703 redundant,
+//! which the report must price at about 7.6 hours of people's attention, about
+//! 4.7 of them on the redundant ones. The log is written by the real
+//! [`AuditSink`] (rotating, hashing principals) and read by the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use redmark::telemetry::audit::{
+    AuditConfig, AuditRecord, AuditSink, Method, Mode, Outcome, rotated, timestamp,
+};
+use serde_json::Value;
+
+const BOOKING: &str = "book_meeting_room";
+
+fn record(
+    time: SystemTime,
+    tool: &str,
+    outcome: Outcome,
+    ms: Option<u64>,
+    redundant: bool,
+) -> AuditRecord {
+    AuditRecord {
+        time: timestamp(time),
+        route: if tool == BOOKING { "rooms" } else { "billing" }.into(),
+        tool: tool.into(),
+        principal: "alice@example.com".into(),
+        operation: "op".into(),
+        key: "room".into(),
+        method: Method::Elicitation,
+        mode: Some(Mode::Form),
+        fields: vec!["room_id".into()],
+        outcome,
+        answer_ms: ms,
+        verdict: "ok".into(),
+        redundant,
+        trace_id: None,
+    }
+}
+
+/// The seed's questions: answered times spread symmetrically around 24 s (so
+/// the median is exactly 24 s and the mean too), 103 unanswered, 703 redundant.
+fn booking() -> Vec<(Outcome, Option<u64>, bool)> {
+    let mut qs = vec![(Outcome::Unanswered, None, false); 103];
+    qs.push((Outcome::Accepted, Some(24_000), true));
+    for i in 0..351u64 {
+        let d = 1_000 * (1 + i % 10);
+        qs.push((Outcome::Accepted, Some(24_000 - d), true));
+        qs.push((Outcome::Accepted, Some(24_000 + d), true));
+    }
+    for j in 0..167u64 {
+        let outcome = match j {
+            0..20 => Outcome::Declined,
+            20..30 => Outcome::Cancelled,
+            _ => Outcome::Accepted,
+        };
+        let d = 500 * (j % 7);
+        qs.push((outcome, Some(24_000 - d), false));
+        qs.push((outcome, Some(24_000 + d), false));
+    }
+    assert_eq!(qs.len(), 1_140);
+    qs
+}
+
+/// Writes the log: the seed's questions over the last few days, 40 cheaper
+/// questions on another tool, 50 old ones (for --since), and a broken line.
+fn seed_log(dir: &Path) -> PathBuf {
+    let path = dir.join("audit.jsonl");
+    let mut cfg = AuditConfig::new(&path);
+    cfg.max_bytes = Some(64 * 1024);
+    cfg.keep = 20;
+    cfg.hash_principals = true;
+    let now = SystemTime::now();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sink = AuditSink::start(&cfg).unwrap();
+    for n in 0..50u64 {
+        let old = now - Duration::from_secs(90 * 86_400 + n);
+        sink.record(record(old, BOOKING, Outcome::Accepted, Some(600_000), true));
+    }
+    for (n, (outcome, ms, redundant)) in booking().into_iter().enumerate() {
+        let t = now - Duration::from_secs(3 * 86_400 - 60 * n as u64);
+        sink.record(record(t, BOOKING, outcome, ms, redundant));
+        if n % 28 == 0 {
+            sink.record(record(
+                t,
+                "create_invoice",
+                Outcome::Accepted,
+                Some(30_000),
+                false,
+            ));
+        }
+    }
+    runtime.block_on(sink.close()).unwrap();
+    assert_eq!(sink.dropped(), 0);
+    assert!(rotated(&path, 1).exists(), "the log should have rotated");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("not json\n");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn report(path: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+        .arg("report")
+        .arg("--audit")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn near(got: f64, want: f64, tol: f64) {
+    assert!((got - want).abs() <= tol, "got {got}, want {want} ± {tol}");
+}
+
+#[test]
+fn json_reproduces_the_seed_arithmetic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = seed_log(dir.path());
+    let v: Value = serde_json::from_str(&stdout(report(
+        &path,
+        &["--format", "json", "--since", "30d"],
+    )))
+    .unwrap();
+    let t = &v["tools"][0];
+    assert_eq!(t["tool"], BOOKING, "{v:#}");
+    assert_eq!(
+        (t["asked"].as_u64(), t["answered"].as_u64()),
+        (Some(1_140), Some(1_037))
+    );
+    assert_eq!(
+        (t["imputed"].as_u64(), t["redundant"].as_u64()),
+        (Some(103), Some(703))
+    );
+    assert_eq!(t["median_s"].as_f64(), Some(24.0));
+    let p90 = t["p90_s"].as_f64().unwrap();
+    assert!(p90 > 24.0 && p90 <= 34.0, "{p90}");
+    near(t["attention_hours"].as_f64().unwrap(), 7.6, 0.05);
+    near(t["redundant_hours"].as_f64().unwrap(), 4.7, 0.05);
+    near(t["unanswered_pct"].as_f64().unwrap(), 9.0, 0.05);
+    near(t["redundant_pct"].as_f64().unwrap(), 61.7, 0.05);
+    near(
+        t["declined_pct"].as_f64().unwrap(),
+        100.0 * 40.0 / 1140.0,
+        1e-9,
+    );
+    assert_eq!(t["outcomes"]["cancelled"].as_u64(), Some(20));
+    assert_eq!(v["tools"][1]["tool"], "create_invoice");
+    assert_eq!(v["tools"][1]["asked"].as_u64(), Some(41));
+    assert_eq!(v["total"]["asked"].as_u64(), Some(1_181));
+    near(
+        v["total"]["attention_hours"].as_f64().unwrap(),
+        7.6 + 41.0 * 30.0 / 3600.0,
+        1e-9,
+    );
+    assert_eq!(v["skipped_lines"].as_u64(), Some(1));
+    assert!(v["files"].as_array().unwrap().len() > 2);
+    assert!(v["rule"].as_str().unwrap().contains("median"));
+    // Without --since the 50 old (and long) questions count too.
+    let v: Value = serde_json::from_str(&stdout(report(&path, &["--format", "json"]))).unwrap();
+    assert_eq!(v["tools"][0]["asked"].as_u64(), Some(1_190));
+    assert!(v["tools"][0]["attention_hours"].as_f64().unwrap() > 7.6 + 50.0 / 6.0);
+}
+
+#[test]
+fn table_is_aligned_ordered_and_states_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = seed_log(dir.path());
+    let text = stdout(report(&path, &["--since", "30d"]));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.contains(BOOKING) || l.contains("create_invoice") || l.starts_with(' '))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(
+        rows[0],
+        [
+            "rooms", BOOKING, "1140", "24.0", rows[0][4], "9.0%", "3.5%", "1.8%", "61.7%", "7.60",
+            "4.69"
+        ],
+        "{text}"
+    );
+    assert_eq!(rows[1][1], "create_invoice");
+    assert_eq!(&rows[2][..2], ["TOTAL", "1181"]);
+    let header = text.lines().find(|l| l.starts_with("route")).unwrap();
+    let row = text.lines().find(|l| l.contains(BOOKING)).unwrap();
+    assert_eq!(
+        header.find("redundant h").map(|i| i + 11),
+        Some(row.len()),
+        "{text}"
+    );
+    assert!(text.contains("charged at the median"), "{text}");
+    assert!(text.contains("103 question(s) charged"), "{text}");
+}
+
+#[test]
+fn csv_has_a_header_a_row_per_tool_and_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = seed_log(dir.path());
+    let text = stdout(report(&path, &["--format", "csv", "--since", "30d"]));
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| lines[0].iter().position(|c| *c == name).unwrap();
+    let cell = |row: usize, name: &str| lines[row][col(name)].parse::<f64>().unwrap();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[1][col("tool")], BOOKING);
+    assert_eq!(cell(1, "asked"), 1140.0);
+    assert_eq!(cell(1, "median_s"), 24.0);
+    near(cell(1, "attention_hours"), 7.6, 0.05);
+    near(cell(1, "redundant_hours"), 4.7, 0.05);
+    near(cell(1, "unanswered_pct"), 9.0, 0.05);
+    near(cell(1, "redundant_pct"), 61.7, 0.05);
+    assert_eq!(lines[3][col("tool")], "TOTAL");
+}
+
+#[test]
+fn bad_input_fails_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = report(&dir.path().join("missing.jsonl"), &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.jsonl"));
+    let path = dir.path().join("a.jsonl");
+    std::fs::write(&path, "").unwrap();
+    let out = report(&path, &["--since", "last tuesday"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
+    // An empty log is a report of nothing, not an error.
+    assert!(stdout(report(&path, &[])).contains("TOTAL"));
+}
