@@ -74,6 +74,9 @@ struct RawField {
     /// Never echo this field's value (in red marks or anywhere else).
     #[serde(default)]
     sensitive: bool,
+    /// Record this field's accepted value in logs and traces (off: only its name).
+    #[serde(default)]
+    log_value: bool,
 }
 
 pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
@@ -232,6 +235,9 @@ fn compile_field(
             }
         },
     };
+    if raw.log_value && raw.sensitive {
+        errors.push(format!("{here}: a sensitive field cannot have log_value"));
+    }
     if raw.authz_message.is_some() && raw.authz.is_none() {
         errors.push(format!("{here}: authz_message without authz"));
     }
@@ -251,5 +257,6 @@ fn compile_field(
         authz_source: raw.authz.clone(),
         authz_message: raw.authz_message.clone(),
         sensitive: raw.sensitive,
+        log_value: raw.log_value,
     })
 }

@@ -106,6 +106,8 @@ pub struct FieldRules {
     pub authz_source: Option<String>,
     pub authz_message: Option<String>,
     pub sensitive: bool,
+    /// Values of this field may appear in logs and traces.
+    pub log_value: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -210,6 +210,19 @@ impl Operation {
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
         self.audit(q, outcome, verdict, answer_ms, answer);
+        self.log_values(q, answer);
+    }
+
+    /// Values are user data: only fields a policy marks `log_value = true` are
+    /// recorded, as events on the question's span (and so in the log).
+    fn log_values(&self, q: &Question, answer: Option<&Value>) {
+        let Some(rules) = self.policy.tool(&self.target).map(|t| &t.fields) else { return };
+        let Some(content) = answer.and_then(|a| a.get("content")).and_then(Value::as_object) else { return };
+        for (field, value) in content {
+            if rules.get(field).is_some_and(|r| r.log_value) {
+                tracing::info!(parent: &q.span, operation = %self.id, trace_id = %self.trace_id, key = %q.key, field = %field, value = %value, "answer value (policy log_value)");
+            }
+        }
     }
 
     pub(super) fn audit(&self, q: &Question, outcome: Outcome, verdict: &str, answer_ms: Option<u64>, answer: Option<&Value>) {
