@@ -377,7 +377,9 @@ impl Operation {
             op: self.id.clone(),
             node: self.engine.node.clone(),
             pr: self.principal_digest.clone(),
-            exp: (now + self.engine.ttl).as_secs(),
+            // Rounded up: the state outlives the operation by under a second, so a
+            // late retry hears `operation_expired`, never a state dead too early.
+            exp: (now + self.engine.ttl).as_secs() + u64::from((now + self.engine.ttl).subsec_nanos() > 0),
             rq: self.request_digest.clone(),
             rd: self.round,
             m: "hold".into(),

@@ -1,0 +1,297 @@
+//! `requestState` as an attacker-controlled input: every way a retry's state
+//! can be wrong is refused with `-32602` and its own `data.reason`, and a
+//! refused retry leaves the operation untouched (the legitimate retry after
+//! each refusal still works); expiry; replay; key rotation.
+//!
+//! Drives `tests/fixtures/mrtr_server.py` (FastMCP from mcp==1.30.0).
+
+mod common;
+mod mrtr_support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use mrtr_support::*;
+use serde_json::{Value, json};
+
+const NODE: &str = "node_id = \"n1\"";
+
+fn state_key(id: &str, secret: &str, sign: bool) -> String {
+    format!("[[state.keys]]\nid = \"{id}\"\nsecret = \"{secret}\"\nsign = {sign}\n")
+}
+
+/// `state` with the first character of its MAC changed (still valid base64url).
+fn flip_mac(state: &str) -> String {
+    let (signed, mac) = state.rsplit_once('.').expect("three parts");
+    let first = if mac.starts_with('A') { "B" } else { "A" };
+    format!("{signed}.{first}{}", &mac[1..])
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Each case is tried in its own round, with that round's state; what it is refused as.
+const CASES: [(&str, &str); 15] = [
+    ("garbage", "state_malformed"),
+    ("null", "state_malformed"),
+    ("two_parts", "state_malformed"),
+    ("unknown_key", "state_unknown_key"),
+    ("replayed", "state_replayed"),
+    ("other_secret", "state_bad_signature"),
+    ("flipped_mac", "state_bad_signature"),
+    ("expired", "state_expired"),
+    ("wrong_principal", "state_wrong_principal"),
+    ("wrong_request", "state_wrong_request"),
+    ("unknown_operation", "operation_unknown"),
+    ("answer_not_an_object", "malformed_input_response"),
+    ("unknown_action", "malformed_input_response"),
+    ("content_on_decline", "malformed_input_response"),
+    ("responses_not_an_object", "malformed_input_response"),
+];
+
+#[tokio::test]
+async fn every_refusal_leaves_the_operation_untouched() {
+    let fx = Fixture::new();
+    let k1 = secret();
+    // One question per case: more than the policy's default limit per operation.
+    let policy = fx.policy("[defaults]\nmax_questions = 20\n");
+    let gw = TestGateway::start(
+        &fx.cfg()
+            .route(&policy)
+            .top(NODE)
+            .top(&state_key("k1", &k1, true))
+            .top(&api_keys(&[("alice-key", "alice"), ("bob-key", "bob")]))
+            .mrtr("max_rounds = 20")
+            .mrtr("gather = \"50ms\"")
+            .build(),
+    )
+    .await;
+    let n = CASES.len();
+    let op = Op::tool("rounds", json!({"tag": "st-1", "n": n}))
+        .caps(form_caps())
+        .key("alice-key");
+    let mut asked = input_required("tools/call", &op.start(&gw).await);
+    let mut previous: Option<String> = None;
+    for (i, (case, reason)) in CASES.iter().enumerate() {
+        let round = i + 1;
+        let key = format!("elicitation-{round}");
+        assert_eq!(asked.keys(), [key.as_str()], "round {round}");
+        let good = json!({key.clone(): accept(&format!("answer-{round}"))});
+        let state = asked.state.as_str();
+        let mut claims = claims(state);
+        let r = match *case {
+            "garbage" => op.retry(&gw, "not-a-state", good.clone()).await,
+            "null" => {
+                op.send(
+                    &gw,
+                    json!({"inputResponses": good.clone(), "requestState": null}),
+                )
+                .await
+            }
+            "two_parts" => {
+                let (signed, _) = state.rsplit_once('.').unwrap();
+                op.retry(&gw, signed, good.clone()).await
+            }
+            "unknown_key" => {
+                let forged = keyring("k9", &secret()).seal(&claims);
+                op.retry(&gw, &forged, good.clone()).await
+            }
+            "replayed" => {
+                let old = previous.as_deref().expect("a consumed state");
+                op.retry(&gw, old, good.clone()).await
+            }
+            "other_secret" => {
+                let forged = keyring("k1", &secret()).seal(&claims);
+                op.retry(&gw, &forged, good.clone()).await
+            }
+            "flipped_mac" => op.retry(&gw, &flip_mac(state), good.clone()).await,
+            "expired" => {
+                claims.exp = now_secs() - 1;
+                let forged = keyring("k1", &k1).seal(&claims);
+                op.retry(&gw, &forged, good.clone()).await
+            }
+            "wrong_principal" => {
+                op.clone()
+                    .key("bob-key")
+                    .retry(&gw, state, good.clone())
+                    .await
+            }
+            "wrong_request" => {
+                let other = Op::tool("rounds", json!({"tag": "st-other", "n": n}))
+                    .caps(form_caps())
+                    .key("alice-key");
+                other.retry(&gw, state, good.clone()).await
+            }
+            "unknown_operation" => {
+                claims.op = "0".repeat(32);
+                let forged = keyring("k1", &k1).seal(&claims);
+                op.retry(&gw, &forged, good.clone()).await
+            }
+            "answer_not_an_object" => op.retry(&gw, state, json!({key.clone(): "yes"})).await,
+            "unknown_action" => {
+                op.retry(&gw, state, json!({key.clone(): {"action": "maybe"}}))
+                    .await
+            }
+            "content_on_decline" => {
+                let bad = json!({"action": "decline", "content": {"name": "x"}});
+                op.retry(&gw, state, json!({key.clone(): bad})).await
+            }
+            "responses_not_an_object" => {
+                op.send(
+                    &gw,
+                    json!({"inputResponses": [good.clone()], "requestState": state}),
+                )
+                .await
+            }
+            other => unreachable!("{other}"),
+        };
+        let err = invalid(&r, reason);
+        if matches!(
+            *case,
+            "answer_not_an_object" | "unknown_action" | "content_on_decline"
+        ) {
+            assert_eq!(err["data"]["key"], key.as_str(), "{case}: {err}");
+        }
+        // Nothing reached the server: it has heard exactly the answers of earlier rounds.
+        let heard = fx.tagged("answer", "st-1");
+        assert_eq!(heard.len(), i, "{case}: {heard:?}");
+        // The legitimate retry still works.
+        let next = op.retry(&gw, state, good).await;
+        previous = Some(asked.state.clone());
+        if round < n {
+            asked = input_required("tools/call", &next);
+        } else {
+            let out = output(&next);
+            let names: Vec<Value> = (1..=n)
+                .map(|k| json!({"action": "accept", "content": {"name": format!("answer-{k}")}}))
+                .collect();
+            assert_eq!(out["answers"], Value::Array(names));
+        }
+    }
+    // The operation is over: its last state is spent.
+    let last = previous.expect("a state");
+    invalid(
+        &op.retry(
+            &gw,
+            &last,
+            json!({format!("elicitation-{n}"): accept("again")}),
+        )
+        .await,
+        "state_replayed",
+    );
+    assert_eq!(gw.metric(&ops("rounds", "completed")).await, Some(1.0));
+    settled(&gw).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_state_past_its_expiry_is_refused() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&fx.cfg().mrtr("ttl = \"1s\"").build()).await;
+    let op = Op::tool("ask", json!({"tag": "exp-1"}));
+    let asked = input_required("tools/call", &op.start(&gw).await);
+    let exp = claims(&asked.state).exp;
+    // `exp` is in whole seconds; wait (bounded) until the clock has passed it.
+    for _ in 0..200 {
+        if now_secs() >= exp {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(now_secs() >= exp, "the clock never reached {exp}");
+    invalid(
+        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+            .await,
+        "state_expired",
+    );
+    // Nobody answered in time: the server heard `cancel`.
+    gw.wait_metric(&ops("ask", "operation_expired"), 1.0).await;
+    assert_eq!(fx.answer("exp-1").await["action"], "cancel");
+    settled(&gw).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotated_out_signing_key_still_verifies() {
+    let fx = Fixture::new();
+    let (k1, k2) = (secret(), secret());
+    // B signs with k2 and still accepts k1 (the key A signed with).
+    let a = TestGateway::start(&fx.cfg().top(NODE).top(&state_key("k1", &k1, true)).build()).await;
+    let b = TestGateway::start(
+        &fx.cfg()
+            .top(NODE)
+            .top(&state_key("k2", &k2, true))
+            .top(&state_key("k1", &k1, false))
+            .build(),
+    )
+    .await;
+
+    let op = Op::tool("ask", json!({"tag": "rot-1"}));
+    let asked_b = input_required("tools/call", &op.start(&b).await);
+    assert!(asked_b.state.starts_with("k2."), "{}", asked_b.state);
+    // B's own operation, its state sealed with k1: accepted and resumed.
+    let resealed = keyring("k1", &k1).seal(&claims(&asked_b.state));
+    let done = op
+        .retry(&b, &resealed, json!({"elicitation-1": accept("rotated")}))
+        .await;
+    assert_eq!(output(&done)["content"]["name"], "rotated");
+
+    // A state A sealed with k1: B verifies it, and only then finds no such operation.
+    let op = Op::tool("ask", json!({"tag": "rot-2"}));
+    let asked_a = input_required("tools/call", &op.start(&a).await);
+    assert!(asked_a.state.starts_with("k1."), "{}", asked_a.state);
+    let r = op
+        .retry(
+            &b,
+            &asked_a.state,
+            json!({"elicitation-1": accept("wrong gateway")}),
+        )
+        .await;
+    let err = invalid(&r, "operation_unknown");
+    assert_eq!(err["data"]["operation"], claims(&asked_a.state).op.as_str());
+    // ...and A's operation was not disturbed.
+    let done = op
+        .retry(
+            &a,
+            &asked_a.state,
+            json!({"elicitation-1": accept("right gateway")}),
+        )
+        .await;
+    assert_eq!(output(&done)["content"]["name"], "right gateway");
+
+    for gw in [&a, &b] {
+        assert_eq!(gw.metric(&ops("ask", "completed")).await, Some(1.0));
+        settled(gw).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn two_retries_with_one_state_resume_the_operation_once() {
+    let fx = Fixture::new();
+    let gw = fx.gateway().await;
+    let op = Op::tool("ask", json!({"tag": "twice-1"}));
+    let asked = input_required("tools/call", &op.start(&gw).await);
+    let (a, b) = tokio::join!(
+        op.retry(&gw, &asked.state, json!({"elicitation-1": accept("a")})),
+        op.retry(&gw, &asked.state, json!({"elicitation-1": accept("b")})),
+    );
+    let (done, other) = if a.last().get("result").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let name = output(&done)["content"]["name"].clone();
+    invalid(&other, "state_replayed");
+    let heard = fx.tagged("answer", "twice-1");
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0]["content"]["name"], name);
+    assert_eq!(gw.metric(&ops("ask", "completed")).await, Some(1.0));
+    settled(&gw).await;
+    gw.stop().await;
+}
