@@ -59,12 +59,12 @@ async fn nobody_answering_in_time_is_operation_expired() {
         e["event"] == "cancelled" && e["tag"] == "expire-1"
     })
     .await;
-    // The state never outlives its operation (its expiry is rounded down to
-    // whole seconds), so a late retry hears `state_expired`.
+    // The state outlives its operation by a grace period, so a late retry
+    // hears how the operation ended.
     invalid(
         &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
             .await,
-        "state_expired",
+        "operation_expired",
     );
     settled(&gw).await;
     gw.stop().await;

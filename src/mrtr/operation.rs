@@ -36,6 +36,10 @@ use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 pub use notifications::relayable;
 use questions::Resumed;
 
+/// How long after its operation ends a state still gets a precise answer
+/// (how the operation ended) instead of `state_expired`.
+pub const LATE_RETRY_GRACE: Duration = Duration::from_secs(60);
+
 /// Depth of an operation's queue of retries.
 const RESUME_DEPTH: usize = 8;
 
@@ -377,9 +381,9 @@ impl Operation {
             op: self.id.clone(),
             node: self.engine.node.clone(),
             pr: self.principal_digest.clone(),
-            // Rounded up: the state outlives the operation by under a second, so a
-            // late retry hears `operation_expired`, never a state dead too early.
-            exp: (now + self.engine.ttl).as_secs() + u64::from((now + self.engine.ttl).subsec_nanos() > 0),
+            // The state outlives the operation by a grace period, so a retry that
+            // comes just too late hears `operation_expired`, not a bare `state_expired`.
+            exp: (now + self.engine.ttl + LATE_RETRY_GRACE).as_secs(),
             rq: self.request_digest.clone(),
             rd: self.round,
             m: "hold".into(),
@@ -520,7 +524,7 @@ impl Operation {
                 Tombstone {
                     ending,
                     consumed_round: self.consumed,
-                    until: Instant::now() + self.engine.ttl,
+                    until: Instant::now() + self.engine.ttl + LATE_RETRY_GRACE,
                     server_info: self.session.init.server_info.clone(),
                 },
             );

@@ -94,7 +94,7 @@ pub fn judge(
             None => {}
             Some(value) => {
                 if let Some(j) = against_rules(field, r, value, r.sensitive || sensitive(field)) {
-                    if field.as_str() != "amount" { return j; }
+                    return j;
                 }
             }
         }
@@ -196,9 +196,9 @@ fn against_schema(
 /// or the same on its `items`), for a red mark.
 fn options(prop: &Value) -> String {
     let consts = |choices: &Value| {
-        choices.as_array().map(|a| {
-            Value::Array(a.iter().filter_map(|o| o.get("const").cloned()).collect())
-        })
+        choices
+            .as_array()
+            .map(|a| Value::Array(a.iter().filter_map(|o| o.get("const").cloned()).collect()))
     };
     let items = &prop["items"];
     let found = [&prop["enum"], &items["enum"]]
