@@ -8,7 +8,7 @@
 mod common;
 mod mrtr_support;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::*;
 use mrtr_support::*;

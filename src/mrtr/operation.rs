@@ -497,7 +497,8 @@ impl Operation {
         }
         let outcome = ending.outcome();
         self.root.record("redmark.outcome", outcome);
-        self.root.record("redmark.rounds", self.round);
+        // As i64: tracing-opentelemetry exports unsigned integers as strings.
+        self.root.record("redmark.rounds", i64::from(self.round));
         // Span status is an error for every ending but completed, declined and cancelled.
         if ending.is_failure() {
             self.root.record("otel.status_code", "ERROR");
@@ -572,14 +573,19 @@ fn round_trip_span(
     id: &Id,
     round: u32,
 ) -> tracing::Span {
+    // The id itself: `Id`'s Display quotes a string id as JSON would.
+    let request_id = match id {
+        Id::Number(n) => n.to_string(),
+        Id::String(s) => s.clone(),
+    };
     tracing::info_span!(
         parent: root,
         "round_trip",
         otel.name = %format!("{method} {target}"),
         otel.kind = "server",
         mcp.method.name = %method,
-        jsonrpc.request.id = %id,
-        redmark.round = round,
+        jsonrpc.request.id = %request_id,
+        redmark.round = i64::from(round),
     )
 }
 
@@ -592,15 +598,20 @@ fn upstream_span(
     route: &Route,
 ) -> tracing::Span {
     let (transport, address) = route.pool.address();
-    tracing::info_span!(
+    let span = tracing::info_span!(
         parent: root,
         "upstream",
         otel.name = %format!("{method} {target}"),
         otel.kind = "client",
         mcp.method.name = %method,
-        mcp.session.id = %session.upstream_session_id().unwrap_or_default(),
+        // Only when there is one (stdio sessions have none).
+        mcp.session.id = tracing::field::Empty,
         mcp.protocol.version = %session.init.protocol_version,
         network.transport = transport,
         server.address = %address,
-    )
+    );
+    if let Some(id) = session.upstream_session_id() {
+        span.record("mcp.session.id", id.as_str());
+    }
+    span
 }

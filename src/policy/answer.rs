@@ -88,7 +88,10 @@ pub fn judge(
     for field in &names {
         let r = &rules[*field];
         match content.get(*field) {
-            None if r.required => {
+            // A policy's `required` binds the forms that ask for the field, not
+            // every question of the tool: no answer could supply a field the
+            // server did not ask for (it is dropped above).
+            None if r.required && props.contains_key(field.as_str()) => {
                 return invalid(field, "required", format!("{field} is required"));
             }
             None => {}

@@ -404,3 +404,44 @@ fn sensitive_values_are_not_echoed() {
     };
     assert!(!mark.contains("1234"), "{mark}");
 }
+
+#[test]
+fn a_required_rule_binds_only_forms_that_ask_for_the_field() {
+    let p = Policy::parse("[tool.t.fields.code]\nrequired = true\n", "p.toml").unwrap();
+    assert!(matches!(
+        judged(
+            &p,
+            "t",
+            json!({"note": {"type": "string"}}),
+            json!({"note": "x"}),
+            &[]
+        ),
+        Judgement::Valid(_)
+    ));
+    assert!(
+        matches!(judged(&p, "t", json!({"code": {"type": "string"}, "note": {"type": "string"}}), json!({"note": "x"}), &[]), Judgement::Invalid { rule, .. } if rule == "required")
+    );
+}
+
+#[test]
+fn red_marks_list_the_options_of_selects() {
+    let p = Policy::default();
+    let mark = |props: Value, content: Value| match judged(&p, "t", props, content, &[]) {
+        Judgement::Invalid { mark, .. } => mark,
+        other => panic!("{other:?}"),
+    };
+    let multi = json!({"tags": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}, "maxItems": 2}});
+    assert_eq!(
+        mark(multi.clone(), json!({"tags": ["x", "q"]})),
+        r#"tags must be one of x, y; ["x","q"] was given"#
+    );
+    assert_eq!(
+        mark(multi, json!({"tags": ["x", "y", "x"]})),
+        r#"tags must have at most 2 choice(s); ["x","y","x"] was given"#
+    );
+    let titled = json!({"c": {"type": "string", "oneOf": [{"const": "a", "title": "A"}]}});
+    assert_eq!(
+        mark(titled, json!({"c": "z"})),
+        r#"c must be one of a; "z" was given"#
+    );
+}

@@ -139,7 +139,7 @@ impl Operation {
                         &self.target,
                         "policy_invalid_answer",
                     );
-                    tracing::info!(operation = %self.id, key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
                     q.mark(&mark);
                 }
                 Ok(Checked::End(ending)) => {
@@ -205,7 +205,7 @@ impl Operation {
         q.span.record("redmark.policy.verdict", verdict);
         let answer_ms = answer.map(|_| {
             let elapsed = q.asked_at.elapsed();
-            q.span.record("redmark.answer_ms", u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+            q.span.record("redmark.answer_ms", i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX));
             self.engine.metrics.record_answer(&self.route.name, &self.target, elapsed.as_secs_f64());
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
