@@ -55,6 +55,17 @@ EOF
 
 mkdir -p "$CACHE"
 
+# --- Prometheus (Debian package; system-wide, not under .cache/) -------------
+# tests/observability_metrics.rs runs a real Prometheus against the admin
+# listener. Skipped whenever a `prometheus` is already on PATH, so it runs
+# before (and independently of) the stamp check below.
+if ! command -v prometheus >/dev/null 2>&1; then
+    log "installing prometheus with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2
+    apt-get install -y --no-install-recommends prometheus >&2
+fi
+
 if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \
     && [[ -x "$CACHE/venv-client/bin/python" && -x "$CACHE/venv-legacy/bin/python" ]] \
     && [[ -f "$NPM_DIR/node_modules/.package-lock.json" ]]; then

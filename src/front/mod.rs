@@ -20,10 +20,10 @@ use std::time::Duration;
 use crate::auth::Authenticator;
 use crate::config::{CacheScope, Config, MissingCapability};
 use crate::mrtr::Engine;
-use crate::telemetry::audit::AuditSink;
 use crate::mrtr::state::Keyring;
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
+use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
 use crate::upstream::pool::RoutePool;
@@ -70,10 +70,17 @@ impl Gateway {
             .clone()
             .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
         let audit = match &config.audit {
-            Some(cfg) => AuditSink::start(cfg.get_ref()).map_err(|e| format!("audit log {}: {e}", cfg.get_ref().path.display()))?,
+            Some(cfg) => AuditSink::start(cfg.get_ref())
+                .map_err(|e| format!("audit log {}: {e}", cfg.get_ref().path.display()))?,
             None => AuditSink::disabled(),
         };
-        let engine = Arc::new(Engine::new(&config.mrtr, keys, node, metrics.clone(), audit));
+        let engine = Arc::new(Engine::new(
+            &config.mrtr,
+            keys,
+            node,
+            metrics.clone(),
+            audit,
+        ));
         let auth = Authenticator::from_config(config.auth.as_ref());
         let http = reqwest::Client::builder().build().unwrap_or_default();
         let routes: HashMap<String, Arc<Route>> = config

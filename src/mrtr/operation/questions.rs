@@ -199,14 +199,30 @@ impl Operation {
 
     /// Ends a question: its span gets the outcome, the answer time is counted,
     /// and the audit log gets one line (field names and outcome, never values).
-    pub(super) fn close_question(&self, q: &Question, outcome: Outcome, verdict: &str, answer: Option<&Value>) {
-        let label = serde_json::to_value(outcome).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    pub(super) fn close_question(
+        &self,
+        q: &Question,
+        outcome: Outcome,
+        verdict: &str,
+        answer: Option<&Value>,
+    ) {
+        let label = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
         q.span.record("redmark.outcome", label.as_str());
         q.span.record("redmark.policy.verdict", verdict);
         let answer_ms = answer.map(|_| {
             let elapsed = q.asked_at.elapsed();
-            q.span.record("redmark.answer_ms", i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX));
-            self.engine.metrics.record_answer(&self.route.name, &self.target, elapsed.as_secs_f64());
+            q.span.record(
+                "redmark.answer_ms",
+                i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+            );
+            self.engine.metrics.record_answer(
+                &self.route.name,
+                &self.target,
+                elapsed.as_secs_f64(),
+            );
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
         self.audit(q, outcome, verdict, answer_ms, answer);
@@ -216,8 +232,15 @@ impl Operation {
     /// Values are user data: only fields a policy marks `log_value = true` are
     /// recorded, as events on the question's span (and so in the log).
     fn log_values(&self, q: &Question, answer: Option<&Value>) {
-        let Some(rules) = self.policy.tool(&self.target).map(|t| &t.fields) else { return };
-        let Some(content) = answer.and_then(|a| a.get("content")).and_then(Value::as_object) else { return };
+        let Some(rules) = self.policy.tool(&self.target).map(|t| &t.fields) else {
+            return;
+        };
+        let Some(content) = answer
+            .and_then(|a| a.get("content"))
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
         for (field, value) in content {
             if rules.get(field).is_some_and(|r| r.log_value) {
                 tracing::info!(parent: &q.span, operation = %self.id, trace_id = %self.trace_id, key = %q.key, field = %field, value = %value, "answer value (policy log_value)");
@@ -225,12 +248,27 @@ impl Operation {
         }
     }
 
-    pub(super) fn audit(&self, q: &Question, outcome: Outcome, verdict: &str, answer_ms: Option<u64>, answer: Option<&Value>) {
+    pub(super) fn audit(
+        &self,
+        q: &Question,
+        outcome: Outcome,
+        verdict: &str,
+        answer_ms: Option<u64>,
+        answer: Option<&Value>,
+    ) {
         if !self.engine.audit.is_enabled() {
             return;
         }
-        let fields = q.schema().and_then(|s| s.get("properties")).and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
-        let content = answer.filter(|a| a.get("action").and_then(Value::as_str) == Some("accept")).and_then(|a| a.get("content")).and_then(Value::as_object);
+        let fields = q
+            .schema()
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let content = answer
+            .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
+            .and_then(|a| a.get("content"))
+            .and_then(Value::as_object);
         self.engine.audit.record(AuditRecord {
             time: audit::timestamp(std::time::SystemTime::now()),
             route: self.route.name.to_string(),
@@ -243,7 +281,11 @@ impl Operation {
                 Kind::Sampling => audit::Method::Sampling,
                 Kind::Roots => audit::Method::Roots,
             },
-            mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode { audit::Mode::Url } else { audit::Mode::Form }),
+            mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode {
+                audit::Mode::Url
+            } else {
+                audit::Mode::Form
+            }),
             fields,
             outcome,
             answer_ms,

@@ -1,0 +1,589 @@
+//! Shared helpers for the observability tests: the real `redmark` binary in
+//! front of the rooms example, a 2026-07-28 client that walks an operation
+//! through its rounds, and an OTLP trace receiver (HTTP/protobuf, or gRPC
+//! framed by hand over HTTP/2) that decodes what redmark exports with the
+//! `opentelemetry-proto` messages.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use prost::Message;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::common::{Resp, VERSION, meta, read_resp, repo, rooms_bin, toml_str};
+
+/// How long any bounded wait in these tests may take.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The client's trace: `traceparent` = `00-{CLIENT_TRACE}-{CLIENT_SPAN}-01`.
+pub const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+pub const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+pub fn client_traceparent() -> String {
+    format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")
+}
+
+/// examples/rooms/redmark.toml as a user runs it, written to `dir` with its
+/// two relative paths (the rooms binary, policies/rooms.toml) made absolute
+/// so it works wherever the target directory is; `extra` is appended.
+pub fn rooms_example_config(dir: &Path, extra: &str) -> PathBuf {
+    let example = repo().join("examples/rooms/redmark.toml");
+    let text = std::fs::read_to_string(&example).expect("examples/rooms/redmark.toml");
+    let policy = repo().join("policies/rooms.toml");
+    let mut out = text.clone();
+    for (from, to) in [
+        ("\"../../target/debug/examples/rooms\"", rooms_bin()),
+        ("\"../../policies/rooms.toml\"", policy),
+    ] {
+        assert!(
+            out.contains(from),
+            "{} no longer has {from}",
+            example.display()
+        );
+        out = out.replace(from, &toml_str(to.to_str().unwrap()));
+    }
+    out.push('\n');
+    out.push_str(extra);
+    let path = dir.join("redmark.toml");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// The `redmark` binary serving on ephemeral ports; stderr is collected.
+pub struct Gateway {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:<port>`
+    pub base: String,
+    pub admin: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// `redmark [--log-format json] serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --config ...`
+    /// with `RUST_LOG=info`, no inherited `OTEL_*` and these variables.
+    pub async fn start(config: &Path, json_logs: bool, env: &[(&str, String)]) -> Gateway {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"));
+        if json_logs {
+            cmd.args(["--log-format", "json"]);
+        }
+        cmd.args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+        // Whatever `OTEL_*` the developer's shell or CI carries: only what a test sets applies.
+        for (var, _) in std::env::vars().filter(|(k, _)| k.starts_with("OTEL_")) {
+            cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn redmark");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let err_lines = stderr.clone();
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        let err_reader = tokio::spawn(async move {
+            while let Ok(Some(line)) = err.next_line().await {
+                err_lines.lock().unwrap().push(line);
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = next_line(&mut out).await;
+        let Some(base) = first.strip_prefix("redmark listening on ") else {
+            panic!(
+                "unexpected first line {first:?}; stderr: {:?}",
+                stderr.lock().unwrap()
+            );
+        };
+        let base = base.to_owned();
+        let second = next_line(&mut out).await;
+        let admin = second
+            .strip_prefix("redmark admin on ")
+            .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
+            .to_owned();
+        // Keep reading stdout so a later write never meets a closed pipe.
+        let out_reader =
+            tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+        Gateway {
+            child,
+            base,
+            admin,
+            stderr,
+            readers: vec![err_reader, out_reader],
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM (redmark flushes its traces on the way out), a clean exit, and
+    /// every stderr line it wrote.
+    pub async fn stop(mut self) -> Vec<String> {
+        let pid = self.child.id().expect("still running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("redmark exits after SIGTERM")
+            .unwrap();
+        for r in std::mem::take(&mut self.readers) {
+            let _ = tokio::time::timeout(PATIENCE, r).await;
+        }
+        let lines = self.stderr.lock().unwrap().clone();
+        assert!(exit.success(), "redmark exited with {exit}: {lines:#?}");
+        lines
+    }
+}
+
+async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(PATIENCE, out.next_line())
+        .await
+        .expect("redmark printed its addresses in time")
+        .unwrap()
+        .unwrap_or_default()
+}
+
+/// A 2026-07-28 client posting to one endpoint.
+pub struct Client {
+    pub http: reqwest::Client,
+    pub url: String,
+}
+
+impl Client {
+    pub fn new(url: String) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            url,
+        }
+    }
+
+    /// One request with headers mirrored from the body, plus `extra` headers.
+    pub async fn post(
+        &self,
+        id: &str,
+        method: &str,
+        params: &Value,
+        extra: &[(&str, &str)],
+    ) -> Resp {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut rb = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .header("mcp-method", method);
+        if let Some(name) = params.get("name").and_then(Value::as_str) {
+            rb = rb.header("mcp-name", name);
+        }
+        for (k, v) in extra {
+            rb = rb.header(*k, *v);
+        }
+        let resp = tokio::time::timeout(PATIENCE, rb.body(body.to_string()).send())
+            .await
+            .expect("answered in time")
+            .expect("POST");
+        read_resp(resp).await
+    }
+}
+
+/// One logical `tools/call`, walked through its rounds.
+pub struct Operation<'a> {
+    pub client: &'a Client,
+    pub tool: &'a str,
+    pub arguments: Value,
+    /// Extra `_meta` entries (e.g. `traceparent`) on every request.
+    pub meta: Map<String, Value>,
+    /// Extra HTTP headers on every request.
+    pub headers: Vec<(&'a str, String)>,
+    /// Request ids are `{id_prefix}-a`, `{id_prefix}-b`, ... (no digits to mistake for answers).
+    pub id_prefix: &'a str,
+}
+
+impl Operation<'_> {
+    fn params(&self) -> Value {
+        let mut m = meta(json!({"elicitation": {}}));
+        m.as_object_mut().unwrap().extend(self.meta.clone());
+        json!({"name": self.tool, "arguments": self.arguments, "_meta": m})
+    }
+
+    fn headers(&self) -> Vec<(&str, &str)> {
+        self.headers.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    }
+
+    /// The first request (id `{id_prefix}-a`).
+    pub async fn first(&self) -> Resp {
+        let id = format!("{}-a", self.id_prefix);
+        self.client
+            .post(&id, "tools/call", &self.params(), &self.headers())
+            .await
+    }
+
+    /// Retry number `n` (1, 2, ...) after `last`, which must be
+    /// `input_required`, answering `key` with `content` (accepted).
+    pub async fn answer(&self, last: &Resp, n: usize, key: &str, content: &Value) -> Resp {
+        let last = last.result();
+        assert_eq!(last["resultType"], "input_required", "retry {n}: {last}");
+        assert!(
+            last["inputRequests"].get(key).is_some(),
+            "no {key} in {last}"
+        );
+        let mut params = self.params();
+        params["requestState"] = last["requestState"].clone();
+        params["inputResponses"] = json!({key: {"action": "accept", "content": content}});
+        let id = format!("{}-{}", self.id_prefix, char::from(b'a' + n as u8));
+        self.client
+            .post(&id, "tools/call", &params, &self.headers())
+            .await
+    }
+
+    /// The first request, then one retry per entry of `answers` (input key,
+    /// accepted content), each with the latest `requestState`. Every response
+    /// but the last must be `input_required`; all are returned.
+    pub async fn run(&self, answers: &[(&str, Value)]) -> Vec<Resp> {
+        let mut out = vec![self.first().await];
+        for (n, (key, content)) in answers.iter().enumerate() {
+            let next = self.answer(out.last().unwrap(), n + 1, key, content).await;
+            out.push(next);
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------- OTLP ----
+
+/// One exported span, flattened: ids in lowercase hex, attributes as JSON.
+#[derive(Debug, Clone)]
+pub struct SpanRec {
+    pub service: String,
+    pub trace_id: String,
+    pub span_id: String,
+    /// Empty for a span without a parent.
+    pub parent: String,
+    pub name: String,
+    pub kind: i32,
+    /// `opentelemetry.proto.trace.v1.Status.StatusCode`: 0 unset, 1 ok, 2 error.
+    pub status: i32,
+    pub attrs: BTreeMap<String, Value>,
+    pub events: Vec<(String, BTreeMap<String, Value>)>,
+}
+
+pub const KIND_SERVER: i32 = 2;
+pub const KIND_CLIENT: i32 = 3;
+pub const STATUS_ERROR: i32 = 2;
+
+impl SpanRec {
+    pub fn attr(&self, key: &str) -> &Value {
+        self.attrs
+            .get(key)
+            .unwrap_or_else(|| panic!("span {:?} has no {key}: {:#?}", self.name, self.attrs))
+    }
+
+    pub fn str(&self, key: &str) -> &str {
+        self.attr(key)
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} of {:?} is not a string", self.name))
+    }
+
+    /// `redmark.round` and the like: exported as OTLP int values.
+    pub fn int(&self, key: &str) -> i64 {
+        let v = self.attr(key);
+        v.as_i64()
+            .unwrap_or_else(|| panic!("{key} of {:?} is not an int attribute: {v}", self.name))
+    }
+
+    /// Its name, attributes and event attributes as `(where, key, value)`.
+    pub fn all_values(&self) -> Vec<(String, String, Value)> {
+        let own = [("span.name".to_owned(), json!(self.name))];
+        let own = own.into_iter().chain(self.attrs.clone());
+        let mut out: Vec<_> = own.map(|(k, v)| (self.name.clone(), k, v)).collect();
+        for (event, attrs) in &self.events {
+            let place = format!("{} / event {event:?}", self.name);
+            let all = [("event.name".to_owned(), json!(event))];
+            let all = all.into_iter().chain(attrs.clone());
+            out.extend(all.map(|(k, v)| (place.clone(), k, v)));
+        }
+        out
+    }
+}
+
+fn any_to_json(v: Option<&AnyValue>) -> Value {
+    use any_value::Value as V;
+    match v.and_then(|a| a.value.as_ref()) {
+        None => Value::Null,
+        Some(V::StringValue(s)) => Value::String(s.clone()),
+        Some(V::BoolValue(b)) => Value::Bool(*b),
+        Some(V::IntValue(i)) => json!(i),
+        Some(V::DoubleValue(d)) => json!(d),
+        Some(V::BytesValue(b)) => Value::String(hex::encode(b)),
+        Some(V::ArrayValue(a)) => a.values.iter().map(|x| any_to_json(Some(x))).collect(),
+        Some(V::KvlistValue(kv)) => Value::Object(kv_map(&kv.values).into_iter().collect()),
+        #[allow(unreachable_patterns)]
+        Some(_) => Value::Null,
+    }
+}
+
+fn kv_map(kvs: &[KeyValue]) -> BTreeMap<String, Value> {
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), any_to_json(kv.value.as_ref())))
+        .collect()
+}
+
+#[derive(Default)]
+struct Store {
+    requests: Vec<ExportTraceServiceRequest>,
+    /// `"{path} {content-type}"` of every export call.
+    calls: Vec<String>,
+}
+
+/// An OTLP trace receiver on 127.0.0.1:<ephemeral>.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    store: Arc<Mutex<Store>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const GRPC_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+impl Receiver {
+    /// OTLP/HTTP (`POST /v1/traces` with a protobuf `ExportTraceServiceRequest`)
+    /// or, with `grpc`, OTLP/gRPC over h2c: the unary `TraceService/Export`,
+    /// framed by hand (5-byte length prefix, `grpc-status` trailer).
+    pub async fn start(grpc: bool) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let store = Arc::new(Mutex::new(Store::default()));
+        let shared = store.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let store = shared.clone();
+                tokio::spawn(async move {
+                    let io = TokioIo::new(stream);
+                    if grpc {
+                        let svc =
+                            hyper::service::service_fn(move |req| grpc_export(req, store.clone()));
+                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .serve_connection(io, svc)
+                            .await;
+                    } else {
+                        let svc =
+                            hyper::service::service_fn(move |req| http_export(req, store.clone()));
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, svc)
+                            .await;
+                    }
+                });
+            }
+        });
+        Receiver { addr, store, task }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.store.lock().unwrap().calls.clone()
+    }
+
+    /// Every span received so far.
+    pub fn spans(&self) -> Vec<SpanRec> {
+        let store = self.store.lock().unwrap();
+        let mut out = Vec::new();
+        for req in &store.requests {
+            for rs in &req.resource_spans {
+                let resource = rs
+                    .resource
+                    .as_ref()
+                    .map(|r| kv_map(&r.attributes))
+                    .unwrap_or_default();
+                let service = resource
+                    .get("service.name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                for ss in &rs.scope_spans {
+                    for s in &ss.spans {
+                        out.push(SpanRec {
+                            service: service.clone(),
+                            trace_id: hex::encode(&s.trace_id),
+                            span_id: hex::encode(&s.span_id),
+                            parent: hex::encode(&s.parent_span_id),
+                            name: s.name.clone(),
+                            kind: s.kind,
+                            status: s.status.as_ref().map_or(0, |st| st.code),
+                            attrs: kv_map(&s.attributes),
+                            events: s
+                                .events
+                                .iter()
+                                .map(|e| (e.name.clone(), kv_map(&e.attributes)))
+                                .collect(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Polls (bounded) until `done` holds for the spans received.
+    pub async fn wait_for(&self, what: &str, done: impl Fn(&[SpanRec]) -> bool) -> Vec<SpanRec> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let spans = self.spans();
+            if done(&spans) {
+                return spans;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+                panic!(
+                    "waited {PATIENCE:?} for {what}; received {names:?} via {:?}",
+                    self.calls()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// `"{path} {content-type}"`
+fn describe(req: &Request<Incoming>) -> String {
+    let ct = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok());
+    format!("{} {}", req.uri().path(), ct.unwrap_or_default())
+}
+
+async fn http_export(
+    req: Request<Incoming>,
+    store: Arc<Mutex<Store>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let call = describe(&req);
+    let ok = req.method() == Method::POST && req.uri().path() == "/v1/traces";
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let decoded = ExportTraceServiceRequest::decode(body);
+    let status = match (ok, decoded) {
+        (true, Ok(r)) => {
+            let mut s = store.lock().unwrap();
+            s.calls.push(call);
+            s.requests.push(r);
+            StatusCode::OK
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(
+        ExportTraceServiceResponse::default().encode_to_vec(),
+    )));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert("content-type", "application/x-protobuf".parse().unwrap());
+    Ok(resp)
+}
+
+type GrpcBody =
+    StreamBody<futures::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
+
+async fn grpc_export(
+    req: Request<Incoming>,
+    store: Arc<Mutex<Store>>,
+) -> Result<Response<GrpcBody>, Infallible> {
+    let call = describe(&req);
+    let right_path = req.uri().path() == GRPC_PATH;
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    // Length-prefixed messages: 1 byte compressed flag, 4 bytes big-endian length.
+    let mut rest = &body[..];
+    let mut grpc_status = if right_path { "0" } else { "12" }; // 12: UNIMPLEMENTED
+    while right_path && rest.len() >= 5 {
+        let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+        let Some(msg) = rest.get(5..5 + len).filter(|_| rest[0] == 0) else {
+            grpc_status = "3"; // INVALID_ARGUMENT (truncated or compressed)
+            break;
+        };
+        match ExportTraceServiceRequest::decode(msg) {
+            Ok(r) => {
+                let mut s = store.lock().unwrap();
+                s.calls.push(call.clone());
+                s.requests.push(r);
+            }
+            Err(_) => grpc_status = "3",
+        }
+        rest = &rest[5 + len..];
+    }
+    let reply = ExportTraceServiceResponse::default().encode_to_vec();
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&u32::try_from(reply.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(&reply);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", grpc_status.parse().unwrap());
+    let frames = vec![
+        Ok(Frame::data(Bytes::from(framed))),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let mut resp = Response::new(StreamBody::new(futures::stream::iter(frames)));
+    resp.headers_mut()
+        .insert("content-type", "application/grpc".parse().unwrap());
+    Ok(resp)
+}
+
+/// The spans of one trace.
+pub fn trace_of<'a>(spans: &'a [SpanRec], trace_id: &str) -> Vec<&'a SpanRec> {
+    spans.iter().filter(|s| s.trace_id == trace_id).collect()
+}
+
+/// The operation roots (spans with `redmark.operation.id`) of calls to `tool`.
+pub fn root_of<'a>(spans: &'a [SpanRec], tool: &str) -> Vec<&'a SpanRec> {
+    spans
+        .iter()
+        .filter(|s| s.attrs.contains_key("redmark.operation.id"))
+        .filter(|s| s.attrs.get("gen_ai.tool.name").and_then(Value::as_str) == Some(tool))
+        .collect()
+}

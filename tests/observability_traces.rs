@@ -1,0 +1,562 @@
+//! Traces and logs of the real `redmark` binary, received by an OTLP
+//! receiver inside the test: one trace per logical operation, the caller's
+//! `traceparent` as the root's parent, the MCP semantic-convention names and
+//! attributes, error status for failed endings, gRPC export configured by
+//! `[telemetry]`, and no answered or argument value in any span, event or log.
+
+mod common;
+mod observability_support;
+
+use std::collections::BTreeSet;
+
+use observability_support::*;
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+/// A ticket title no span, event or log line may contain.
+const TITLE: &str = "zebra-quokka printer fire 4417";
+
+/// Attributes whose numeric values are counts, times or code locations, never answers.
+const NUMERIC_OK: [&str; 11] = [
+    "redmark.round",
+    "redmark.rounds",
+    "redmark.answer_ms",
+    "round",
+    "rounds",
+    "elapsed_ms",
+    "thread.id",
+    "code.lineno",
+    "code.line.number",
+    "busy_ns",
+    "idle_ns",
+];
+
+/// Panics if any exported name, attribute or event value holds one of
+/// `needles` or, outside [`NUMERIC_OK`], one of the answered `numbers`.
+fn assert_no_leak(spans: &[SpanRec], needles: &[&str], numbers: &[i64]) {
+    let standalone: Vec<(i64, Regex)> = numbers
+        .iter()
+        .map(|n| {
+            (
+                *n,
+                Regex::new(&format!(r"(^|[^\w.]){n}([^\w.]|$)")).unwrap(),
+            )
+        })
+        .collect();
+    let mut checked = 0;
+    for span in spans {
+        for (place, key, value) in span.all_values() {
+            checked += 1;
+            let text = match &value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            for needle in needles {
+                assert!(
+                    !text.contains(needle) && !key.contains(needle),
+                    "{needle:?} leaked into {place}: {key} = {value}"
+                );
+            }
+            for (n, re) in &standalone {
+                let leaked = match &value {
+                    Value::Number(v) => v.as_f64() == Some(*n as f64),
+                    Value::String(s) => re.is_match(s),
+                    other => re.is_match(&other.to_string()),
+                };
+                assert!(
+                    !leaked || NUMERIC_OK.contains(&key.as_str()),
+                    "answered value {n} leaked into {place}: {key} = {value}"
+                );
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "too little exported to prove anything: {checked}"
+    );
+}
+
+fn otel_env(receiver: &Receiver) -> Vec<(&'static str, String)> {
+    vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+        ("OTEL_SERVICE_NAME", "redmark-traces-test".into()),
+    ]
+}
+
+fn children<'a>(spans: &'a [SpanRec], parent: &SpanRec) -> Vec<&'a SpanRec> {
+    spans
+        .iter()
+        .filter(|s| s.parent == parent.span_id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
+    let client = Client::new(gw.url("/mcp/rooms"));
+
+    // Priority 9 and 8 break `maximum = 5` (red-marked re-asks, max_reasks = 2); 3 completes.
+    let op = Operation {
+        client: &client,
+        tool: "create_ticket",
+        arguments: json!({"title": TITLE}),
+        meta: Map::new(),
+        headers: vec![("traceparent", client_traceparent())],
+        id_prefix: "tkt",
+    };
+    let answers = [9, 8, 3].map(|p| ("priority", json!({"priority": p})));
+    let resps = op.run(&answers).await;
+    assert_eq!(resps.len(), 4);
+    for (resp, bad) in resps[1..3].iter().zip([9, 8]) {
+        let message = resp.result()["inputRequests"]["priority"]["params"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            message.contains(&format!("{bad} was given")),
+            "no red mark: {message}"
+        );
+    }
+    let done = resps[3].result();
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["structuredContent"]["priority"], 3, "{done}");
+
+    // The same, failing: 9 three times ends in policy_invalid_answer; the
+    // caller's context comes in `_meta.traceparent` this time.
+    let failing_trace = "0af7651916cd43dd8448eb211c80319c";
+    let failing_parent = "b7ad6b7169203331";
+    let mut meta = Map::new();
+    meta.insert(
+        "traceparent".into(),
+        json!(format!("00-{failing_trace}-{failing_parent}-01")),
+    );
+    let op = Operation {
+        meta,
+        headers: Vec::new(),
+        id_prefix: "bad",
+        ..op
+    };
+    let answers = [9, 9, 9].map(|p| ("priority", json!({"priority": p})));
+    let resps = op.run(&answers).await;
+    assert_eq!(
+        resps[3].reason(),
+        "policy_invalid_answer",
+        "{:?}",
+        resps[3].last()
+    );
+
+    receiver
+        .wait_for("both operations' roots", |s| {
+            root_of(s, "create_ticket").len() == 2
+        })
+        .await;
+    gw.stop().await;
+    let spans = receiver.spans();
+    assert!(
+        receiver
+            .calls()
+            .iter()
+            .all(|c| c == "/v1/traces application/x-protobuf"),
+        "{:?}",
+        receiver.calls()
+    );
+
+    // One root per operation, each parented to its caller's span.
+    let roots = root_of(&spans, "create_ticket");
+    let root = *roots
+        .iter()
+        .find(|r| r.trace_id == CLIENT_TRACE)
+        .expect("a root in the caller's trace");
+    assert_eq!(
+        root.parent, CLIENT_SPAN,
+        "the root's parent is the caller's span"
+    );
+    assert_eq!(root.service, "redmark-traces-test");
+    assert_eq!(root.name, "tools/call create_ticket");
+    assert_eq!(root.kind, KIND_SERVER);
+    assert_ne!(
+        root.status, STATUS_ERROR,
+        "a completed operation is no error"
+    );
+    assert_eq!(root.str("mcp.method.name"), "tools/call");
+    assert_eq!(root.str("gen_ai.tool.name"), "create_ticket");
+    assert_eq!(root.str("mcp.protocol.version"), common::VERSION);
+    assert_eq!(root.str("redmark.route"), "rooms");
+    assert_eq!(root.str("redmark.outcome"), "completed");
+    assert_eq!(root.int("redmark.rounds"), 3);
+    assert!(!root.attrs.contains_key("error.type"), "{:#?}", root.attrs);
+    let op_id = root.str("redmark.operation.id");
+    assert!(
+        op_id.len() == 32 && op_id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{op_id}"
+    );
+
+    // Exactly one trace: every span of it hangs directly under the root, and
+    // nothing of this operation is anywhere else.
+    let trace = trace_of(&spans, CLIENT_TRACE);
+    for s in &trace {
+        assert!(
+            s.span_id == root.span_id || s.parent == root.span_id,
+            "{} ({}) is not under the root",
+            s.name,
+            s.parent
+        );
+    }
+    let under_root = children(&spans, root);
+    assert_eq!(under_root.len() + 1, trace.len());
+    assert_eq!(
+        spans
+            .iter()
+            .filter(
+                |s| s.attrs.get("redmark.operation.id") == root.attrs.get("redmark.operation.id")
+            )
+            .count(),
+        1,
+        "one root for the operation"
+    );
+
+    // Four HTTP round trips (the call and three retries), rounds 1 to 4.
+    let mut trips: Vec<&&SpanRec> = under_root
+        .iter()
+        .filter(|s| s.attrs.contains_key("redmark.round"))
+        .collect();
+    trips.sort_by_key(|s| s.int("redmark.round"));
+    assert_eq!(trips.len(), 4, "{trips:#?}");
+    for (i, trip) in trips.iter().enumerate() {
+        assert_eq!(trip.int("redmark.round"), i as i64 + 1);
+        assert_eq!(trip.name, "tools/call create_ticket");
+        assert_eq!(trip.kind, KIND_SERVER);
+        assert_eq!(trip.str("mcp.method.name"), "tools/call");
+        let letter = char::from(b'a' + i as u8);
+        assert_eq!(trip.str("jsonrpc.request.id"), format!("tkt-{letter}"));
+    }
+
+    // One upstream call for the whole operation.
+    let upstream: Vec<&&SpanRec> = under_root
+        .iter()
+        .filter(|s| s.kind == KIND_CLIENT)
+        .collect();
+    assert_eq!(upstream.len(), 1, "{upstream:#?}");
+    let up = upstream[0];
+    assert_eq!(up.name, "tools/call create_ticket");
+    assert_eq!(up.str("mcp.method.name"), "tools/call");
+    assert!(
+        up.str("mcp.protocol.version").starts_with("2025-"),
+        "{:?}",
+        up.attrs
+    );
+    assert_eq!(up.str("network.transport"), "pipe");
+    assert!(
+        up.str("server.address").ends_with("rooms"),
+        "{:?}",
+        up.attrs
+    );
+    assert!(
+        !up.attrs.contains_key("mcp.session.id"),
+        "stdio has no session id: {:?}",
+        up.attrs
+    );
+
+    // One question, re-asked twice with a red mark, finally accepted.
+    let questions: Vec<&&SpanRec> = under_root
+        .iter()
+        .filter(|s| s.attrs.contains_key("redmark.input.key"))
+        .collect();
+    assert_eq!(questions.len(), 1, "{questions:#?}");
+    let q = questions[0];
+    assert_eq!(q.name, "elicitation/create priority");
+    assert_eq!(q.str("redmark.input.key"), "priority");
+    assert_eq!(q.str("redmark.input.method"), "elicitation/create");
+    assert_eq!(q.str("redmark.outcome"), "accepted");
+    assert_eq!(q.str("redmark.policy.verdict"), "ok");
+    assert!(q.int("redmark.answer_ms") >= 0);
+    assert_eq!(
+        trips.len() + upstream.len() + questions.len(),
+        under_root.len()
+    );
+
+    // The failing operation: its own trace, error status and error.type.
+    let failed = *roots
+        .iter()
+        .find(|r| r.trace_id == failing_trace)
+        .expect("a root in the second caller's trace");
+    assert_eq!(failed.parent, failing_parent);
+    assert_eq!(failed.status, STATUS_ERROR);
+    assert_eq!(failed.str("error.type"), "policy_invalid_answer");
+    assert_eq!(failed.str("redmark.outcome"), "policy_invalid_answer");
+    let fq: Vec<&SpanRec> = children(&spans, failed)
+        .into_iter()
+        .filter(|s| s.attrs.contains_key("redmark.input.key"))
+        .collect();
+    assert_eq!(fq.len(), 1);
+    assert_eq!(fq[0].str("redmark.outcome"), "invalid");
+    assert_eq!(fq[0].str("redmark.policy.verdict"), "policy_invalid_answer");
+    assert_ne!(op_id, failed.str("redmark.operation.id"));
+
+    assert_no_leak(&spans, &[TITLE, "zebra", "4417"], &[9, 8, 3]);
+}
+
+/// A stdio legacy server that answers `tools/call` with the `_meta` it received.
+const ECHO_META: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    method, params = msg["method"], msg.get("params") or {}
+    reply = {"jsonrpc": "2.0", "id": msg["id"]}
+    if method == "initialize":
+        reply["result"] = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "echo-meta", "version": "0"}}
+    elif method == "tools/list":
+        reply["result"] = {"tools": [{"name": "echo_meta", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        reply["result"] = {"content": [{"type": "text", "text": json.dumps(params.get("_meta", {}))}]}
+    elif method == "ping":
+        reply["result"] = {}
+    else:
+        reply["error"] = {"code": -32601, "message": "not here"}
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[tokio::test]
+async fn the_upstream_request_carries_the_upstream_spans_traceparent() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("echo_meta.py");
+    std::fs::write(&script, ECHO_META).unwrap();
+    let config = dir.path().join("redmark.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"echo\"\npath = \"/mcp\"\n[route.upstream]\ncommand = [\"python3\", {}]\n",
+            common::toml_str(script.to_str().unwrap())
+        ),
+    )
+    .unwrap();
+    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
+    let client = Client::new(gw.url("/mcp"));
+    let op = Operation {
+        client: &client,
+        tool: "echo_meta",
+        arguments: json!({"secret_argument": "argument-value-5521"}),
+        meta: Map::new(),
+        headers: vec![("traceparent", client_traceparent())],
+        id_prefix: "echo",
+    };
+    let resps = op.run(&[]).await;
+    let text = resps[0].result()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let seen: Value = serde_json::from_str(&text).unwrap();
+    let tp = seen["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no traceparent upstream: {seen}"));
+    let parts: Vec<&str> = tp.split('-').collect();
+    assert_eq!(parts.len(), 4, "{tp}");
+    assert_eq!(
+        parts[1], CLIENT_TRACE,
+        "the upstream joins the caller's trace"
+    );
+    assert_ne!(
+        parts[2], CLIENT_SPAN,
+        "the upstream's parent is redmark's span"
+    );
+
+    gw.stop().await;
+    // Stopped (SIGTERM flushes): everything it will ever export has been received.
+    let spans = receiver.spans();
+    let up = spans.iter().find(|s| s.span_id == parts[2]).unwrap();
+    assert_eq!(
+        up.kind, KIND_CLIENT,
+        "the injected context is the upstream span's: {up:#?}"
+    );
+    let root = root_of(&spans, "echo_meta")[0];
+    assert_eq!(up.parent, root.span_id);
+    assert_eq!(root.parent, CLIENT_SPAN);
+    assert_eq!(root.str("redmark.outcome"), "completed");
+    assert_no_leak(&spans, &["argument-value-5521"], &[]);
+}
+
+#[tokio::test]
+async fn grpc_export_is_configured_by_the_telemetry_section() {
+    let receiver = Receiver::start(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[telemetry]\notlp_endpoint = {}\notlp_protocol = \"grpc\"\nservice_name = \"redmark-grpc-test\"\n",
+        common::toml_str(&receiver.endpoint())
+    );
+    let config = rooms_example_config(dir.path(), &extra);
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned())];
+    let gw = Gateway::start(&config, false, &env).await;
+    let client = Client::new(gw.url("/mcp/rooms"));
+    let op = Operation {
+        client: &client,
+        tool: "book_room",
+        arguments: json!({"day": "2026-09-18", "hour": 11, "room_hint": "nook"}),
+        meta: Map::new(),
+        headers: vec![("traceparent", client_traceparent())],
+        id_prefix: "grpc",
+    };
+    let resps = op.run(&[]).await;
+    assert_eq!(resps[0].result()["resultType"], "complete");
+    gw.stop().await;
+    // Stopped: everything it will ever export has been received.
+    let spans = receiver.spans();
+    let calls = receiver.calls();
+    assert!(!calls.is_empty(), "nothing exported over gRPC");
+    assert!(
+        calls.iter().all(|c| c.starts_with(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export application/grpc"
+        )),
+        "{calls:?}"
+    );
+    let root = root_of(&spans, "book_room");
+    assert_eq!(root.len(), 1, "{spans:#?}");
+    assert_eq!(root[0].service, "redmark-grpc-test");
+    assert_eq!(root[0].parent, CLIENT_SPAN);
+    let kids = children(&spans, root[0]);
+    assert_eq!(kids.iter().filter(|s| s.kind == KIND_CLIENT).count(), 1);
+    assert_eq!(
+        kids.iter()
+            .filter(|s| s.attrs.contains_key("redmark.round"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn the_sampler_variable_is_honoured() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let mut env = otel_env(&receiver);
+    env.push(("OTEL_TRACES_SAMPLER", "always_off".into()));
+    let gw = Gateway::start(&config, false, &env).await;
+    let client = Client::new(gw.url("/mcp/rooms"));
+    let op = Operation {
+        client: &client,
+        tool: "book_room",
+        arguments: json!({"day": "2026-09-18", "hour": 12, "room_hint": "nook"}),
+        meta: Map::new(),
+        headers: vec![("traceparent", client_traceparent())],
+        id_prefix: "off",
+    };
+    assert_eq!(op.run(&[]).await[0].result()["resultType"], "complete");
+    gw.stop().await;
+    let spans = receiver.spans();
+    assert!(spans.is_empty(), "always_off exported {spans:#?}");
+}
+
+/// The JSON log lines of one stderr, each parsed.
+fn json_lines(stderr: &[String]) -> Vec<Value> {
+    stderr
+        .iter()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = Gateway::start(&config, true, &otel_env(&receiver)).await;
+    let client = Client::new(gw.url("/mcp/rooms"));
+    // Studio B is taken at 09:00 that day: the server asks `room`, then `alternative`.
+    let hint = "the big room for the okapi-lantern offsite";
+    let op = Operation {
+        client: &client,
+        tool: "book_room",
+        arguments: json!({"day": "2026-09-17", "hour": 9, "room_hint": hint}),
+        meta: Map::new(),
+        headers: Vec::new(),
+        id_prefix: "log",
+    };
+    let answers = [
+        ("room", json!({"room_id": "studio-b"})),
+        ("alternative", json!({"choice": "nook"})),
+    ];
+    let resps = op.run(&answers).await;
+    let done = resps.last().unwrap().result();
+    assert_eq!(done["structuredContent"]["room_id"], "nook", "{done}");
+    // An answer given in advance (no requestState) that breaks a rule: red-marked, then 2.
+    let mut params = json!({
+        "name": "create_ticket",
+        "arguments": {"title": TITLE},
+        "inputResponses": {"priority": {"action": "accept", "content": {"priority": 9000009}}},
+        "_meta": common::meta(json!({"elicitation": {}})),
+    });
+    let asked = client.post("adv-a", "tools/call", &params, &[]).await;
+    let asked = asked.result();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    params["requestState"] = asked["requestState"].clone();
+    params["inputResponses"] =
+        json!({"priority": {"action": "accept", "content": {"priority": 2}}});
+    let done = client.post("adv-b", "tools/call", &params, &[]).await;
+    assert_eq!(done.result()["structuredContent"]["priority"], 2);
+
+    let stderr = gw.stop().await;
+    let spans = receiver.spans();
+    let roots = root_of(&spans, "book_room");
+    assert_eq!(roots.len(), 1, "{spans:#?}");
+    let root = roots[0];
+    assert!(
+        root.parent.is_empty(),
+        "no caller context: the root starts a trace"
+    );
+    let op_id = root.str("redmark.operation.id").to_owned();
+
+    let lines = json_lines(&stderr);
+    let about: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.to_string().contains(&op_id))
+        .collect();
+    let messages: BTreeSet<&str> = about.iter().filter_map(|l| l["message"].as_str()).collect();
+    assert!(about.len() >= 5, "too few lines about {op_id}: {about:#?}");
+    for want in [
+        "asking the client",
+        "answer delivered to the server",
+        "operation ended",
+    ] {
+        assert!(messages.contains(want), "no {want:?} line in {messages:?}");
+    }
+    for line in &about {
+        assert_eq!(line["operation"], op_id.as_str(), "{line}");
+        assert_eq!(line["trace_id"], root.trace_id.as_str(), "{line}");
+    }
+    // Any line that names an operation names its trace too.
+    let named: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("operation").is_some())
+        .collect();
+    for line in &named {
+        assert!(
+            line["trace_id"].as_str().is_some_and(|t| t.len() == 32),
+            "operation line without trace_id: {line}"
+        );
+    }
+    let advance = "an answer given in advance broke a rule; asking with a red mark";
+    assert!(named.iter().any(|l| l["message"] == advance), "{named:#?}");
+    let all = stderr.join("\n");
+    for value in ["studio-b", "nook", "okapi-lantern", "9000009", TITLE] {
+        assert!(!all.contains(value), "{value:?} appears in the log:\n{all}");
+    }
+    let needles = [
+        "studio-b",
+        "nook",
+        "okapi-lantern",
+        "2026-09-17",
+        "9000009",
+        TITLE,
+    ];
+    assert_no_leak(&spans, &needles, &[]);
+}
