@@ -74,12 +74,14 @@ impl Gateway {
                 .map_err(|e| format!("audit log {}: {e}", cfg.get_ref().path.display()))?,
             None => AuditSink::disabled(),
         };
+        let shutdown = tokio::sync::watch::channel(false).0;
         let engine = Arc::new(Engine::new(
             &config.mrtr,
             keys,
             node,
             metrics.clone(),
             audit,
+            shutdown.subscribe(),
         ));
         let auth = Authenticator::from_config(config.auth.as_ref());
         let http = reqwest::Client::builder().build().unwrap_or_default();
@@ -122,7 +124,6 @@ impl Gateway {
                 (r.path.clone(), Arc::new(route))
             })
             .collect();
-        let shutdown = tokio::sync::watch::channel(false).0;
         let policies = routes
             .values()
             .map(|r| (r.name.to_string(), r.policy.clone()))

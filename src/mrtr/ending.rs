@@ -33,6 +33,8 @@ pub enum Ending {
     MissingCapability(Value),
     /// The principal already has as many operations waiting as allowed.
     TooManyPending(usize),
+    /// The gateway shut down while the operation waited for an answer.
+    ShuttingDown,
     /// The policy refused the server's question (it never reached the client).
     PolicyRefused {
         reason: &'static str,
@@ -68,6 +70,7 @@ impl Ending {
             Ending::RoundsExhausted(_) => "rounds_exhausted",
             Ending::MissingCapability(_) => "missing_capability",
             Ending::TooManyPending(_) => "too_many_pending",
+            Ending::ShuttingDown => "shutting_down",
             Ending::PolicyRefused { .. } => "policy_refused",
             Ending::ModelOwned { .. } => "model_owned",
             Ending::PolicyInvalid { .. } => "policy_invalid_answer",
@@ -182,6 +185,13 @@ impl Ending {
                 ),
             )
             .with("requiredCapabilities", needs.clone()),
+            Ending::ShuttingDown => Reject::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code::INTERNAL_ERROR,
+                "shutting_down",
+                "redmark shut down while the question waited; call again",
+            )
+            .fault(Fault::Gateway),
             Ending::TooManyPending(n) => Reject::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 code::INTERNAL_ERROR,
@@ -226,6 +236,7 @@ mod tests {
             Ending::RoundsExhausted(10),
             Ending::MissingCapability(json!({})),
             Ending::TooManyPending(1),
+            Ending::ShuttingDown,
             Ending::PolicyRefused {
                 reason: "policy_secret_request",
                 field: None,

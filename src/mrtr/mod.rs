@@ -35,6 +35,8 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// One line per question: what was asked, how it ended, never the values.
     pub audit: AuditSink,
+    /// Turns `true` when the gateway shuts down: waiting operations end then.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Engine {
@@ -44,6 +46,7 @@ impl Engine {
         node: String,
         metrics: Arc<Metrics>,
         audit: AuditSink,
+        shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
         Self {
             keys,
@@ -54,6 +57,7 @@ impl Engine {
             table: table::Table::new(config.max_pending_per_principal, metrics.clone()),
             metrics,
             audit,
+            shutdown,
         }
     }
 }

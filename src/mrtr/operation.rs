@@ -12,6 +12,8 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use futures::FutureExt;
+
 use super::Engine;
 use crate::policy::Policy;
 use crate::telemetry::traces;
@@ -401,8 +403,11 @@ impl Operation {
     /// Waits for the client's retry, the TTL, or the server.
     async fn wait(&mut self) -> Wait {
         let expires = tokio::time::Instant::now() + self.engine.ttl;
+        let mut shutdown = self.engine.shutdown.clone();
         loop {
             tokio::select! {
+                // A stopping gateway cannot keep the question: the server hears `cancel` now.
+                Ok(()) = shutdown.wait_for(|down| *down).map(|r| r.map(|_| ())) => return Wait::End(Ending::ShuttingDown),
                 resume = self.resumes.recv() => {
                     let Some(resume) = resume else { return Wait::End(Ending::ClientDisconnected) };
                     match self.try_resume(resume).await {

@@ -118,29 +118,6 @@ impl Default for MrtrConfig {
     }
 }
 
-/// Keys that seal `requestState`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StateConfig {
-    #[serde(default)]
-    pub keys: Vec<Spanned<StateKeyConfig>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StateKeyConfig {
-    pub id: String,
-    /// Environment variable holding the base64url secret (`redmark keygen` makes one).
-    #[serde(default)]
-    pub secret_env: Option<String>,
-    /// The secret itself; prefer `secret_env` so it stays out of files.
-    #[serde(default)]
-    pub secret: Option<String>,
-    /// The one key new states are sealed with; the others only verify (rotation).
-    #[serde(default)]
-    pub sign: bool,
-}
-
 /// What to do when a server asks for something the client did not declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -283,60 +260,10 @@ impl CacheScope {
     }
 }
 
-mod defaults {
-    use std::time::Duration;
-    pub fn max_body_bytes() -> usize {
-        4 * 1024 * 1024
-    }
-    pub fn shutdown_grace() -> Duration {
-        Duration::from_secs(10)
-    }
-    pub fn keepalive() -> Duration {
-        Duration::from_secs(15)
-    }
-    pub fn max_connections() -> usize {
-        4096
-    }
-    pub fn init_timeout() -> Duration {
-        Duration::from_secs(20)
-    }
-    pub fn request_timeout() -> Duration {
-        Duration::from_secs(60)
-    }
-    pub fn call_timeout() -> Duration {
-        Duration::from_secs(300)
-    }
-    pub fn mrtr_ttl() -> Duration {
-        Duration::from_secs(600)
-    }
-    pub fn max_rounds() -> u32 {
-        10
-    }
-    pub fn gather() -> Duration {
-        Duration::from_millis(20)
-    }
-    pub fn max_pending_per_principal() -> usize {
-        256
-    }
-    pub fn max_message_bytes() -> usize {
-        16 * 1024 * 1024
-    }
-    pub fn max_sessions() -> usize {
-        64
-    }
-    pub fn max_sessions_per_principal() -> usize {
-        16
-    }
-    pub fn idle_timeout() -> Duration {
-        Duration::from_secs(300)
-    }
-    pub fn lease_timeout() -> Duration {
-        Duration::from_secs(30)
-    }
-    pub fn cache_ttl() -> Duration {
-        Duration::from_secs(60)
-    }
-}
+mod defaults;
+mod state;
+
+pub use state::{StateConfig, StateKeyConfig};
 
 /// The upstream of a route after checking: exactly one transport.
 #[derive(Debug, Clone)]
@@ -535,81 +462,6 @@ impl Config {
         out
     }
 
-    fn state_problems(&self) -> Vec<(std::ops::Range<usize>, String)> {
-        let mut out = Vec::new();
-        let keys = &self.state.keys;
-        if !keys.is_empty() && keys.iter().filter(|k| k.get_ref().sign).count() != 1 {
-            out.push((
-                keys[0].span(),
-                "[[state.keys]]: exactly one key must have `sign = true`".into(),
-            ));
-        }
-        let mut ids = std::collections::HashSet::new();
-        for key in keys {
-            let k = key.get_ref();
-            if k.id.is_empty() || k.id.contains('.') || !ids.insert(k.id.clone()) {
-                out.push((
-                    key.span(),
-                    format!(
-                        "state key id `{}` must be non-empty, unique and contain no `.`",
-                        k.id
-                    ),
-                ));
-            }
-            match (&k.secret_env, &k.secret) {
-                (Some(_), Some(_)) | (None, None) => out.push((
-                    key.span(),
-                    format!(
-                        "state key `{}`: set exactly one of `secret_env` and `secret`",
-                        k.id
-                    ),
-                )),
-                (None, Some(secret)) if crate::mrtr::state::decode_secret(secret).is_none() => {
-                    out.push((key.span(), format!("state key `{}`: secret must be base64url of at least 16 bytes (see `redmark keygen`)", k.id)));
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    /// The keyring for `requestState`, reading secrets from the environment.
-    pub fn keyring(&self) -> Result<Option<crate::mrtr::state::Keyring>, String> {
-        use crate::mrtr::state::{Key, Keyring, decode_secret};
-        if self.state.keys.is_empty() {
-            return Ok(None);
-        }
-        let mut signing = None;
-        let mut others = Vec::new();
-        for key in &self.state.keys {
-            let k = key.get_ref();
-            let text = match (&k.secret, &k.secret_env) {
-                (Some(s), _) => s.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| {
-                    format!(
-                        "state key `{}`: environment variable {var} is not set",
-                        k.id
-                    )
-                })?,
-                (None, None) => return Err(format!("state key `{}` has no secret", k.id)),
-            };
-            let secret = decode_secret(&text).ok_or_else(|| {
-                format!(
-                    "state key `{}`: the secret is not base64url of at least 16 bytes",
-                    k.id
-                )
-            })?;
-            let key = Key::new(k.id.clone(), secret);
-            if k.sign {
-                signing = Some(key)
-            } else {
-                others.push(key)
-            }
-        }
-        let signing = signing.ok_or("no state key has `sign = true`")?;
-        Ok(Some(Keyring::new(signing, others)))
-    }
-
     pub fn listen_addr(&self) -> SocketAddr {
         // `problems` has already proven it parses.
         self.server
@@ -671,90 +523,4 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-[server]
-listen = "127.0.0.1:8080"
-admin = "127.0.0.1:9464"
-
-[[auth.api_key]]
-sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
-principal = "alice"
-groups = ["facilities"]
-
-[[route]]
-name = "rooms"
-path = "/mcp/rooms"
-[route.upstream]
-command = ["python3", "server.py"]
-env = { LOG_LEVEL = "info" }
-"#;
-
-    fn parse(text: &str) -> Result<Config, ConfigErrors> {
-        Config::parse(text, "redmark.toml", PathBuf::from("/etc/redmark"))
-    }
-
-    #[test]
-    fn accepts_the_documented_shape() {
-        let c = parse(GOOD).unwrap();
-        assert_eq!(c.routes.len(), 1);
-        assert_eq!(
-            c.auth.unwrap().api_key[0].get_ref().groups,
-            vec!["facilities"]
-        );
-        let UpstreamTarget::Stdio {
-            program,
-            args,
-            cwd,
-            env,
-        } = c.routes[0].get_ref().target(&c.base_dir)
-        else {
-            panic!("stdio expected")
-        };
-        assert_eq!(program, PathBuf::from("python3"));
-        assert_eq!(args, vec!["server.py"]);
-        assert_eq!(cwd, PathBuf::from("/etc/redmark"));
-        assert_eq!(env["LOG_LEVEL"], "info");
-    }
-
-    #[test]
-    fn unknown_key_is_an_error_with_its_line() {
-        let text = GOOD.replace("path = \"/mcp/rooms\"", "path = \"/mcp/rooms\"\npaht = 1");
-        let err = parse(&text).unwrap_err();
-        assert_eq!(err.0.len(), 1);
-        assert_eq!(err.0[0].line, 14, "{err}");
-        assert!(err.0[0].message.contains("paht"), "{err}");
-        assert!(err.to_string().starts_with("redmark.toml:14:"), "{err}");
-    }
-
-    #[test]
-    fn semantic_errors_name_the_line() {
-        let text = GOOD.replace(
-            "command = [\"python3\", \"server.py\"]",
-            "command = [\"x\"]\nurl = \"http://h/mcp\"",
-        );
-        let err = parse(&text).unwrap_err();
-        assert!(
-            err.0[0].message.contains("both `command` and `url`"),
-            "{err}"
-        );
-        assert_eq!(err.0[0].line, 14, "{err}");
-        let err = parse(&GOOD.replace("2bb80d", "zz")).unwrap_err();
-        assert!(err.0[0].message.contains("64 hex digits"), "{err}");
-        assert_eq!(err.0[0].line, 6, "{err}");
-        let err = parse(&GOOD.replace("127.0.0.1:8080", "localhost")).unwrap_err();
-        assert_eq!(err.0[0].line, 3, "{err}");
-    }
-
-    #[test]
-    fn relative_program_resolves_against_config_dir() {
-        let c = parse(&GOOD.replace("\"python3\"", "\"../bin/server\"")).unwrap();
-        let UpstreamTarget::Stdio { program, .. } = c.routes[0].get_ref().target(&c.base_dir)
-        else {
-            panic!()
-        };
-        assert_eq!(program, PathBuf::from("/etc/redmark/../bin/server"));
-    }
-}
+mod tests;

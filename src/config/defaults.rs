@@ -1,0 +1,54 @@
+//! Default values of the configuration, one function per setting (serde's `default = ...`).
+
+use std::time::Duration;
+pub fn max_body_bytes() -> usize {
+    4 * 1024 * 1024
+}
+pub fn shutdown_grace() -> Duration {
+    Duration::from_secs(10)
+}
+pub fn keepalive() -> Duration {
+    Duration::from_secs(15)
+}
+pub fn max_connections() -> usize {
+    4096
+}
+pub fn init_timeout() -> Duration {
+    Duration::from_secs(20)
+}
+pub fn request_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+pub fn call_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+pub fn mrtr_ttl() -> Duration {
+    Duration::from_secs(600)
+}
+pub fn max_rounds() -> u32 {
+    10
+}
+pub fn gather() -> Duration {
+    Duration::from_millis(20)
+}
+pub fn max_pending_per_principal() -> usize {
+    256
+}
+pub fn max_message_bytes() -> usize {
+    16 * 1024 * 1024
+}
+pub fn max_sessions() -> usize {
+    64
+}
+pub fn max_sessions_per_principal() -> usize {
+    16
+}
+pub fn idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+pub fn lease_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+pub fn cache_ttl() -> Duration {
+    Duration::from_secs(60)
+}

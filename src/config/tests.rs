@@ -1,0 +1,84 @@
+use super::*;
+
+const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+admin = "127.0.0.1:9464"
+
+[[auth.api_key]]
+sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+principal = "alice"
+groups = ["facilities"]
+
+[[route]]
+name = "rooms"
+path = "/mcp/rooms"
+[route.upstream]
+command = ["python3", "server.py"]
+env = { LOG_LEVEL = "info" }
+"#;
+
+fn parse(text: &str) -> Result<Config, ConfigErrors> {
+    Config::parse(text, "redmark.toml", PathBuf::from("/etc/redmark"))
+}
+
+#[test]
+fn accepts_the_documented_shape() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(
+        c.auth.unwrap().api_key[0].get_ref().groups,
+        vec!["facilities"]
+    );
+    let UpstreamTarget::Stdio {
+        program,
+        args,
+        cwd,
+        env,
+    } = c.routes[0].get_ref().target(&c.base_dir)
+    else {
+        panic!("stdio expected")
+    };
+    assert_eq!(program, PathBuf::from("python3"));
+    assert_eq!(args, vec!["server.py"]);
+    assert_eq!(cwd, PathBuf::from("/etc/redmark"));
+    assert_eq!(env["LOG_LEVEL"], "info");
+}
+
+#[test]
+fn unknown_key_is_an_error_with_its_line() {
+    let text = GOOD.replace("path = \"/mcp/rooms\"", "path = \"/mcp/rooms\"\npaht = 1");
+    let err = parse(&text).unwrap_err();
+    assert_eq!(err.0.len(), 1);
+    assert_eq!(err.0[0].line, 14, "{err}");
+    assert!(err.0[0].message.contains("paht"), "{err}");
+    assert!(err.to_string().starts_with("redmark.toml:14:"), "{err}");
+}
+
+#[test]
+fn semantic_errors_name_the_line() {
+    let text = GOOD.replace(
+        "command = [\"python3\", \"server.py\"]",
+        "command = [\"x\"]\nurl = \"http://h/mcp\"",
+    );
+    let err = parse(&text).unwrap_err();
+    assert!(
+        err.0[0].message.contains("both `command` and `url`"),
+        "{err}"
+    );
+    assert_eq!(err.0[0].line, 14, "{err}");
+    let err = parse(&GOOD.replace("2bb80d", "zz")).unwrap_err();
+    assert!(err.0[0].message.contains("64 hex digits"), "{err}");
+    assert_eq!(err.0[0].line, 6, "{err}");
+    let err = parse(&GOOD.replace("127.0.0.1:8080", "localhost")).unwrap_err();
+    assert_eq!(err.0[0].line, 3, "{err}");
+}
+
+#[test]
+fn relative_program_resolves_against_config_dir() {
+    let c = parse(&GOOD.replace("\"python3\"", "\"../bin/server\"")).unwrap();
+    let UpstreamTarget::Stdio { program, .. } = c.routes[0].get_ref().target(&c.base_dir) else {
+        panic!()
+    };
+    assert_eq!(program, PathBuf::from("/etc/redmark/../bin/server"));
+}
