@@ -162,14 +162,18 @@ pub async fn begin(
             return;
         }
     };
+    // Failing before the operation exists still counts as one, under its reason.
+    let refuse = |e: crate::upstream::UpstreamError| {
+        let reject = e.into_reject();
+        engine
+            .metrics
+            .record_operation(&route.name, &target, reject.reason);
+        reject
+    };
     let lease = match route.lease(&principal, &req).await {
         Ok(l) => l,
         Err(e) => {
-            let reject = e.into_reject();
-            engine
-                .metrics
-                .record_operation(&route.name, &target, reject.reason);
-            client.reject(&reject).await;
+            client.reject(&refuse(e)).await;
             return;
         }
     };
@@ -200,11 +204,7 @@ pub async fn begin(
     let call = match session.call(&req.method, Some(upstream_params)).await {
         Ok(c) => c,
         Err(e) => {
-            let reject = e.into_reject();
-            engine
-                .metrics
-                .record_operation(&route.name, &target, reject.reason);
-            client.reject(&reject).await;
+            client.reject(&refuse(e)).await;
             return;
         }
     };

@@ -303,40 +303,28 @@ impl Operation {
         }
     }
 
+    /// The client of a retry, with its round trip's span under the root.
+    fn attach(
+        &self,
+        id: Id,
+        ctx: RequestContext,
+        tx: tokio::sync::mpsc::Sender<crate::front::body::Outgoing>,
+        round: u32,
+    ) -> Client {
+        let _span = super::round_trip_span(&self.root, &self.method, &self.target, &id, round + 1);
+        Client { id, ctx, tx, _span }
+    }
+
     /// A retry arriving while no state is outstanding: its round was consumed.
     pub(super) async fn refuse_stale(&self, resume: Resume) {
-        let span = super::round_trip_span(
-            &self.root,
-            &self.method,
-            &self.target,
-            &resume.id,
-            resume.round + 1,
-        );
-        let client = Client {
-            id: resume.id,
-            ctx: resume.ctx,
-            tx: resume.client,
-            _span: span,
-        };
+        let client = self.attach(resume.id, resume.ctx, resume.client, resume.round);
         client.reject(&replayed()).await;
     }
 
     /// Checks a retry against the waiting questions; applies its answers or
     /// refuses it, leaving the operation untouched.
     pub(super) async fn try_resume(&mut self, resume: Resume) -> Resumed {
-        let span = super::round_trip_span(
-            &self.root,
-            &self.method,
-            &self.target,
-            &resume.id,
-            resume.round + 1,
-        );
-        let client = Client {
-            id: resume.id,
-            ctx: resume.ctx,
-            tx: resume.client,
-            _span: span,
-        };
+        let client = self.attach(resume.id, resume.ctx, resume.client, resume.round);
         if self.awaiting != Some(resume.round) {
             client.reject(&replayed()).await;
             return Resumed::Refused;
