@@ -15,12 +15,14 @@
 //! the pushes) and hides rmcp's built-in `server/discover` ([`Legacy`]); it
 //! speaks newline-delimited JSON-RPC on stdio and logs to stderr.
 
+#[path = "shared/legacy.rs"]
+mod legacy;
+use legacy::Legacy;
+
 use std::borrow::Cow;
 
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler, Service, ServiceExt,
-    model::*,
-    service::{NotificationContext, RequestContext},
+    ErrorData, RoleServer, ServerHandler, ServiceExt, model::*, service::RequestContext,
     transport::stdio,
 };
 use serde::de::DeserializeOwned;
@@ -216,51 +218,6 @@ impl ServerHandler for Fixture {
     #[allow(deprecated)]
     async fn set_level(&self, _: SetLevelRequestParams, _: Ctx) -> Result<(), ErrorData> {
         Ok(())
-    }
-}
-
-/// Makes `Fixture` look like a 2025-11-25 server on the wire: rmcp 3.11 answers
-/// `server/discover` (a 2026-07-28 method) for every handler and can start an
-/// inline session without `initialize`; a legacy server knows neither.
-struct Legacy(Fixture);
-
-impl Service<RoleServer> for Legacy {
-    async fn handle_request(
-        &self,
-        request: ClientRequest,
-        ctx: Ctx,
-    ) -> Result<ServerResult, ErrorData> {
-        let initialized = ctx.peer.peer_info().is_some();
-        match request {
-            ClientRequest::DiscoverRequest(_) => {
-                Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
-            }
-            ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_) => {
-                self.0.handle_request(request, ctx).await
-            }
-            _ if initialized => self.0.handle_request(request, ctx).await,
-            _ => {
-                let first = "this server speaks MCP 2025-11-25: send `initialize` first";
-                Err(ErrorData::invalid_request(first, None))
-            }
-        }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        ctx: NotificationContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.0.handle_notification(notification, ctx).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerHandler::get_info(&self.0)
-    }
-
-    // Must forward: the `Service` default would claim every version rmcp knows.
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ServerHandler::supported_protocol_versions(&self.0)
     }
 }
 

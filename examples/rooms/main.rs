@@ -19,6 +19,10 @@
 //! Seed lesson: "book the big room for Thursday". 2026-09-17 is a Thursday;
 //! Studio B is taken at 09:00 and The Nook at 14:00 that day.
 
+#[path = "../shared/legacy.rs"]
+mod legacy;
+use legacy::Legacy;
+
 use std::{
     borrow::Cow,
     collections::BTreeMap,
@@ -29,10 +33,10 @@ use std::{
 };
 
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler, Service, ServiceExt,
+    ErrorData, RoleServer, ServerHandler, ServiceExt,
     handler::server::wrapper::Parameters,
     model::*,
-    service::{ElicitationMode, NotificationContext, RequestContext},
+    service::{ElicitationMode, RequestContext},
     tool, tool_handler, tool_router,
     transport::stdio,
 };
@@ -484,52 +488,6 @@ impl ServerHandler for Rooms {
         let info = matches!(request.level, LoggingLevel::Debug | LoggingLevel::Info);
         self.info_logs.store(info, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-/// Makes `Rooms` look like a 2025-11-25 server on the wire. rmcp 3.11 answers
-/// `server/discover` (a 2026-07-28 method) for every handler, and it can start
-/// an inline session without `initialize`. A legacy server knows neither, so
-/// this wrapper answers discover with method-not-found and requires `initialize`.
-struct Legacy(Rooms);
-
-impl Service<RoleServer> for Legacy {
-    async fn handle_request(
-        &self,
-        request: ClientRequest,
-        ctx: Ctx,
-    ) -> Result<ServerResult, ErrorData> {
-        let initialized = ctx.peer.peer_info().is_some();
-        match request {
-            ClientRequest::DiscoverRequest(_) => {
-                Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
-            }
-            ClientRequest::InitializeRequest(_) | ClientRequest::PingRequest(_) => {
-                self.0.handle_request(request, ctx).await
-            }
-            _ if initialized => self.0.handle_request(request, ctx).await,
-            _ => {
-                let first = "this server speaks MCP 2025-11-25: send `initialize` first";
-                Err(ErrorData::invalid_request(first, None))
-            }
-        }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: ClientNotification,
-        ctx: NotificationContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.0.handle_notification(notification, ctx).await
-    }
-
-    fn get_info(&self) -> ServerConfig {
-        ServerHandler::get_info(&self.0)
-    }
-
-    // Must forward: the `Service` default would claim every version rmcp knows.
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        ServerHandler::supported_protocol_versions(&self.0)
     }
 }
 
