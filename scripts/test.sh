@@ -19,5 +19,8 @@ if [[ "${1:-}" != "--quick" ]]; then
     cargo clippy --all-targets --quiet -- -D warnings
 fi
 
+step "cargo build --bins --examples (the example configs run the built examples)"
+cargo build --quiet --bins --examples
+
 step "cargo test (unit, integration, examples build)"
 cargo test --all-targets

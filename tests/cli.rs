@@ -106,6 +106,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[tokio::test]
 async fn serve_answers_then_stops_gracefully_on_sigterm() {
+    // The example config runs target/debug/examples/rooms: make sure it is built.
+    rooms_bin();
     let config = repo().join("examples/rooms/redmark.toml");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
         .args([
