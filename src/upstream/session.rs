@@ -414,6 +414,15 @@ impl Drop for Call {
     }
 }
 
+/// Answers a request the server sent, if the session can still write.
+async fn answer(outbound: &mpsc::WeakSender<Value>, id: Id, outcome: Result<Value, ErrorObject>) {
+    if let Some(outbound) = outbound.upgrade() {
+        let _ = outbound
+            .send(Message::Response { id, outcome }.to_value())
+            .await;
+    }
+}
+
 async fn dispatch(
     mut inbound: mpsc::Receiver<Inbound>,
     state: Arc<State>,
@@ -440,18 +449,7 @@ async fn dispatch(
             }
             Message::Response { .. } => {}
             Message::Request { id, method, .. } if method == "ping" => {
-                let Some(outbound) = outbound.upgrade() else {
-                    continue;
-                };
-                let _ = outbound
-                    .send(
-                        Message::Response {
-                            id,
-                            outcome: Ok(json!({})),
-                        }
-                        .to_value(),
-                    )
-                    .await;
+                answer(&outbound, id, Ok(json!({}))).await;
             }
             Message::Request { id, method, params } => {
                 let sink = lock(&state.call_sink).clone();
@@ -475,18 +473,7 @@ async fn dispatch(
                         format!("redmark: no client request is in flight to carry `{method}`"),
                     )
                     .with_data(json!({"reason": "no_request_in_flight"}));
-                    let Some(outbound) = outbound.upgrade() else {
-                        continue;
-                    };
-                    let _ = outbound
-                        .send(
-                            Message::Response {
-                                id,
-                                outcome: Err(err),
-                            }
-                            .to_value(),
-                        )
-                        .await;
+                    answer(&outbound, id, Err(err)).await;
                 }
             }
             Message::Notification { method, params } => {
