@@ -20,6 +20,7 @@ use crate::telemetry::traces;
 
 mod notifications;
 mod questions;
+mod spans;
 use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
 use super::state::{Claims, principal_digest, request_digest};
@@ -37,6 +38,7 @@ use crate::upstream::pool::Lease;
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 pub use notifications::relayable;
 use questions::Resumed;
+use spans::{root_span, round_trip_span, upstream_span};
 
 /// How long after its operation ends a state still gets a precise answer
 /// (how the operation ended) instead of `state_expired`.
@@ -536,87 +538,4 @@ impl Operation {
             );
         }
     }
-}
-
-/// The root span of an operation: span name `{mcp.method.name} {target}`
-/// (OpenTelemetry MCP semantic conventions), parented to the caller's trace.
-fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str) -> tracing::Span {
-    let span = tracing::info_span!(
-        "operation",
-        otel.name = %format!("{} {}", req.method, target),
-        otel.kind = "server",
-        otel.status_code = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        mcp.method.name = %req.method,
-        mcp.protocol.version = %req.ctx.protocol_version,
-        gen_ai.tool.name = tracing::field::Empty,
-        gen_ai.prompt.name = tracing::field::Empty,
-        mcp.resource.uri = tracing::field::Empty,
-        redmark.route = %route,
-        redmark.operation.id = %id,
-        redmark.outcome = tracing::field::Empty,
-        redmark.rounds = tracing::field::Empty,
-    );
-    match req.method.as_str() {
-        "tools/call" => span.record("gen_ai.tool.name", target),
-        "prompts/get" => span.record("gen_ai.prompt.name", target),
-        _ => span.record("mcp.resource.uri", target),
-    };
-    traces::adopt_parent(
-        &span,
-        req.ctx.traceparent.as_deref(),
-        req.ctx.tracestate.as_deref(),
-    );
-    span
-}
-
-/// One HTTP round trip of the operation (the first request or a retry).
-fn round_trip_span(
-    root: &tracing::Span,
-    method: &str,
-    target: &str,
-    id: &Id,
-    round: u32,
-) -> tracing::Span {
-    // The id itself: `Id`'s Display quotes a string id as JSON would.
-    let request_id = match id {
-        Id::Number(n) => n.to_string(),
-        Id::String(s) => s.clone(),
-    };
-    tracing::info_span!(
-        parent: root,
-        "round_trip",
-        otel.name = %format!("{method} {target}"),
-        otel.kind = "server",
-        mcp.method.name = %method,
-        jsonrpc.request.id = %request_id,
-        redmark.round = i64::from(round),
-    )
-}
-
-/// The call to the legacy server, for the whole operation.
-fn upstream_span(
-    root: &tracing::Span,
-    method: &str,
-    target: &str,
-    session: &Session,
-    route: &Route,
-) -> tracing::Span {
-    let (transport, address) = route.pool.address();
-    let span = tracing::info_span!(
-        parent: root,
-        "upstream",
-        otel.name = %format!("{method} {target}"),
-        otel.kind = "client",
-        mcp.method.name = %method,
-        // Only when there is one (stdio sessions have none).
-        mcp.session.id = tracing::field::Empty,
-        mcp.protocol.version = %session.init.protocol_version,
-        network.transport = transport,
-        server.address = %address,
-    );
-    if let Some(id) = session.upstream_session_id() {
-        span.record("mcp.session.id", id.as_str());
-    }
-    span
 }
