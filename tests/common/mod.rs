@@ -219,23 +219,13 @@ impl TestGateway {
 
     /// POSTs a well-formed request: headers mirrored from the body.
     pub fn request(&self, method: &str, params: Value) -> reqwest::RequestBuilder {
-        let id = self.next_id();
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut rb = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", VERSION)
-            .header("mcp-method", method);
-        if let Some(name) = params
-            .get("name")
-            .or_else(|| params.get("uri"))
-            .and_then(Value::as_str)
-        {
-            rb = rb.header("mcp-name", name);
-        }
-        rb.body(body.to_string())
+        mcp_post(
+            &self.http,
+            &self.url,
+            json!(self.next_id()),
+            method,
+            &params,
+        )
     }
 
     /// Sends a well-formed request with `_meta` for `capabilities` added to `params`.
@@ -286,6 +276,59 @@ impl TestGateway {
             r.shutdown().await;
         }
     }
+}
+
+/// A 2026-07-28 POST of one request with the headers mirrored from the body
+/// (`MCP-Protocol-Version`, `Mcp-Method`, and `Mcp-Name` from `name` or `uri`).
+pub fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    id: Value,
+    method: &str,
+    params: &Value,
+) -> reqwest::RequestBuilder {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut rb = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", VERSION)
+        .header("mcp-method", method);
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+    {
+        rb = rb.header("mcp-name", name);
+    }
+    rb.body(body.to_string())
+}
+
+/// Runs a client driver program (`program` + `script_path`) against `url` with
+/// `script`, returning its JSON output lines; `what` names it in failures.
+async fn run_driver(what: &str, mut cmd: Command, url: &str, script: &Value) -> Vec<Value> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        cmd.arg(url)
+            .arg(script.to_string())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{what} finished in time"))
+    .unwrap_or_else(|e| panic!("{what} ran: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 /// Validates `value` against `$defs/<definition>` of the 2026-07-28 schema.
@@ -434,30 +477,9 @@ pub async fn everything_http() -> (ChildGuard, String) {
 /// Runs the PyPI `mcp` 2.3.0 client driver (tests/peers/py_client.py) against
 /// `url` with `script`, returning its JSON output lines.
 pub async fn py_client(url: &str, script: &Value) -> Vec<Value> {
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        Command::new(client_python())
-            .arg(repo().join("tests/peers/py_client.py"))
-            .arg(url)
-            .arg(script.to_string())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("python client finished in time")
-    .expect("python client ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "py_client failed: {}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    let mut cmd = Command::new(client_python());
+    cmd.arg(repo().join("tests/peers/py_client.py"));
+    run_driver("py_client", cmd, url, script).await
 }
 
 /// Runs the npm `@modelcontextprotocol/client` 2.4.0 driver (tests/peers/ts_client.mjs,
@@ -465,29 +487,8 @@ pub async fn py_client(url: &str, script: &Value) -> Vec<Value> {
 /// returning its JSON output lines.
 pub async fn ts_client(url: &str, script: &Value) -> Vec<Value> {
     ensure_deps();
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        Command::new("node")
-            .arg(repo().join("tests/peers/ts_client.mjs"))
-            .arg(url)
-            .arg(script.to_string())
-            .env("REDMARK_NPM_DIR", repo().join(".cache/npm"))
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("node client finished in time")
-    .expect("node client ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "ts_client failed: {}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    let mut cmd = Command::new("node");
+    cmd.arg(repo().join("tests/peers/ts_client.mjs"))
+        .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
+    run_driver("ts_client", cmd, url, script).await
 }

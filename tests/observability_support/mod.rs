@@ -28,7 +28,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::common::{Resp, VERSION, meta, read_resp, repo, rooms_bin, toml_str};
+use crate::common::{Resp, mcp_post, meta, read_resp, repo, rooms_bin, toml_str};
 
 /// How long any bounded wait in these tests may take.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -197,21 +197,11 @@ impl Client {
         params: &Value,
         extra: &[(&str, &str)],
     ) -> Resp {
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut rb = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", VERSION)
-            .header("mcp-method", method);
-        if let Some(name) = params.get("name").and_then(Value::as_str) {
-            rb = rb.header("mcp-name", name);
-        }
+        let mut rb = mcp_post(&self.http, &self.url, json!(id), method, params);
         for (k, v) in extra {
             rb = rb.header(*k, *v);
         }
-        let resp = tokio::time::timeout(PATIENCE, rb.body(body.to_string()).send())
+        let resp = tokio::time::timeout(PATIENCE, rb.send())
             .await
             .expect("answered in time")
             .expect("POST");
