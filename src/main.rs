@@ -71,16 +71,18 @@ fn main() -> ExitCode {
         logging::init(cli.log_format);
     }
     match cli.command {
-        Command::Check { config } => match Config::load(&config) {
-            Ok(c) => {
-                println!("{}: ok ({} route(s))", config.display(), c.routes.len());
-                ExitCode::SUCCESS
+        Command::Check { config } => {
+            match Config::load(&config).and_then(|c| redmark::app::check(&c).map(|()| c)) {
+                Ok(c) => {
+                    println!("{}: ok ({} route(s))", config.display(), c.routes.len());
+                    ExitCode::SUCCESS
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    ExitCode::FAILURE
+                }
             }
-            Err(errors) => {
-                eprintln!("{errors}");
-                ExitCode::FAILURE
-            }
-        },
+        }
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
@@ -89,7 +91,7 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::FAILURE;
             }
-            println!("{}", redmark::auth::key_digest_hex(key.trim()));
+            println!("{}", redmark::config::key_digest_hex(key.trim()));
             ExitCode::SUCCESS
         }
         Command::Keygen { id } => {

@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::protocol::shape::CacheScope;
+
 /// A configuration problem, located in its file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{column}: {message}")]
@@ -244,26 +246,10 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheScope {
-    Public,
-    Private,
-}
-
-impl CacheScope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheScope::Public => "public",
-            CacheScope::Private => "private",
-        }
-    }
-}
-
 mod defaults;
 mod state;
 
-pub use state::{StateConfig, StateKeyConfig};
+pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 
 /// The upstream of a route after checking: exactly one transport.
 #[derive(Debug, Clone)]
@@ -321,20 +307,16 @@ impl Config {
             .into_iter()
             .map(|(span, message)| locate(Some(span), message))
             .collect();
-        // Policy files report their own problems, by their own file and line.
+        // Policy files are read and compiled by the composition step (`app`),
+        // once, with their own file and line; here only that each exists.
         for route in &config.routes {
             if let Some(policy) = &route.get_ref().policy {
                 let path = config.base_dir.join(policy.get_ref());
-                match std::fs::metadata(&path) {
-                    Err(e) => problems.push(locate(
+                if let Err(e) = std::fs::metadata(&path) {
+                    problems.push(locate(
                         Some(policy.span()),
                         format!("policy file {}: {e}", path.display()),
-                    )),
-                    Ok(_) => {
-                        if let Err(errors) = crate::policy::Policy::load(&path) {
-                            problems.extend(errors.0);
-                        }
-                    }
+                    ));
                 }
             }
         }
@@ -510,6 +492,12 @@ impl RouteConfig {
             },
         }
     }
+}
+
+/// Hex SHA-256 of an API key, as written in `[[auth.api_key]] sha256`.
+pub fn key_digest_hex(key: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -1,10 +1,24 @@
 //! `[[state.keys]]`: the keys that seal `requestState`, read from the config
 //! or the environment, and their checks.
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::Config;
+
+/// A fresh random secret, base64url: what `redmark keygen` prints.
+pub fn generate_secret() -> String {
+    B64.encode(rand::random::<[u8; 32]>())
+}
+
+/// Reads a secret as written in the config or its environment variable:
+/// base64url of at least 16 bytes.
+pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
+    let bytes = B64.decode(text.trim().trim_end_matches('=')).ok()?;
+    (bytes.len() >= 16).then_some(bytes)
+}
 
 /// Keys that seal `requestState`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -59,49 +73,12 @@ impl Config {
                         k.id
                     ),
                 )),
-                (None, Some(secret)) if crate::mrtr::state::decode_secret(secret).is_none() => {
+                (None, Some(secret)) if decode_secret(secret).is_none() => {
                     out.push((key.span(), format!("state key `{}`: secret must be base64url of at least 16 bytes (see `redmark keygen`)", k.id)));
                 }
                 _ => {}
             }
         }
         out
-    }
-
-    /// The keyring for `requestState`, reading secrets from the environment.
-    pub fn keyring(&self) -> Result<Option<crate::mrtr::state::Keyring>, String> {
-        use crate::mrtr::state::{Key, Keyring, decode_secret};
-        if self.state.keys.is_empty() {
-            return Ok(None);
-        }
-        let mut signing = None;
-        let mut others = Vec::new();
-        for key in &self.state.keys {
-            let k = key.get_ref();
-            let text = match (&k.secret, &k.secret_env) {
-                (Some(s), _) => s.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| {
-                    format!(
-                        "state key `{}`: environment variable {var} is not set",
-                        k.id
-                    )
-                })?,
-                (None, None) => return Err(format!("state key `{}` has no secret", k.id)),
-            };
-            let secret = decode_secret(&text).ok_or_else(|| {
-                format!(
-                    "state key `{}`: the secret is not base64url of at least 16 bytes",
-                    k.id
-                )
-            })?;
-            let key = Key::new(k.id.clone(), secret);
-            if k.sign {
-                signing = Some(key)
-            } else {
-                others.push(key)
-            }
-        }
-        let signing = signing.ok_or("no state key has `sign = true`")?;
-        Ok(Some(Keyring::new(signing, others)))
     }
 }

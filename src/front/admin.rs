@@ -7,7 +7,7 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 
 use super::Gateway;
-use super::body::{self, Body};
+use super::response::{self as body, Body};
 
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {

@@ -13,14 +13,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use super::body::Outgoing;
-use super::dispatch::{Reply, notification};
-use super::request::ClientRequest;
-use super::{Gateway, Route};
-use crate::auth::Principal;
-use crate::error::{IntoReject, Reject};
-use crate::jsonrpc::{Id, code};
-use crate::protocol::meta;
+use super::Gateway;
+use super::dispatch::Reply;
+use crate::jsonrpc::Id;
+use crate::mrtr::{Outcome, Outgoing};
+use crate::protocol::shape::notification;
+use crate::protocol::{ClientRequest, IntoReject, Principal, Reason, Reject, meta};
+use crate::route::Route;
 
 /// The filter the client sent, reduced to what the server can honour.
 #[derive(Debug, Default, PartialEq)]
@@ -78,7 +77,7 @@ fn tag(id: &Id, params: Option<Value>) -> Value {
 }
 
 pub async fn start(
-    gw: &Arc<Gateway>,
+    gw: &Gateway,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
@@ -87,14 +86,12 @@ pub async fn start(
         return Reply::reject(
             &req.id,
             &Reject::new(
-                StatusCode::BAD_REQUEST,
-                code::INVALID_PARAMS,
-                "invalid_params",
+                Reason::InvalidParams,
                 "`params.notifications` (the subscription filter) is required",
             ),
         );
     };
-    let lease = match route.lease(&principal, &req).await {
+    let lease = match route.lease(&principal, req.ctx.profile).await {
         Ok(l) => l,
         Err(e) => return Reply::reject(&req.id, &e.into_reject()),
     };
@@ -172,7 +169,7 @@ pub async fn start(
                     let cancelled = notification("notifications/cancelled", Some(json!({"requestId": id.to_value(), "reason": "redmark is shutting down"})));
                     let _ = tx.send(Outgoing::Notification(cancelled)).await;
                     let body = crate::jsonrpc::result_response(&id, json!({"resultType": "complete", "_meta": {meta::SUBSCRIPTION_ID: id.to_value()}}));
-                    let _ = tx.send(Outgoing::Final { status: StatusCode::OK, body }).await;
+                    let _ = tx.send(Outgoing::Final { status: StatusCode::OK, body, outcome: Outcome::Ok }).await;
                     break;
                 }
             }

@@ -15,7 +15,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::body::Body;
+use super::response::Body;
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
 /// `grace` for open connections to finish.

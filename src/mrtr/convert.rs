@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::Id;
-use crate::upstream::profile::Profile;
+use crate::protocol::profile::Profile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -41,7 +41,7 @@ pub struct Question {
     /// How many times it was asked again after an invalid answer.
     pub reasks: u32,
     /// When the server asked it.
-    pub asked_at: std::time::Instant,
+    pub asked_at: tokio::time::Instant,
     /// Its span, from the push to the answer.
     pub span: tracing::Span,
 }
@@ -136,7 +136,7 @@ pub fn question(
         needs,
         base_message,
         reasks: 0,
-        asked_at: std::time::Instant::now(),
+        asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
     })
 }

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use http::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::error::{Fault, Reject};
-use crate::jsonrpc::{ErrorObject, code};
+use super::outgoing::{Outcome, Outgoing};
+use crate::jsonrpc::{ErrorObject, Id};
+use crate::protocol::shape::{self, Stamp};
+use crate::protocol::{Method, Reason, Reject};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ending {
@@ -37,7 +38,7 @@ pub enum Ending {
     ShuttingDown,
     /// The policy refused the server's question (it never reached the client).
     PolicyRefused {
-        reason: &'static str,
+        reason: Reason,
         field: Option<String>,
         message: String,
     },
@@ -84,13 +85,36 @@ impl Ending {
     }
 
     /// The `data.reason` a policy ending reports (for `redmark_policy_rejections_total`).
-    pub fn policy_reason(&self) -> Option<&'static str> {
+    pub fn policy_reason(&self) -> Option<Reason> {
         match self {
-            Ending::PolicyRefused { reason, .. } => Some(reason),
-            Ending::ModelOwned { .. } => Some("policy_model_owned"),
-            Ending::PolicyInvalid { .. } => Some("policy_invalid_answer"),
-            Ending::PolicyDenied { .. } => Some("policy_denied"),
+            Ending::PolicyRefused { reason, .. } => Some(*reason),
+            Ending::ModelOwned { .. } => Some(Reason::PolicyModelOwned),
+            Ending::PolicyInvalid { .. } => Some(Reason::PolicyInvalidAnswer),
+            Ending::PolicyDenied { .. } => Some(Reason::PolicyDenied),
             _ => None,
+        }
+    }
+
+    /// The answer to the client request attached when the operation ended
+    /// (or to a late retry of it): every path that ends an operation answers
+    /// through here. `None`: nobody is left to answer (the client went away).
+    pub fn reply(&self, method: Method, id: &Id, stamp: &Stamp) -> Option<Outgoing> {
+        let complete = |result: Value| Outgoing::result(id, shape::complete(method, result, stamp));
+        match self {
+            Ending::Completed { result, .. } => Some(complete(result.clone())),
+            Ending::UpstreamError(e) => {
+                let (status, body, reason) = shape::upstream_error_reply(id, e.clone());
+                Some(Outgoing::Final {
+                    status,
+                    body,
+                    outcome: Outcome::Error(reason),
+                })
+            }
+            // A tool's model-owned value is a tool error the model can act on (seed 003).
+            Ending::ModelOwned { guidance, .. } if method == Method::ToolsCall => Some(complete(
+                json!({"content": [{"type": "text", "text": guidance}], "isError": true}),
+            )),
+            other => other.reject().map(|r| Outgoing::reject(Some(id), &r)),
         }
     }
 
@@ -105,97 +129,60 @@ impl Ending {
                 field,
                 message,
             } => {
-                let r = Reject::new(
-                    StatusCode::OK,
-                    code::INTERNAL_ERROR,
-                    reason,
-                    message.clone(),
-                )
-                .fault(Fault::Upstream);
+                let r = Reject::new(*reason, message.clone());
                 match field {
                     Some(f) => r.with("field", f.clone()),
                     None => r,
                 }
             }
-            Ending::ModelOwned { field, guidance } => Reject::new(
-                StatusCode::OK,
-                code::INVALID_PARAMS,
-                "policy_model_owned",
-                guidance.clone(),
-            )
-            .with("field", field.clone()),
+            Ending::ModelOwned { field, guidance } => {
+                Reject::new(Reason::PolicyModelOwned, guidance.clone()).with("field", field.clone())
+            }
             Ending::PolicyInvalid {
                 field,
                 rule,
                 message,
-            } => Reject::new(
-                StatusCode::OK,
-                code::INVALID_PARAMS,
-                "policy_invalid_answer",
-                message.clone(),
-            )
-            .with("field", field.clone())
-            .with("rule", rule.clone()),
-            Ending::PolicyDenied { field, message } => Reject::new(
-                StatusCode::OK,
-                code::INVALID_PARAMS,
-                "policy_denied",
-                message.clone(),
-            )
-            .with("field", field.clone()),
+            } => Reject::new(Reason::PolicyInvalidAnswer, message.clone())
+                .with("field", field.clone())
+                .with("rule", rule.clone()),
+            Ending::PolicyDenied { field, message } => {
+                Reject::new(Reason::PolicyDenied, message.clone()).with("field", field.clone())
+            }
             Ending::UpstreamLost(why) => Reject::new(
-                StatusCode::OK,
-                code::INTERNAL_ERROR,
-                "upstream_lost",
+                Reason::UpstreamLost,
                 format!("the upstream server went away: {why}"),
-            )
-            .fault(Fault::Upstream),
+            ),
             Ending::UpstreamTimeout(after) => Reject::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                code::INTERNAL_ERROR,
-                "upstream_timeout",
+                Reason::UpstreamTimeout,
                 format!("the upstream server was silent for {after:?}; the call was cancelled"),
-            )
-            .fault(Fault::Upstream),
+            ),
             Ending::Expired(ttl) => Reject::new(
-                StatusCode::OK,
-                code::INVALID_PARAMS,
-                "operation_expired",
+                Reason::OperationExpired,
                 format!("nobody answered within {ttl:?}; the server's question was cancelled"),
             ),
             Ending::RoundsExhausted(n) => Reject::new(
-                StatusCode::OK,
-                code::INTERNAL_ERROR,
-                "rounds_exhausted",
+                Reason::RoundsExhausted,
                 format!(
                     "the server asked more than {n} rounds of questions; the call was cancelled"
                 ),
-            )
-            .fault(Fault::Upstream),
+            ),
             // spec 2026-07-28 basic/index.mdx "_meta": "the server MUST return a
             // MissingRequiredClientCapabilityError (-32021) whose
             // data.requiredCapabilities lists the missing capabilities. On HTTP,
             // the response status MUST be 400 Bad Request."
             Ending::MissingCapability(needs) => Reject::new(
-                StatusCode::BAD_REQUEST,
-                code::MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "missing_capability",
+                Reason::MissingCapability,
                 format!(
                     "the server needs a client capability this request did not declare: {needs}"
                 ),
             )
             .with("requiredCapabilities", needs.clone()),
             Ending::ShuttingDown => Reject::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                code::INTERNAL_ERROR,
-                "shutting_down",
+                Reason::ShuttingDown,
                 "redmark shut down while the question waited; call again",
-            )
-            .fault(Fault::Gateway),
+            ),
             Ending::TooManyPending(n) => Reject::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                code::INTERNAL_ERROR,
-                "too_many_pending",
+                Reason::TooManyPending,
                 format!(
                     "this principal already has {n} operations waiting for answers; answer or abandon some first"
                 ),
@@ -208,7 +195,6 @@ impl Ending {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn outcomes_are_distinct() {
@@ -238,7 +224,7 @@ mod tests {
             Ending::TooManyPending(1),
             Ending::ShuttingDown,
             Ending::PolicyRefused {
-                reason: "policy_secret_request",
+                reason: Reason::PolicySecretRequest,
                 field: None,
                 message: String::new(),
             },
@@ -265,8 +251,8 @@ mod tests {
         let r = Ending::MissingCapability(json!({"elicitation": {"form": {}}}))
             .reject()
             .unwrap();
-        assert_eq!(r.status, StatusCode::BAD_REQUEST);
-        assert_eq!(r.code, -32021);
+        assert_eq!(r.status(), http::StatusCode::BAD_REQUEST);
+        assert_eq!(r.code(), -32021);
         assert_eq!(
             r.data["requiredCapabilities"],
             json!({"elicitation": {"form": {}}})

@@ -3,18 +3,31 @@
 //! retrying (spec 2026-07-28 `basic/patterns/mrtr.mdx`).
 //!
 //! - [`operation`]: the actor that owns one call from its first request to its end.
+//! - [`start`]: a call's way in: a fresh call begins an operation, a retry resumes one.
+//! - [`outgoing`]: what an operation sends towards its client request.
 //! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
 //! - [`state`]: sealing and opening `requestState`.
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
-//! - [`ending`]: every way an operation ends.
+//! - [`ending`]: every way an operation ends, and the one reply each ending gets.
+//! - [`clock`]: tokio's clock, so TTLs and windows run on paused time in tests.
+//!
+//! Above `upstream`, `policy` and `route`; below `front`, which it never imports.
 
+pub mod clock;
 pub mod convert;
 pub mod ending;
 pub mod operation;
+pub mod outgoing;
 pub mod resume;
+pub mod start;
 pub mod state;
 pub mod table;
+
+#[cfg(test)]
+mod engine_tests;
+
+pub use outgoing::{Outcome, Outgoing};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +50,7 @@ pub struct Engine {
     pub audit: AuditSink,
     /// Turns `true` when the gateway shuts down: waiting operations end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub clock: clock::Clock,
 }
 
 impl Engine {
@@ -47,6 +61,7 @@ impl Engine {
         metrics: Arc<Metrics>,
         audit: AuditSink,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        clock: clock::Clock,
     ) -> Self {
         Self {
             keys,
@@ -58,6 +73,7 @@ impl Engine {
             metrics,
             audit,
             shutdown,
+            clock,
         }
     }
 }

@@ -6,36 +6,33 @@
 //! the pushed requests they answer.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use http::StatusCode;
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use std::time::Duration;
 
 use futures::FutureExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::Engine;
+use super::convert::{self, KeyNamer, Question};
+use super::ending::Ending;
+use super::outgoing::Outgoing;
+use super::resume::input_responses;
+use super::state::{Claims, principal_digest, request_digest};
+use super::table::{Entry, Resume, Tombstone};
+use crate::jsonrpc::{ErrorObject, Id, code};
 use crate::policy::Policy;
+use crate::protocol::shape;
+use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reject, RequestContext, meta};
+use crate::route::Route;
 use crate::telemetry::traces;
+use crate::upstream::pool::Lease;
+use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
 mod notifications;
 mod questions;
 mod spans;
-use super::convert::{self, KeyNamer, Question};
-use super::ending::Ending;
-use super::state::{Claims, principal_digest, request_digest};
-use super::table::{Entry, Resume, Tombstone};
-use crate::auth::Principal;
-use crate::error::{IntoReject, Reject};
-use crate::front::Route;
-use crate::front::body::Outgoing;
-use crate::front::dispatch::upstream_error_reply;
-use crate::front::request::{ClientRequest, RequestContext};
-use crate::front::shape;
-use crate::jsonrpc::{ErrorObject, Id, code, error_response, result_response};
-use crate::protocol::meta;
-use crate::upstream::pool::Lease;
-use crate::upstream::session::{Call, CallEvent, CallStep, Session};
+
 pub use notifications::relayable;
 use questions::Resumed;
 use spans::{root_span, round_trip_span, upstream_span};
@@ -57,16 +54,12 @@ struct Client {
 }
 
 impl Client {
-    async fn reply(&self, status: StatusCode, body: Value) -> bool {
-        self.tx.send(Outgoing::Final { status, body }).await.is_ok()
+    async fn send(&self, out: Outgoing) -> bool {
+        self.tx.send(out).await.is_ok()
     }
 
     async fn reject(&self, reject: &Reject) -> bool {
-        self.reply(
-            reject.status,
-            error_response(Some(&self.id), &reject.error_object()),
-        )
-        .await
+        self.send(Outgoing::reject(Some(&self.id), reject)).await
     }
 }
 
@@ -89,7 +82,7 @@ pub struct Operation {
     engine: Arc<Engine>,
     route: Arc<Route>,
     id: String,
-    method: String,
+    method: Method,
     target: String,
     principal_digest: String,
     request_digest: String,
@@ -140,26 +133,18 @@ pub async fn begin(
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
 ) {
-    let target = target_of(&req);
+    let target = req.target().to_owned();
     let id = hex::encode(rand::random::<[u8; 16]>());
     let root = root_span(&route.name, &req, &target, &id);
     let client = Client {
         id: req.id.clone(),
         ctx: req.ctx.clone(),
         tx,
-        _span: round_trip_span(&root, &req.method, &target, &req.id, 1),
+        _span: round_trip_span(&root, req.method, &target, &req.id, 1),
     };
-    // spec mrtr.mdx "Error Handling": malformed inputResponses SHOULD get a JSON-RPC error.
-    let advance = match req.params.get("inputResponses") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
-        Some(_) => {
-            let r = Reject::new(
-                StatusCode::OK,
-                code::INVALID_PARAMS,
-                "malformed_input_response",
-                "`inputResponses` must be an object keyed by input request key",
-            );
+    let advance = match input_responses(&req.params) {
+        Ok(answers) => answers,
+        Err(r) => {
             client.reject(&r).await;
             return;
         }
@@ -169,10 +154,10 @@ pub async fn begin(
         let reject = e.into_reject();
         engine
             .metrics
-            .record_operation(&route.name, &target, reject.reason);
+            .record_operation(&route.name, &target, reject.reason.as_str());
         reject
     };
-    let lease = match route.lease(&principal, &req).await {
+    let lease = match route.lease(&principal, req.ctx.profile).await {
         Ok(l) => l,
         Err(e) => {
             client.reject(&refuse(e)).await;
@@ -192,7 +177,7 @@ pub async fn begin(
             )
             .await;
     }
-    let upstream_span = upstream_span(&root, &req.method, &target, &session, &route);
+    let upstream_span = upstream_span(&root, req.method, &target, &session, &route);
     let mut upstream_params = shape::upstream_params(&req.params);
     // The server's own spans join the operation's trace.
     if let Some(tp) = traces::traceparent(&upstream_span)
@@ -203,7 +188,10 @@ pub async fn begin(
             m.insert("traceparent".into(), Value::String(tp));
         }
     }
-    let call = match session.call(&req.method, Some(upstream_params)).await {
+    let call = match session
+        .call(req.method.as_str(), Some(upstream_params))
+        .await
+    {
         Ok(c) => c,
         Err(e) => {
             client.reject(&refuse(e)).await;
@@ -218,14 +206,14 @@ pub async fn begin(
         root,
         _upstream_span: upstream_span,
         principal_digest: principal_digest(&route.name, &principal.name),
-        request_digest: request_digest(&route.name, &req.method, &req.params),
+        request_digest: request_digest(&route.name, req.method.as_str(), &req.params),
         namer: KeyNamer::new(policy.keys(&target)),
         deferred: Vec::new(),
         asked: 0,
         arguments: req.params.get("arguments").cloned().unwrap_or(Value::Null),
         policy,
         principal,
-        method: req.method.clone(),
+        method: req.method,
         target,
         _lease: lease,
         session,
@@ -246,16 +234,6 @@ pub async fn begin(
         route,
     };
     op.run(client).await;
-}
-
-/// The tool name or resource URI an operation is about.
-pub fn target_of(req: &ClientRequest) -> String {
-    req.params
-        .get("name")
-        .or_else(|| req.params.get("uri"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 impl Operation {
@@ -292,10 +270,7 @@ impl Operation {
             let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
             tracing::info!(operation = %self.id, trace_id = %self.trace_id, route = %self.route.name, tool = %self.target, round = self.round, keys = ?keys, "asking the client");
             let result = self.input_required();
-            if !current
-                .reply(StatusCode::OK, result_response(&current.id, result))
-                .await
-            {
+            if !current.send(Outgoing::result(&current.id, result)).await {
                 // Nobody received the questions: nobody will answer them.
                 break Ending::ClientDisconnected;
             }
@@ -377,9 +352,7 @@ impl Operation {
             .iter()
             .map(|q| (q.key.clone(), q.request.clone()))
             .collect();
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
+        let now = self.engine.clock.unix_now();
         let claims = Claims {
             v: 1,
             op: self.id.clone(),
@@ -464,43 +437,17 @@ impl Operation {
             self.call.cancel(&why);
         }
         if let Some(client) = &client {
-            let (status, body) = match &ending {
-                Ending::Completed { result, .. } => {
-                    let shaped = shape::complete(
-                        &self.method,
-                        result.clone(),
-                        &self.route.stamp(&self.session.init.server_info),
-                    );
-                    (StatusCode::OK, result_response(&client.id, shaped))
-                }
-                Ending::UpstreamError(e) => upstream_error_reply(&client.id, e.clone()),
-                // A tool's model-owned value is a tool error the model can act on (seed 003).
-                Ending::ModelOwned { guidance, .. } if self.method == "tools/call" => {
-                    let result =
-                        json!({"content": [{"type": "text", "text": guidance}], "isError": true});
-                    let shaped = shape::complete(
-                        &self.method,
-                        result,
-                        &self.route.stamp(&self.session.init.server_info),
-                    );
-                    (StatusCode::OK, result_response(&client.id, shaped))
-                }
-                other => match other.reject() {
-                    Some(r) => (
-                        r.status,
-                        error_response(Some(&client.id), &r.error_object()),
-                    ),
-                    None => (StatusCode::OK, Value::Null),
-                },
-            };
-            if !body.is_null() {
-                client.reply(status, body).await;
+            let stamp = self.route.stamp(&self.session.init.server_info);
+            if let Some(reply) = ending.reply(self.method, &client.id, &stamp) {
+                client.send(reply).await;
             }
         }
         if let Some(reason) = ending.policy_reason() {
-            self.engine
-                .metrics
-                .record_policy_rejection(&self.route.name, &self.target, reason);
+            self.engine.metrics.record_policy_rejection(
+                &self.route.name,
+                &self.target,
+                reason.as_str(),
+            );
         }
         let outcome = ending.outcome();
         self.root.record("redmark.outcome", outcome);

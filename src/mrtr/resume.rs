@@ -4,31 +4,36 @@
 //! a `-32602` with its own `data.reason`, then handed to its operation.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use http::StatusCode;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::Engine;
-use super::ending::Ending;
+use super::outgoing::Outgoing;
 use super::state::{StateError, principal_digest, request_digest};
 use super::table::Resume;
-use crate::auth::Principal;
-use crate::error::Reject;
-use crate::front::Route;
-use crate::front::body::Outgoing;
-use crate::front::dispatch::upstream_error_reply;
-use crate::front::request::ClientRequest;
-use crate::front::shape;
-use crate::jsonrpc::{code, error_response, result_response};
+use crate::protocol::{ClientRequest, IntoReject, Principal, Reason, Reject};
+use crate::route::Route;
 
-fn refusal(reason: &'static str, message: impl Into<String>) -> Reject {
-    Reject::new(StatusCode::OK, code::INVALID_PARAMS, reason, message)
+/// `inputResponses` as sent: absent or an object keyed by input request key
+/// (spec mrtr.mdx "Error Handling": malformed inputResponses SHOULD get a JSON-RPC error).
+pub fn input_responses(params: &Map<String, Value>) -> Result<Map<String, Value>, Reject> {
+    match params.get("inputResponses") {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err(Reject::new(
+            Reason::MalformedInputResponse,
+            "`inputResponses` must be an object keyed by input request key",
+        )),
+    }
 }
 
-fn state_refusal(e: StateError) -> Reject {
-    refusal(e.reason(), e.to_string())
+/// A round's state presented again, or out of turn.
+pub fn replayed() -> Reject {
+    Reject::new(
+        Reason::StateReplayed,
+        "this requestState was already used; retry with the latest one",
+    )
 }
 
 /// Resumes the operation a retry belongs to, or tells the client precisely why not.
@@ -39,13 +44,9 @@ pub async fn resume(
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
 ) {
-    if let Err(reject) = hand_over(&engine, &route, &principal, req.clone(), tx.clone()).await {
-        let _ = tx
-            .send(Outgoing::Final {
-                status: reject.status,
-                body: error_response(Some(&req.id), &reject.error_object()),
-            })
-            .await;
+    let id = req.id.clone();
+    if let Err(reject) = hand_over(&engine, &route, &principal, req, tx.clone()).await {
+        let _ = tx.send(Outgoing::reject(Some(&id), &reject)).await;
     }
 }
 
@@ -60,29 +61,20 @@ async fn hand_over(
         .params
         .get("requestState")
         .and_then(Value::as_str)
-        .ok_or_else(|| state_refusal(StateError::Malformed))?;
+        .ok_or_else(|| StateError::Malformed.into_reject())?;
     let claims = engine
         .keys
-        .open(token, SystemTime::now())
-        .map_err(state_refusal)?;
+        .open(token, engine.clock.system_time())
+        .map_err(IntoReject::into_reject)?;
     if claims.pr != principal_digest(&route.name, &principal.name) {
-        return Err(state_refusal(StateError::WrongPrincipal));
+        return Err(StateError::WrongPrincipal.into_reject());
     }
-    if claims.rq != request_digest(&route.name, &req.method, &req.params) {
-        return Err(state_refusal(StateError::WrongRequest));
+    if claims.rq != request_digest(&route.name, req.method.as_str(), &req.params) {
+        return Err(StateError::WrongRequest.into_reject());
     }
-    let responses = match req.params.get("inputResponses") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
-        Some(_) => {
-            return Err(refusal(
-                "malformed_input_response",
-                "`inputResponses` must be an object keyed by input request key",
-            ));
-        }
-    };
+    let responses = input_responses(&req.params)?;
     let unknown = || {
-        refusal("operation_unknown", "no operation for this requestState: this node restarted or the operation ended; call again without requestState")
+        Reject::new(Reason::OperationUnknown, "no operation for this requestState: this node restarted or the operation ended; call again without requestState")
             .with("operation", claims.op.clone())
             .with("node", claims.node.clone())
     };
@@ -108,30 +100,16 @@ async fn hand_over(
     };
     // Each round's state is used once, here too: checked and marked at once.
     if !engine.table.consume(&claims.op, claims.rd) {
-        return Err(refusal(
-            "state_replayed",
-            "this requestState was already used",
-        ));
+        return Err(replayed());
     }
     // The operation ended between rounds (the server answered or went away,
-    // or nobody answered in time): this retry hears how.
-    let (status, body) = match &ended.ending {
-        Ending::Completed { result, .. } => {
-            let stamp = route.stamp(&ended.server_info);
-            (
-                StatusCode::OK,
-                result_response(
-                    &req.id,
-                    shape::complete(&req.method, result.clone(), &stamp),
-                ),
-            )
-        }
-        Ending::UpstreamError(e) => upstream_error_reply(&req.id, e.clone()),
-        other => match other.reject() {
-            Some(r) => (r.status, error_response(Some(&req.id), &r.error_object())),
-            None => return Err(unknown()),
-        },
-    };
-    let _ = tx.send(Outgoing::Final { status, body }).await;
+    // or nobody answered in time): this retry hears how, as the request that
+    // was attached would have.
+    let stamp = route.stamp(&ended.server_info);
+    let reply = ended
+        .ending
+        .reply(req.method, &req.id, &stamp)
+        .ok_or_else(unknown)?;
+    let _ = tx.send(reply).await;
     Ok(())
 }

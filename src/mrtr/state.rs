@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::protocol::{IntoReject, Reason, Reject};
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// Largest `requestState` accepted; anything longer is refused before any work.
@@ -67,15 +69,21 @@ pub enum StateError {
 }
 
 impl StateError {
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> Reason {
         match self {
-            StateError::Malformed => "state_malformed",
-            StateError::UnknownKey => "state_unknown_key",
-            StateError::BadSignature => "state_bad_signature",
-            StateError::Expired => "state_expired",
-            StateError::WrongPrincipal => "state_wrong_principal",
-            StateError::WrongRequest => "state_wrong_request",
+            StateError::Malformed => Reason::StateMalformed,
+            StateError::UnknownKey => Reason::StateUnknownKey,
+            StateError::BadSignature => Reason::StateBadSignature,
+            StateError::Expired => Reason::StateExpired,
+            StateError::WrongPrincipal => Reason::StateWrongPrincipal,
+            StateError::WrongRequest => Reason::StateWrongRequest,
         }
+    }
+}
+
+impl IntoReject for StateError {
+    fn into_reject(self) -> Reject {
+        Reject::new(self.reason(), self.to_string())
     }
 }
 
@@ -118,15 +126,7 @@ pub struct Keyring {
     verifying: HashMap<String, Key>,
 }
 
-/// A fresh random secret, base64url: what `redmark keygen` prints.
-pub fn generate_secret() -> String {
-    B64.encode(rand::random::<[u8; 32]>())
-}
-
-pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
-    let bytes = B64.decode(text.trim().trim_end_matches('=')).ok()?;
-    (bytes.len() >= 16).then_some(bytes)
-}
+pub use crate::config::{decode_secret, generate_secret};
 
 impl Keyring {
     pub fn new(signing: Key, others: Vec<Key>) -> Self {

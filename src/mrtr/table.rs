@@ -4,16 +4,16 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use dashmap::DashMap;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::ending::Ending;
-use crate::front::body::Outgoing;
-use crate::front::request::RequestContext;
+use super::outgoing::Outgoing;
 use crate::jsonrpc::Id;
+use crate::protocol::RequestContext;
 use crate::telemetry::metrics::Metrics;
 
 /// Most ended operations remembered at once.

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{FieldRules, Format, Policy};
-use crate::auth::Principal;
+use crate::protocol::Principal;
 
 /// Who answered, and the call the question belongs to (CEL's `principal` and `tool`).
 pub struct Subject<'a> {
@@ -355,7 +355,7 @@ fn authorized(
     let vars = [
         (
             "principal",
-            json!({"name": &*subject.principal.name, "groups": &*subject.principal.groups, "claims": {}}),
+            json!({"name": &*subject.principal.name, "groups": &*subject.principal.groups, "claims": &subject.principal.claims.0}),
         ),
         (
             "tool",

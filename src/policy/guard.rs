@@ -13,11 +13,12 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 use super::Policy;
+use crate::protocol::Reason;
 
 /// Why a question is refused: a `data.reason`, the field concerned, and words for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub reason: &'static str,
+    pub reason: Reason,
     pub field: Option<String>,
     pub message: String,
 }
@@ -33,7 +34,7 @@ pub enum Verdict {
     },
 }
 
-fn refuse(reason: &'static str, field: Option<&str>, message: String) -> Verdict {
+fn refuse(reason: Reason, field: Option<&str>, message: String) -> Verdict {
     Verdict::Refuse(Refusal {
         reason,
         field: field.map(str::to_owned),
@@ -178,7 +179,7 @@ pub fn check(policy: &Policy, tool: &str, method: &str, params: &Value, asked: u
     let max = policy.max_questions(tool);
     if asked > max {
         return refuse(
-            "policy_too_many_questions",
+            Reason::PolicyTooManyQuestions,
             None,
             format!("`{tool}` asked {asked} questions in one operation; the policy allows {max}"),
         );
@@ -200,7 +201,7 @@ pub fn check(policy: &Policy, tool: &str, method: &str, params: &Value, asked: u
         Ok(p) => p,
         Err((field, why)) => {
             return refuse(
-                "policy_schema_not_flat",
+                Reason::PolicySchemaNotFlat,
                 field.as_deref(),
                 format!(
                     "`{tool}` asked with a form that is not a flat object of primitive fields: {why}"
@@ -212,7 +213,7 @@ pub fn check(policy: &Policy, tool: &str, method: &str, params: &Value, asked: u
         && let Some((name, _)) = props.iter().find(|(name, p)| looks_secret(name, p))
     {
         return refuse(
-            "policy_secret_request",
+            Reason::PolicySecretRequest,
             Some(name),
             format!(
                 "`{tool}` asked for `{name}`, which looks like a secret; secrets must not be asked for in a form (the server should use URL mode)"
@@ -233,7 +234,7 @@ pub fn check(policy: &Policy, tool: &str, method: &str, params: &Value, asked: u
 }
 
 fn check_url(policy: &Policy, raw: &str) -> Verdict {
-    let bad = |why: String| refuse("policy_url_not_allowed", None, why);
+    let bad = |why: String| refuse(Reason::PolicyUrlNotAllowed, None, why);
     let Ok(url) = url::Url::parse(raw) else {
         return bad(format!("`{raw}` is not a valid URL"));
     };

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod answer;
+pub mod call;
 mod file;
 pub mod guard;
 pub mod reload;

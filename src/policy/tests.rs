@@ -1,11 +1,9 @@
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use super::answer::{Judgement, Subject, judge};
 use super::guard::{Verdict, check, looks_secret};
 use super::*;
-use crate::auth::Principal;
+use crate::protocol::Principal;
 
 const ISSUE_EXAMPLE: &str = r#"
 [defaults]
@@ -40,10 +38,7 @@ fn policy() -> Policy {
 }
 
 fn principal(groups: &[&str]) -> Principal {
-    Principal {
-        name: Arc::from("alice"),
-        groups: Arc::from(groups.iter().map(|g| g.to_string()).collect::<Vec<_>>()),
-    }
+    Principal::new("alice", groups.iter().map(|g| g.to_string()).collect())
 }
 
 fn form(props: Value) -> Value {
@@ -123,7 +118,9 @@ fn flat_forms_pass_and_nested_forms_are_refused() {
         json!({"ref": {"$ref": "#/defs/x"}}),
     ] {
         match check(&p, "t", "elicitation/create", &form(nested.clone()), 1) {
-            Verdict::Refuse(r) => assert_eq!(r.reason, "policy_schema_not_flat", "{nested}"),
+            Verdict::Refuse(r) => {
+                assert_eq!(r.reason.as_str(), "policy_schema_not_flat", "{nested}")
+            }
             other => panic!("{nested} passed: {other:?}"),
         }
     }
@@ -152,7 +149,7 @@ fn secrets_are_refused_in_forms() {
     ] {
         let v = check(&p, "t", "elicitation/create", &form(json!({name: prop})), 1);
         assert!(
-            matches!(&v, Verdict::Refuse(r) if r.reason == "policy_secret_request" && r.field.as_deref() == Some(name)),
+            matches!(&v, Verdict::Refuse(r) if r.reason.as_str() == "policy_secret_request" && r.field.as_deref() == Some(name)),
             "{name}: {v:?}"
         );
     }
@@ -201,7 +198,7 @@ fn url_mode_needs_https_and_an_allowed_host() {
         Verdict::Ask
     );
     assert!(
-        matches!(check(&p, "t", "elicitation/create", &url("http://auth.example.com/x"), 1), Verdict::Refuse(r) if r.reason == "policy_url_not_allowed")
+        matches!(check(&p, "t", "elicitation/create", &url("http://auth.example.com/x"), 1), Verdict::Refuse(r) if r.reason.as_str() == "policy_url_not_allowed")
     );
     assert!(matches!(
         check(
@@ -226,7 +223,7 @@ fn url_mode_needs_https_and_an_allowed_host() {
         Verdict::Ask
     );
     assert!(
-        matches!(check(&listed, "t", "elicitation/create", &url("https://evil.example/x"), 1), Verdict::Refuse(r) if r.reason == "policy_url_not_allowed")
+        matches!(check(&listed, "t", "elicitation/create", &url("https://evil.example/x"), 1), Verdict::Refuse(r) if r.reason.as_str() == "policy_url_not_allowed")
     );
 }
 
@@ -235,7 +232,7 @@ fn too_many_questions_are_refused() {
     let p = policy();
     assert_eq!(check(&p, "t", "roots/list", &Value::Null, 5), Verdict::Ask);
     assert!(
-        matches!(check(&p, "t", "roots/list", &Value::Null, 6), Verdict::Refuse(r) if r.reason == "policy_too_many_questions")
+        matches!(check(&p, "t", "roots/list", &Value::Null, 6), Verdict::Refuse(r) if r.reason.as_str() == "policy_too_many_questions")
     );
 }
 

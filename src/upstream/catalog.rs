@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::pool::{PoolKey, RoutePool};
-use super::profile::Profile;
 use super::session::InitInfo;
+use crate::protocol::profile::Profile;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ListKey {

@@ -1,9 +1,6 @@
 //! Errors of the legacy side, and how each one reaches a client.
 
-use http::StatusCode;
-
-use crate::error::{Fault, IntoReject, Reject};
-use crate::jsonrpc::code;
+use crate::protocol::{IntoReject, Reason, Reject};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UpstreamError {
@@ -27,20 +24,21 @@ pub enum UpstreamError {
     ShuttingDown,
 }
 
+impl UpstreamError {
+    pub fn reason(&self) -> Reason {
+        match self {
+            UpstreamError::Lost(_) => Reason::UpstreamLost,
+            UpstreamError::Unavailable(_) => Reason::UpstreamUnavailable,
+            UpstreamError::Incompatible(_) => Reason::UpstreamIncompatible,
+            UpstreamError::Busy(_) => Reason::UpstreamBusy,
+            UpstreamError::Timeout(_) => Reason::UpstreamTimeout,
+            UpstreamError::ShuttingDown => Reason::ShuttingDown,
+        }
+    }
+}
+
 impl IntoReject for UpstreamError {
     fn into_reject(self) -> Reject {
-        let (status, reason) = match &self {
-            UpstreamError::Lost(_) => (StatusCode::OK, "upstream_lost"),
-            UpstreamError::Unavailable(_) => (StatusCode::BAD_GATEWAY, "upstream_unavailable"),
-            UpstreamError::Incompatible(_) => (StatusCode::BAD_GATEWAY, "upstream_incompatible"),
-            UpstreamError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "upstream_busy"),
-            UpstreamError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
-            UpstreamError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-        };
-        let fault = match self {
-            UpstreamError::Busy(_) | UpstreamError::ShuttingDown => Fault::Gateway,
-            _ => Fault::Upstream,
-        };
-        Reject::new(status, code::INTERNAL_ERROR, reason, self.to_string()).fault(fault)
+        Reject::new(self.reason(), self.to_string())
     }
 }

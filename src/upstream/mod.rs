@@ -5,7 +5,6 @@
 pub mod catalog;
 mod error;
 pub mod pool;
-pub mod profile;
 pub mod session;
 pub mod transport;
 

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, broadcast};
 
 use super::UpstreamError;
-use super::profile::Profile;
 use super::session::{Notice, Session};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
+use crate::protocol::profile::Profile;
 use crate::telemetry::metrics::Metrics;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -67,9 +67,25 @@ impl PoolState {
     }
 }
 
+/// A transport made by the caller (an in-process server in tests).
+pub type Connector = Arc<dyn Fn() -> Result<transport::Link, UpstreamError> + Send + Sync>;
+
+/// How a pool reaches its server: the configured target, or a connector.
+#[derive(Clone)]
+pub enum Connect {
+    Target(UpstreamTarget),
+    Custom(Connector),
+}
+
+impl From<UpstreamTarget> for Connect {
+    fn from(target: UpstreamTarget) -> Self {
+        Connect::Target(target)
+    }
+}
+
 pub struct RoutePool {
     pub route: Arc<str>,
-    target: UpstreamTarget,
+    target: Connect,
     upstream: UpstreamConfig,
     limits: PoolConfig,
     http: reqwest::Client,
@@ -89,7 +105,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl RoutePool {
     pub fn new(
         route: Arc<str>,
-        target: UpstreamTarget,
+        target: impl Into<Connect>,
         upstream: UpstreamConfig,
         limits: PoolConfig,
         http: reqwest::Client,
@@ -98,7 +114,7 @@ impl RoutePool {
         let (notices, _) = broadcast::channel(256);
         let pool = Arc::new(Self {
             route,
-            target,
+            target: target.into(),
             upstream,
             limits,
             http,
@@ -126,8 +142,11 @@ impl RoutePool {
     /// `network.transport` and `server.address` of this route's server.
     pub fn address(&self) -> (&'static str, String) {
         match &self.target {
-            UpstreamTarget::Stdio { program, .. } => ("pipe", program.display().to_string()),
-            UpstreamTarget::Http { url, .. } => (
+            Connect::Custom(_) => ("inproc", "in-process".to_owned()),
+            Connect::Target(UpstreamTarget::Stdio { program, .. }) => {
+                ("pipe", program.display().to_string())
+            }
+            Connect::Target(UpstreamTarget::Http { url, .. }) => (
                 "tcp",
                 url::Url::parse(url)
                     .ok()
@@ -219,13 +238,14 @@ impl RoutePool {
     async fn start_session(&self, profile: Profile) -> Result<Arc<Session>, UpstreamError> {
         let max = self.upstream.max_message_bytes;
         let link = match &self.target {
-            UpstreamTarget::Stdio {
+            Connect::Custom(connect) => connect()?,
+            Connect::Target(UpstreamTarget::Stdio {
                 program,
                 args,
                 env,
                 cwd,
-            } => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
-            UpstreamTarget::Http { url, headers } => {
+            }) => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
+            Connect::Target(UpstreamTarget::Http { url, headers }) => {
                 transport::http::connect(self.http.clone(), url, headers, self.route.clone(), max)?
             }
         };

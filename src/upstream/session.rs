@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::UpstreamError;
 use super::transport::{Inbound, Link};
 use crate::jsonrpc::{ErrorObject, Id, Message, code};
-use crate::upstream::profile::Profile;
+use crate::protocol::profile::Profile;
 
 /// Legacy protocol versions redmark speaks to servers, newest first
 /// (spec 2025-11-25 `basic/lifecycle.mdx` "Version Negotiation").

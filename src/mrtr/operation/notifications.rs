@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use crate::front::dispatch::notification;
-use crate::front::request::RequestContext;
+use crate::protocol::RequestContext;
 use crate::protocol::log_level_rank;
+use crate::protocol::shape::notification;
 
 /// Which request-scoped notifications reach the client, in 2026-07-28 shape.
 /// `upstream_token` is the progress token the upstream call was made with.
@@ -44,7 +44,7 @@ pub fn relayable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::profile::Profile;
+    use crate::protocol::profile::Profile;
     use serde_json::json;
 
     fn ctx(token: Option<Value>, level: Option<&str>) -> RequestContext {

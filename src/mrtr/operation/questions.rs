@@ -2,20 +2,20 @@
 //! any client sees it, and each answer is checked (shape, then policy)
 //! before the server sees it; invalid answers go back with a red mark.
 
-use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::{Client, Operation};
 use crate::config::MissingCapability;
-use crate::error::Reject;
-use crate::front::request::RequestContext;
 use crate::jsonrpc::{ErrorObject, Id, code};
 use crate::mrtr::convert::{self, Kind, Question};
 use crate::mrtr::ending::Ending;
+use crate::mrtr::outgoing::Outgoing;
+use crate::mrtr::resume::replayed;
 use crate::mrtr::table::Resume;
 use crate::policy::answer::{Judgement, Subject, judge};
 use crate::policy::guard::{self, Verdict};
 use crate::policy::{OnInvalid, OnRefused};
+use crate::protocol::{Reason, Reject, RequestContext};
 use crate::telemetry::audit::{self, AuditRecord, Outcome};
 
 /// What a retry did to the operation.
@@ -53,8 +53,8 @@ impl Operation {
             Ok(q) => q,
             Err(e) => {
                 tracing::info!(operation = %self.id, trace_id = %self.trace_id, %method, "upstream pushed a request that is not a question; refused");
-                let err = ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())
-                    .with_data(json!({"reason": "not_relayed"}));
+                let err = ErrorObject::new(Reason::NotRelayed.code(), e.to_string())
+                    .with_data(json!({"reason": Reason::NotRelayed}));
                 let _ = self.session.respond(id, Err(err)).await;
                 return None;
             }
@@ -65,7 +65,7 @@ impl Operation {
         match guard::check(&self.policy, &self.target, method, &params, self.asked) {
             Verdict::Ask => {}
             Verdict::Refuse(r) => {
-                tracing::warn!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, key = %q.key, reason = r.reason, field = ?r.field, "question refused by policy");
+                tracing::warn!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, key = %q.key, reason = %r.reason, field = ?r.field, "question refused by policy");
                 // A refused question never reaches the client, and the server is not left waiting.
                 let answer = match (self.policy.defaults.on_refused, q.kind) {
                     (OnRefused::Decline, Kind::Elicitation) => Ok(json!({"action": "decline"})),
@@ -75,7 +75,7 @@ impl Operation {
                     )
                     .with_data(json!({"reason": r.reason}))),
                 };
-                self.audit(&q, Outcome::Refused, r.reason, None, None);
+                self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None);
                 let _ = self.session.respond(q.upstream_id, answer).await;
                 return Some(Ending::PolicyRefused {
                     reason: r.reason,
@@ -110,7 +110,9 @@ impl Operation {
                 code::METHOD_NOT_FOUND,
                 format!("the client did not declare the capability `{method}` needs"),
             )
-            .with_data(json!({"reason": "missing_capability", "requiredCapabilities": q.needs}));
+            .with_data(
+                json!({"reason": Reason::MissingCapability, "requiredCapabilities": q.needs}),
+            );
             let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
             return Some(Ending::MissingCapability(q.needs));
         }
@@ -308,10 +310,10 @@ impl Operation {
         &self,
         id: Id,
         ctx: RequestContext,
-        tx: tokio::sync::mpsc::Sender<crate::front::body::Outgoing>,
+        tx: tokio::sync::mpsc::Sender<Outgoing>,
         round: u32,
     ) -> Client {
-        let _span = super::round_trip_span(&self.root, &self.method, &self.target, &id, round + 1);
+        let _span = super::round_trip_span(&self.root, self.method, &self.target, &id, round + 1);
         Client { id, ctx, tx, _span }
     }
 
@@ -347,13 +349,8 @@ impl Operation {
             match convert::answer(q, given) {
                 Ok(a) => verdicts.push((q.key.clone(), self.check(q, a))),
                 Err(e) => {
-                    let r = Reject::new(
-                        StatusCode::OK,
-                        code::INVALID_PARAMS,
-                        "malformed_input_response",
-                        e.to_string(),
-                    )
-                    .with("key", e.key.clone());
+                    let r = Reject::new(Reason::MalformedInputResponse, e.to_string())
+                        .with("key", e.key.clone());
                     client.reject(&r).await;
                     return Resumed::Refused;
                 }
@@ -409,15 +406,6 @@ impl Operation {
             None => Resumed::Continue(client),
         }
     }
-}
-
-pub(super) fn replayed() -> Reject {
-    Reject::new(
-        StatusCode::OK,
-        code::INVALID_PARAMS,
-        "state_replayed",
-        "this requestState was already used; retry with the latest one",
-    )
 }
 
 /// How a person answered, as the audit and span call it.

@@ -1,9 +1,9 @@
 //! The spans of an operation (OpenTelemetry MCP semantic conventions): the
 //! root, one per HTTP round trip, and the upstream call.
 
-use crate::front::Route;
-use crate::front::request::ClientRequest;
 use crate::jsonrpc::Id;
+use crate::protocol::{ClientRequest, Method};
+use crate::route::Route;
 use crate::telemetry::traces;
 use crate::upstream::session::Session;
 
@@ -26,9 +26,9 @@ pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str
         redmark.outcome = tracing::field::Empty,
         redmark.rounds = tracing::field::Empty,
     );
-    match req.method.as_str() {
-        "tools/call" => span.record("gen_ai.tool.name", target),
-        "prompts/get" => span.record("gen_ai.prompt.name", target),
+    match req.method {
+        Method::ToolsCall => span.record("gen_ai.tool.name", target),
+        Method::PromptsGet => span.record("gen_ai.prompt.name", target),
         _ => span.record("mcp.resource.uri", target),
     };
     traces::adopt_parent(
@@ -42,7 +42,7 @@ pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str
 /// One HTTP round trip of the operation (the first request or a retry).
 pub(super) fn round_trip_span(
     root: &tracing::Span,
-    method: &str,
+    method: Method,
     target: &str,
     id: &Id,
     round: u32,
@@ -66,7 +66,7 @@ pub(super) fn round_trip_span(
 /// The call to the legacy server, for the whole operation.
 pub(super) fn upstream_span(
     root: &tracing::Span,
-    method: &str,
+    method: Method,
     target: &str,
     session: &Session,
     route: &Route,

@@ -3,6 +3,7 @@
 //! owns ids, correlation and the MCP lifecycle.
 
 pub mod http;
+pub mod memory;
 pub mod stdio;
 
 use serde_json::Value;

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::request::decode_header_value;
+use super::protocol::decode_header_value;
 
 /// A tool parameter mirrored into a header: its header name and property path.
 #[derive(Debug, Clone, PartialEq, Eq)]

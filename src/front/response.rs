@@ -1,4 +1,4 @@
-//! HTTP response bodies: one JSON object, or an SSE stream that relays
+//! HTTP responses: one JSON object, or an SSE stream that relays
 //! request-scoped notifications and ends with the final response.
 
 use std::convert::Infallible;
@@ -12,18 +12,10 @@ use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::mrtr::Outgoing;
 use crate::sse;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-/// What a handler streams to the client.
-#[derive(Debug)]
-pub enum Outgoing {
-    /// A notification relayed before the final response.
-    Notification(Value),
-    /// The final JSON-RPC response; ends the exchange.
-    Final { status: StatusCode, body: Value },
-}
 
 pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());

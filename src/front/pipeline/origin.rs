@@ -1,7 +1,44 @@
-//! `Origin` validation against DNS rebinding (spec 2026-07-28
+//! Step 1, `Origin` validation against DNS rebinding (spec 2026-07-28
 //! streamable-http.mdx "Security & Endpoint": "Servers MUST validate the
 //! `Origin` header on all incoming connections ... If the `Origin` header is
 //! present and invalid, servers MUST respond with HTTP 403 Forbidden").
+
+use http::header;
+
+use super::{Halt, RequestCx, Step};
+use crate::protocol::{Reason, Reject};
+
+pub struct Origin {
+    /// `[server] allowed_origins`; unset: loopback origins only.
+    allowed: Option<Vec<String>>,
+}
+
+impl Origin {
+    pub fn new(allowed: Option<Vec<String>>) -> Self {
+        Self { allowed }
+    }
+}
+
+#[async_trait::async_trait]
+impl Step for Origin {
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        let origin = cx
+            .head
+            .headers
+            .get(header::ORIGIN)
+            .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+        if allowed(origin, self.allowed.as_deref()) {
+            return Ok(());
+        }
+        Err(Halt::refuse(
+            None,
+            Reject::new(
+                Reason::OriginNotAllowed,
+                "the Origin of this request is not allowed",
+            ),
+        ))
+    }
+}
 
 /// True when a request with this `Origin` may proceed. Without an allow-list
 /// only loopback origins pass; requests without `Origin` (non-browser clients)

@@ -1,12 +1,33 @@
 //! Turning a legacy server's answers into 2026-07-28 answers: `resultType`,
 //! caching hints, `serverInfo` in `_meta`, legacy-only fields removed, and
-//! error codes this revision no longer allows rewritten.
+//! error codes this revision no longer allows rewritten; the notifications
+//! redmark sends.
 
+use http::StatusCode;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::config::CacheScope;
-use crate::jsonrpc::{ErrorObject, code};
-use crate::protocol::{CACHEABLE, meta};
+use super::meta;
+use super::reason::Reason;
+use super::request::Method;
+use crate::jsonrpc::{ErrorObject, Id, code, error_response};
+
+/// The `cacheScope` hint (spec 2026-07-28 `server/utilities/caching.mdx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
+}
 
 /// How to stamp results of one route.
 #[derive(Debug, Clone)]
@@ -17,7 +38,7 @@ pub struct Stamp {
 }
 
 /// A legacy result for `method`, as a 2026-07-28 result with `resultType: "complete"`.
-pub fn complete(method: &str, result: Value, stamp: &Stamp) -> Value {
+pub fn complete(method: Method, result: Value, stamp: &Stamp) -> Value {
     let mut obj = match result {
         Value::Object(o) => o,
         // A non-object result is a server bug; keep it visible rather than guess.
@@ -26,7 +47,7 @@ pub fn complete(method: &str, result: Value, stamp: &Stamp) -> Value {
     // spec 2026-07-28 basic/index.mdx "Result Responses": "The `result` MUST include a `resultType` field".
     obj.insert("resultType".into(), "complete".into());
     strip_legacy(method, &mut obj);
-    if CACHEABLE.contains(&method) {
+    if method.cacheable() {
         obj.insert("ttlMs".into(), stamp.ttl_ms.into());
         obj.insert("cacheScope".into(), stamp.scope.as_str().into());
     }
@@ -39,9 +60,9 @@ pub fn complete(method: &str, result: Value, stamp: &Stamp) -> Value {
 }
 
 /// Removes what 2025-11-25 had and 2026-07-28 moved to the tasks extension.
-fn strip_legacy(method: &str, obj: &mut Map<String, Value>) {
+fn strip_legacy(method: Method, obj: &mut Map<String, Value>) {
     obj.remove("task");
-    if method == "tools/list"
+    if method == Method::ToolsList
         && let Some(Value::Array(tools)) = obj.get_mut("tools")
     {
         for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
@@ -62,35 +83,70 @@ pub fn discover(capabilities: &Value, instructions: Option<&str>, stamp: &Stamp)
     if let (Some(text), Value::Object(o)) = (instructions, &mut result) {
         o.insert("instructions".into(), text.into());
     }
-    complete("server/discover", result, stamp)
+    complete(Method::Discover, result, stamp)
 }
 
-/// An upstream error, made legal for a 2026-07-28 client and tagged with a reason.
-pub fn upstream_error(mut error: ErrorObject) -> ErrorObject {
-    let mut reason = "upstream_error";
-    if error.code == code::LEGACY_RESOURCE_NOT_FOUND {
+/// Where the server's own `data` goes in a relayed error: redmark owns
+/// `data.reason`, so no server can send a reason that looks like redmark's.
+pub const UPSTREAM_DATA: &str = "upstream";
+
+/// An upstream error, made legal for a 2026-07-28 client: the server's code
+/// and message, `data.reason` redmark's own, the server's `data` under
+/// [`UPSTREAM_DATA`].
+pub fn upstream_error(error: ErrorObject) -> (Reason, ErrorObject) {
+    let ErrorObject {
+        mut code,
+        message,
+        data,
+    } = error;
+    let mut reason = Reason::UpstreamError;
+    let mut out = Map::new();
+    if code == code::LEGACY_RESOURCE_NOT_FOUND {
         // spec 2026-07-28 basic/index.mdx "Error Codes": implementations MUST NOT emit -32002;
-        // server/resources.mdx: resource not found is -32602.
-        error.code = code::INVALID_PARAMS;
-        reason = "resource_not_found";
-    } else if (-32099..=-32020).contains(&error.code) {
+        // server/resources.mdx: resource not found is -32602, with the URI in `data.uri`.
+        code = code::INVALID_PARAMS;
+        reason = Reason::ResourceNotFound;
+        if let Some(uri) = data
+            .as_ref()
+            .and_then(|d| d.get("uri"))
+            .filter(|u| u.is_string())
+        {
+            out.insert("uri".into(), uri.clone());
+        }
+    } else if (-32099..=-32020).contains(&code) {
         // The MCP-reserved range may only carry codes this revision defines
         // (-32042 URL elicitation required, for one, no longer exists).
-        error = ErrorObject {
-            code: code::INTERNAL_ERROR,
-            ..error
-        };
+        code = code::INTERNAL_ERROR;
     }
-    let data = match error.data.take() {
-        Some(Value::Object(mut o)) => {
-            o.entry("reason").or_insert_with(|| reason.into());
-            Value::Object(o)
-        }
-        Some(other) => json!({"reason": reason, "upstream": other}),
-        None => json!({"reason": reason}),
+    out.insert("reason".into(), reason.as_str().into());
+    if let Some(d) = data {
+        out.insert(UPSTREAM_DATA.into(), d);
+    }
+    (
+        reason,
+        ErrorObject::new(code, message).with_data(Value::Object(out)),
+    )
+}
+
+/// The response to an upstream error: its HTTP status, JSON-RPC body and reason.
+pub fn upstream_error_reply(id: &Id, error: ErrorObject) -> (StatusCode, Value, Reason) {
+    let (reason, error) = upstream_error(error);
+    // spec streamable-http.mdx "Protocol Version Header": a method the server
+    // does not implement is 404 with -32601.
+    let status = if error.code == code::METHOD_NOT_FOUND {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::OK
     };
-    error.data = Some(data);
-    error
+    (status, error_response(Some(id), &error), reason)
+}
+
+/// `{"jsonrpc": "2.0", "method": ..., "params": ...}`
+pub fn notification(method: &str, params: Option<Value>) -> Value {
+    match params {
+        Some(p) => json!({"jsonrpc": "2.0", "method": method, "params": p}),
+        None => json!({"jsonrpc": "2.0", "method": method}),
+    }
 }
 
 /// Params for the upstream: the client's params without 2026-only fields.
@@ -122,7 +178,7 @@ mod tests {
     #[test]
     fn lists_get_type_cache_hints_and_server_info() {
         let r = complete(
-            "tools/list",
+            Method::ToolsList,
             json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}]}),
             &stamp(),
         );
@@ -136,7 +192,7 @@ mod tests {
     #[test]
     fn calls_get_no_cache_hints() {
         let r = complete(
-            "tools/call",
+            Method::ToolsCall,
             json!({"content": [], "_meta": {meta::RELATED_TASK: {"taskId": "x"}, "k": 1}}),
             &stamp(),
         );
@@ -147,17 +203,31 @@ mod tests {
 
     #[test]
     fn legacy_codes_are_rewritten() {
-        let e = upstream_error(
+        let (reason, e) = upstream_error(
             ErrorObject::new(-32002, "Resource not found").with_data(json!({"uri": "x"})),
         );
-        assert_eq!(e.code, -32602);
+        assert_eq!((reason, e.code), (Reason::ResourceNotFound, -32602));
         assert_eq!(
             e.data.unwrap(),
-            json!({"uri": "x", "reason": "resource_not_found"})
+            json!({"uri": "x", "reason": "resource_not_found", "upstream": {"uri": "x"}})
         );
-        let e = upstream_error(ErrorObject::new(-32042, "url needed"));
+        let (_, e) = upstream_error(ErrorObject::new(-32042, "url needed"));
         assert_eq!(e.code, -32603);
-        let e = upstream_error(ErrorObject::new(-32602, "bad").with_data(json!("text")));
+        assert_eq!(e.data.unwrap(), json!({"reason": "upstream_error"}));
+    }
+
+    #[test]
+    fn a_server_cannot_send_a_reason_of_redmarks() {
+        let (reason, e) = upstream_error(
+            ErrorObject::new(-32602, "bad").with_data(json!({"reason": "state_replayed", "n": 1})),
+        );
+        assert_eq!(reason, Reason::UpstreamError);
+        assert_eq!((e.code, e.message.as_str()), (-32602, "bad"));
+        assert_eq!(
+            e.data.unwrap(),
+            json!({"reason": "upstream_error", "upstream": {"reason": "state_replayed", "n": 1}})
+        );
+        let (_, e) = upstream_error(ErrorObject::new(-32602, "bad").with_data(json!("text")));
         assert_eq!(
             e.data.unwrap(),
             json!({"reason": "upstream_error", "upstream": "text"})

@@ -1,4 +1,25 @@
-//! Names and constants of the 2026-07-28 protocol that both sides refer to.
+//! The bottom layer: the 2026-07-28 vocabulary every other layer shares.
+//!
+//! - [`request`]: the typed client request (`ClientRequest`, `Method`, `RequestContext`).
+//! - [`profile`]: the capability profile a client declared.
+//! - [`principal`]: who is calling.
+//! - [`reason`]: the table of every `data.reason`, with its code, status and fault side.
+//! - [`reject`]: refusals built from that table.
+//! - [`shape`]: legacy results and errors made into 2026-07-28 ones; replies and notifications.
+//!
+//! It imports nothing of redmark's but [`crate::jsonrpc`]: every layer above may use it.
+
+pub mod principal;
+pub mod profile;
+pub mod reason;
+pub mod reject;
+pub mod request;
+pub mod shape;
+
+pub use principal::Principal;
+pub use reason::{Fault, Reason};
+pub use reject::{IntoReject, Reject};
+pub use request::{ClientRequest, Method, RequestContext};
 
 /// Protocol versions the front speaks (spec 2026-07-28 `basic/versioning.mdx`).
 pub const SUPPORTED_VERSIONS: [&str; 1] = ["2026-07-28"];
@@ -13,41 +34,6 @@ pub mod meta {
     /// Legacy tasks metadata that has no meaning in 2026-07-28.
     pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
     pub const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
-}
-
-/// Client-to-server methods of 2026-07-28 (schema `ClientRequest`).
-pub const METHODS: [&str; 10] = [
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "completion/complete",
-    "subscriptions/listen",
-];
-
-/// Methods whose results carry caching hints (spec 2026-07-28
-/// `server/utilities/caching.mdx` "Cacheable Results": "Servers MUST include
-/// caching hints on results with `resultType: "complete"` returned by ...").
-pub const CACHEABLE: [&str; 6] = [
-    "server/discover",
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-];
-
-/// Methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
-pub fn name_param(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    }
 }
 
 /// Log levels in increasing severity (RFC 5424, as MCP uses them).

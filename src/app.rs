@@ -1,0 +1,386 @@
+//! The composition step: from a checked [`Config`] to a running gateway.
+//! Policies, requestState keys and the audit log are loaded here, once, each
+//! with a typed error; anything that cannot be loaded stops the start (fail
+//! closed: no route ever runs with a default in place of what failed). Then
+//! the routes, the operation engine and the request pipeline are wired up and
+//! the listeners bound. The binary and the tests both start through [`start`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
+use crate::front::pipeline::Pipeline;
+use crate::front::{self, Gateway, auth};
+use crate::mrtr::Engine;
+use crate::mrtr::clock::Clock;
+use crate::mrtr::state::{Key, Keyring};
+use crate::policy::Policy;
+use crate::policy::reload::PolicyHandle;
+use crate::route::Route;
+use crate::telemetry::audit::AuditSink;
+use crate::telemetry::metrics::Metrics;
+use crate::upstream::catalog::Catalog;
+use crate::upstream::pool::{Connect, Connector, RoutePool};
+
+/// Why the gateway did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "route `{route}`: its policy cannot be loaded, so the route would run unguarded:\n{errors}"
+    )]
+    Policy { route: String, errors: ConfigErrors },
+    #[error("requestState keys: {0}")]
+    StateKeys(#[from] KeyError),
+    #[error("audit log {}: {source}", path.display())]
+    Audit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the `[[state.keys]]` cannot be made into a keyring.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("state key `{id}`: environment variable {var} is not set")]
+    EnvNotSet { id: String, var: String },
+    #[error("state key `{id}`: the secret is not base64url of at least 16 bytes")]
+    BadSecret { id: String },
+    #[error("state key `{id}` has no secret")]
+    NoSecret { id: String },
+    #[error("no state key has `sign = true`")]
+    NoSigningKey,
+}
+
+/// The keyring `[[state.keys]]` describes, secrets read from the environment;
+/// `None` when no key is configured.
+pub fn keyring(config: &Config) -> Result<Option<Keyring>, KeyError> {
+    if config.state.keys.is_empty() {
+        return Ok(None);
+    }
+    let mut signing = None;
+    let mut others = Vec::new();
+    for key in &config.state.keys {
+        let k = key.get_ref();
+        let text = match (&k.secret, &k.secret_env) {
+            (Some(s), _) => s.clone(),
+            (None, Some(var)) => std::env::var(var).map_err(|_| KeyError::EnvNotSet {
+                id: k.id.clone(),
+                var: var.clone(),
+            })?,
+            (None, None) => return Err(KeyError::NoSecret { id: k.id.clone() }),
+        };
+        let secret =
+            decode_secret(&text).ok_or_else(|| KeyError::BadSecret { id: k.id.clone() })?;
+        let key = Key::new(k.id.clone(), secret);
+        if k.sign {
+            signing = Some(key);
+        } else {
+            others.push(key);
+        }
+    }
+    let signing = signing.ok_or(KeyError::NoSigningKey)?;
+    Ok(Some(Keyring::new(signing, others)))
+}
+
+/// Every route's policy, by route name. A route without a `policy` file gets
+/// the spec's own guards; a route whose file fails to load is an error.
+pub fn policies(config: &Config) -> Result<HashMap<String, Arc<PolicyHandle>>, StartError> {
+    let mut out = HashMap::new();
+    for route in &config.routes {
+        let route = route.get_ref();
+        let handle = match &route.policy {
+            None => PolicyHandle::fixed(Policy::default()),
+            Some(path) => {
+                PolicyHandle::load(&config.base_dir.join(path.get_ref())).map_err(|errors| {
+                    StartError::Policy {
+                        route: route.name.clone(),
+                        errors,
+                    }
+                })?
+            }
+        };
+        out.insert(route.name.clone(), handle);
+    }
+    Ok(out)
+}
+
+/// What `redmark check` adds to the config file's own checks: every policy
+/// file read and compiled, its problems by file and line.
+pub fn check(config: &Config) -> Result<(), ConfigErrors> {
+    let mut problems = Vec::new();
+    for route in &config.routes {
+        if let Some(path) = &route.get_ref().policy
+            && let Err(errors) = Policy::load(&config.base_dir.join(path.get_ref()))
+        {
+            problems.extend(errors.0);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors(problems))
+    }
+}
+
+/// Choices the config file does not make (tests use them).
+#[derive(Clone, Default)]
+pub struct Options {
+    pub clock: Clock,
+    /// In-process servers in place of a route's configured upstream, by route name.
+    pub connectors: HashMap<String, Connector>,
+}
+
+/// Builds the gateway from a checked config: loads what it needs once and
+/// wires the layers together. Nothing is served yet.
+pub fn build(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    options: Options,
+) -> Result<Arc<Gateway>, StartError> {
+    let policies = policies(config)?;
+    let keys = match keyring(config)? {
+        Some(k) => k,
+        None => {
+            tracing::warn!(
+                "no [[state.keys]] configured: requestState is sealed with a random per-process key, so pending operations do not survive a restart and replicas cannot verify each other's state"
+            );
+            Keyring::ephemeral()
+        }
+    };
+    let node = config
+        .server
+        .node_id
+        .clone()
+        .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
+    let audit = match &config.audit {
+        Some(cfg) => AuditSink::start(cfg.get_ref()).map_err(|source| StartError::Audit {
+            path: cfg.get_ref().path.clone(),
+            source,
+        })?,
+        None => AuditSink::disabled(),
+    };
+    let shutdown = tokio::sync::watch::channel(false).0;
+    let engine = Arc::new(Engine::new(
+        &config.mrtr,
+        keys,
+        node,
+        metrics.clone(),
+        audit,
+        shutdown.subscribe(),
+        options.clock,
+    ));
+    let authenticator = auth::from_config(config.auth.as_ref());
+    let routes = routes(
+        config,
+        &policies,
+        authenticator.is_anonymous(),
+        &metrics,
+        &options,
+    );
+    let reload_metrics = metrics.clone();
+    crate::policy::reload::watch(
+        policies.into_iter().collect(),
+        shutdown.subscribe(),
+        Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
+    );
+    let pipeline = Pipeline::standard(
+        config.server.allowed_origins.clone(),
+        authenticator,
+        config.server.max_body_bytes,
+    );
+    Ok(Arc::new(Gateway {
+        routes,
+        pipeline,
+        metrics,
+        sse_keepalive: config.server.sse_keepalive,
+        engine,
+        shutdown,
+    }))
+}
+
+fn routes(
+    config: &Config,
+    policies: &HashMap<String, Arc<PolicyHandle>>,
+    anonymous: bool,
+    metrics: &Arc<Metrics>,
+    options: &Options,
+) -> HashMap<String, Arc<Route>> {
+    let http = reqwest::Client::builder().build().unwrap_or_default();
+    let mut out = HashMap::new();
+    for r in &config.routes {
+        let r = r.get_ref();
+        let name: Arc<str> = Arc::from(r.name.as_str());
+        let connect = match options.connectors.get(&r.name) {
+            Some(c) => Connect::Custom(c.clone()),
+            None => Connect::Target(r.target(&config.base_dir)),
+        };
+        let pool = RoutePool::new(
+            name.clone(),
+            connect,
+            r.upstream.get_ref().clone(),
+            r.pool.clone(),
+            http.clone(),
+            metrics.clone(),
+        );
+        let Some(policy) = policies.get(&r.name).cloned() else {
+            continue;
+        };
+        let route = Route {
+            name,
+            path: r.path.clone(),
+            catalog: Catalog::new(&pool, r.cache.ttl),
+            pool,
+            cache_ttl: r.cache.ttl,
+            cache_scope: r.cache.scope.unwrap_or(if anonymous {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            }),
+            policy,
+            on_missing_capability: r.on_missing_capability,
+        };
+        out.insert(r.path.clone(), Arc::new(route));
+    }
+    out
+}
+
+/// A running gateway.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub gateway: Arc<Gateway>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Graceful shutdown: stop accepting, finish in-flight requests up to the
+    /// configured grace period, end upstream sessions.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// Runs until the gateway stops by itself (it does not, unless shut down).
+    pub async fn wait(mut self) {
+        let _ = (&mut self.task).await;
+    }
+
+    /// A handle that triggers shutdown from elsewhere (signal handlers).
+    pub fn take_stop(&mut self) -> Option<oneshot::Sender<()>> {
+        self.stop.take()
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+/// Builds the gateway, binds the client and admin listeners (port 0 for an
+/// ephemeral port) and starts serving.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    start_with(config, Options::default()).await
+}
+
+pub async fn start_with(config: Config, options: Options) -> Result<Running, StartError> {
+    let metrics = Arc::new(Metrics::new());
+    let gateway = build(&config, metrics, options)?;
+    let listener = bind(config.listen_addr()).await?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen_addr(),
+        source,
+    })?;
+    let admin = match config.admin_addr() {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
+    let admin_addr = admin.as_ref().and_then(|l| l.local_addr().ok());
+    for route in gateway.routes.values() {
+        tracing::info!(route = %route.name, path = %route.path, "route ready");
+    }
+    tracing::info!(%addr, admin = ?admin_addr, "redmark listening");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(
+        gateway.clone(),
+        listener,
+        admin,
+        config.server.max_connections,
+        config.server.shutdown_grace,
+        stopped,
+    ));
+    Ok(Running {
+        addr,
+        admin_addr,
+        gateway,
+        stop: Some(stop),
+        task,
+    })
+}
+
+async fn serve(
+    gw: Arc<Gateway>,
+    listener: TcpListener,
+    admin: Option<TcpListener>,
+    max_connections: usize,
+    grace: std::time::Duration,
+    stopped: oneshot::Receiver<()>,
+) {
+    let (admin_stop, admin_stopped) = oneshot::channel::<()>();
+    let admin_task = admin.map(|listener| {
+        let gw = gw.clone();
+        tokio::spawn(front::server::serve(
+            listener,
+            move |req| front::admin::handle(gw.clone(), req),
+            256,
+            std::time::Duration::from_secs(1),
+            async move {
+                let _ = admin_stopped.await;
+            },
+        ))
+    });
+    let handler_gw = gw.clone();
+    let shutdown_gw = gw.clone();
+    front::server::serve(
+        listener,
+        move |req| front::http::handle(handler_gw.clone(), req),
+        max_connections,
+        grace,
+        async move {
+            let _ = stopped.await;
+            tracing::info!("shutting down: no new connections; finishing in-flight requests");
+            shutdown_gw.begin_shutdown();
+        },
+    )
+    .await;
+    gw.shutdown_upstreams().await;
+    // Every question's audit line is on disk before the process ends.
+    if let Err(e) = gw.engine.audit.close().await {
+        tracing::warn!(error = %e, "closing the audit log failed");
+    }
+    let _ = admin_stop.send(());
+    if let Some(t) = admin_task {
+        let _ = t.await;
+    }
+    tracing::info!("redmark stopped");
+}
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

@@ -1,0 +1,120 @@
+//! Step 10: a `tools/call` names a tool the server has (spec 2026-07-28
+//! server/tools.mdx "Error Handling": unknown tools are -32602, which legacy
+//! SDKs often answer as an `isError` result instead), and mirrored parameters
+//! match their headers (spec streamable-http.mdx "Server Behavior for Custom
+//! Headers": 400 and HeaderMismatch otherwise).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::params::{self, ParamMismatch};
+use super::{Halt, RequestCx, Step};
+use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
+use crate::route::Route;
+use crate::upstream::catalog::ToolMap;
+use crate::upstream::pool::PoolKey;
+
+pub struct KnownTool;
+
+#[async_trait::async_trait]
+impl Step for KnownTool {
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        let req = cx.request()?;
+        if req.method != Method::ToolsCall {
+            return Ok(());
+        }
+        check(&cx.route, &cx.principal, req)
+            .await
+            .map_err(|reject| Halt::refuse(Some(&req.id), reject))
+    }
+}
+
+async fn check(route: &Route, principal: &Principal, req: &ClientRequest) -> Result<(), Reject> {
+    let name = req.target();
+    let mut tools = tool_definitions(route, principal, req, false).await?;
+    if tools.as_ref().is_some_and(|t| !t.contains_key(name)) {
+        // The cache may predate the tool; ask once more before refusing.
+        tools = tool_definitions(route, principal, req, true).await?;
+    }
+    // A server that cannot list its tools is left to answer the call itself.
+    let Some(tools) = tools else {
+        return Ok(());
+    };
+    let Some(tool) = tools.get(name) else {
+        return Err(
+            Reject::new(Reason::UnknownTool, format!("Unknown tool: `{name}`")).with("tool", name),
+        );
+    };
+    let mirrored = tool
+        .get("inputSchema")
+        .map(params::mirrored)
+        .unwrap_or_default();
+    if mirrored.is_empty() {
+        return Ok(());
+    }
+    params::check(&mirrored, &req.param_headers, req.arguments()).map_err(|e| {
+        let reason = match e {
+            ParamMismatch::Missing(_) => Reason::HeaderMissing,
+            ParamMismatch::Invalid(_) => Reason::HeaderInvalid,
+            ParamMismatch::Mismatch(_) => Reason::HeaderMismatch,
+        };
+        Reject::new(reason, e.to_string())
+    })
+}
+
+/// Most pages read when collecting every tool definition.
+const MAX_TOOL_PAGES: usize = 20;
+
+/// Every tool definition the route's server lists for this caller, by name;
+/// `None` when the server cannot list its tools. `fresh` skips the cache.
+async fn tool_definitions(
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+    fresh: bool,
+) -> Result<Option<ToolMap>, Reject> {
+    let key = PoolKey {
+        principal: principal.name.clone(),
+        profile: req.ctx.profile,
+    };
+    if !fresh && let Some(tools) = route.catalog.tools(&key) {
+        return Ok(Some(tools));
+    }
+    let lease = route
+        .lease(principal, req.ctx.profile)
+        .await
+        .map_err(IntoReject::into_reject)?;
+    let mut tools = HashMap::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let page = match lease
+            .session()
+            .request("tools/list", params, route.pool.request_timeout())
+            .await
+        {
+            Ok(Ok(page)) => page,
+            Ok(Err(_)) => return Ok(None),
+            Err(e) => return Err(e.into_reject()),
+        };
+        for tool in page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                tools.insert(name.to_owned(), tool.clone());
+            }
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(Some(route.catalog.put_tools(&key, tools)))
+}

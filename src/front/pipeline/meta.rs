@@ -1,0 +1,146 @@
+//! Step 8: the per-request `_meta` (spec 2026-07-28 basic/index.mdx
+//! "Per-request protocol fields": "A request missing any required field is
+//! malformed; the server MUST reject it with JSON-RPC error code -32602 ...
+//! 400 Bad Request"), the body's version against its header, the log level;
+//! then the typed [`ClientRequest`] every later step and layer uses.
+
+use http::HeaderMap;
+use serde_json::{Map, Value};
+
+use super::protocol::{header_text, mismatch};
+use super::{Envelope, Halt, RequestCx, Step, misordered};
+use crate::protocol::profile::Profile;
+use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
+use crate::protocol::{LOG_LEVELS, log_level_rank};
+
+pub struct Meta;
+
+#[async_trait::async_trait]
+impl Step for Meta {
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        // The params move into the typed request: no copy of the body's tree.
+        let envelope = cx.envelope.take().ok_or_else(|| misordered("parse"))?;
+        cx.request = Some(request(&cx.head.headers, envelope)?);
+        Ok(())
+    }
+}
+
+/// Checks `_meta` and builds the typed request.
+pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest, Halt> {
+    let Envelope { id, method, params } = envelope;
+    let invalid =
+        |message: String| Halt::refuse(Some(&id), Reject::new(Reason::MissingMeta, message));
+    // `protocol` admitted only 2026-07-28 methods.
+    let method = Method::parse(&method).ok_or_else(|| {
+        Halt::refuse(
+            Some(&id),
+            Reject::new(Reason::MethodNotFound, "Method not found"),
+        )
+    })?;
+    let Some(Value::Object(params)) = params else {
+        return Err(invalid(
+            "`params` with `_meta` is required on every request".into(),
+        ));
+    };
+    let meta_obj = params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("`params._meta` is required".into()))?;
+    let body_version = meta_obj
+        .get(meta::PROTOCOL_VERSION)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            invalid(format!(
+                "`_meta[\"{}\"]` is required",
+                meta::PROTOCOL_VERSION
+            ))
+        })?;
+    let capabilities = meta_obj
+        .get(meta::CLIENT_CAPABILITIES)
+        .filter(|c| c.is_object())
+        .cloned()
+        .ok_or_else(|| {
+            invalid(format!(
+                "`_meta[\"{}\"]` is required and must be an object",
+                meta::CLIENT_CAPABILITIES
+            ))
+        })?;
+    let version_header = header_text(headers, "mcp-protocol-version")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if body_version != version_header {
+        return Err(mismatch(
+            &id,
+            Reason::HeaderMismatch,
+            format!(
+                "Header mismatch: MCP-Protocol-Version header value '{version_header}' does not match body value '{body_version}'"
+            ),
+        ));
+    }
+    let log_level = match meta_obj.get(meta::LOG_LEVEL) {
+        None => None,
+        Some(Value::String(l)) if log_level_rank(l).is_some() => Some(l.clone()),
+        Some(other) => {
+            return Err(Halt::refuse(
+                Some(&id),
+                Reject::new(
+                    Reason::InvalidLogLevel,
+                    format!(
+                        "`{}` must be one of {}; got {other}",
+                        meta::LOG_LEVEL,
+                        LOG_LEVELS.join(", ")
+                    ),
+                ),
+            ));
+        }
+    };
+    let ctx = context(headers, meta_obj, body_version, capabilities, log_level);
+    let param_headers = headers
+        .iter()
+        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                v.to_str().ok().map(|s| s.trim().to_owned()),
+            )
+        })
+        .collect();
+    Ok(ClientRequest {
+        id,
+        method,
+        params,
+        ctx,
+        param_headers,
+    })
+}
+
+fn context(
+    headers: &HeaderMap,
+    meta_obj: &Map<String, Value>,
+    version: &str,
+    capabilities: Value,
+    log_level: Option<String>,
+) -> RequestContext {
+    // `_meta.traceparent` (SEP-414) wins over the HTTP header.
+    let trace = |name: &str| {
+        meta_obj
+            .get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| header_text(headers, name).ok().flatten().map(str::to_owned))
+    };
+    RequestContext {
+        protocol_version: version.to_owned(),
+        profile: Profile::from_client_capabilities(&capabilities),
+        capabilities,
+        client_info: meta_obj.get(meta::CLIENT_INFO).cloned(),
+        log_level,
+        progress_token: meta_obj
+            .get("progressToken")
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned(),
+        traceparent: trace("traceparent"),
+        tracestate: trace("tracestate"),
+    }
+}

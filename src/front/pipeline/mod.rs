@@ -1,0 +1,229 @@
+//! The request pipeline: every check a client POST goes through before its
+//! operation starts, one small step per file, run in this order:
+//!
+//! | # | step | what it refuses |
+//! |---|---|---|
+//! | 1 | [`origin`] | an `Origin` that is not allowed (403) |
+//! | 2 | [`post_only`] | anything but POST (405, `Allow: POST`) |
+//! | 3 | [`authenticate`] | missing or invalid credentials (401); sets the principal |
+//! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
+//! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole |
+//! | 6 | [`parse`] | not JSON, not one JSON-RPC request; a notification is answered 202 here |
+//! | 7 | [`protocol`] | missing or mismatched `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have |
+//! | 8 | [`meta`] | a missing `_meta`; builds the typed [`ClientRequest`] |
+//! | 9 | [`name`] | an `Mcp-Name` that does not mirror `params.name`/`params.uri` |
+//! | 10 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
+//! | 11 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
+//!
+//! Then the request is dispatched (`front::dispatch`): discovery and lists,
+//! or an operation (`mrtr::start`).
+//!
+//! **Adding a step**: write a type that implements [`Step`] in a file of its
+//! own here, say in its doc what it refuses and why, and put it at its place
+//! in [`Pipeline::standard`] (and in the table above). A step reads and
+//! writes the [`RequestCx`]; it either lets the request go on (`Ok(())`) or
+//! ends it with a [`Halt`]. Steps before [`parse`] see only the HTTP head;
+//! from [`meta`] on, [`RequestCx::request`] is the typed request.
+
+pub mod authenticate;
+pub mod body;
+pub mod call_policy;
+pub mod known_tool;
+pub mod media;
+pub mod meta;
+pub mod name;
+pub mod origin;
+pub mod params;
+pub mod parse;
+pub mod post_only;
+pub mod protocol;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+
+use crate::jsonrpc::Id;
+use crate::mrtr::Outcome;
+use crate::protocol::{ClientRequest, Principal, Reason, Reject};
+use crate::route::Route;
+
+/// Any request body: hyper's on the network, in-memory bodies in tests.
+pub type RequestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// One step of the pipeline.
+#[async_trait::async_trait]
+pub trait Step: Send + Sync {
+    /// Checks (and may enrich) the request; `Err` answers it now.
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt>;
+}
+
+/// The JSON-RPC envelope of a request, before its params are checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub id: Id,
+    pub method: String,
+    pub params: Option<serde_json::Value>,
+}
+
+/// What the pipeline knows about one request so far.
+pub struct RequestCx {
+    pub route: Arc<Route>,
+    pub head: http::request::Parts,
+    /// The body, until the [`body`] step reads it into `bytes`.
+    pub body: Option<RequestBody>,
+    pub bytes: Bytes,
+    /// Set by [`parse`]; [`meta`] moves it into `request`.
+    pub envelope: Option<Envelope>,
+    /// Set by [`meta`].
+    pub request: Option<ClientRequest>,
+    /// Set by [`authenticate`]; anonymous before.
+    pub principal: Principal,
+    /// The JSON-RPC method as sent (requests and notifications), for metrics.
+    pub method_label: Option<String>,
+}
+
+impl RequestCx {
+    pub fn new(route: Arc<Route>, head: http::request::Parts, body: RequestBody) -> Self {
+        Self {
+            route,
+            head,
+            body: Some(body),
+            bytes: Bytes::new(),
+            envelope: None,
+            request: None,
+            principal: Principal::anonymous(),
+            method_label: None,
+        }
+    }
+
+    /// The envelope; a step that needs it before [`parse`] ran is a bug.
+    pub fn envelope(&self) -> Result<&Envelope, Halt> {
+        self.envelope.as_ref().ok_or_else(|| misordered("parse"))
+    }
+
+    /// The typed request; a step that needs it before [`meta`] ran is a bug.
+    pub fn request(&self) -> Result<&ClientRequest, Halt> {
+        self.request.as_ref().ok_or_else(|| misordered("meta"))
+    }
+
+    /// The id to echo in a refusal, once the envelope is read.
+    pub fn id(&self) -> Option<&Id> {
+        match (&self.request, &self.envelope) {
+            (Some(r), _) => Some(&r.id),
+            (None, Some(e)) => Some(&e.id),
+            (None, None) => None,
+        }
+    }
+}
+
+pub(super) fn misordered(step: &str) -> Halt {
+    Halt::refuse(
+        None,
+        Reject::new(
+            Reason::InternalError,
+            format!("a pipeline step ran before `{step}`"),
+        ),
+    )
+}
+
+/// A refusal: the JSON-RPC error, the id to echo, and headers that go with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub id: Option<Id>,
+    pub reject: Reject,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// How a step ends a request early.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Halt {
+    /// A JSON-RPC error response.
+    Refuse(Box<Refusal>),
+    /// A response without a JSON-RPC body (202 for a notification, 405).
+    Respond {
+        status: StatusCode,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        outcome: Outcome,
+    },
+}
+
+impl Halt {
+    pub fn refuse(id: Option<&Id>, reject: Reject) -> Halt {
+        Halt::Refuse(Box::new(Refusal {
+            id: id.cloned(),
+            reject,
+            headers: Vec::new(),
+        }))
+    }
+
+    /// Adds a response header (a refusal's `WWW-Authenticate`, say).
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Halt {
+        match &mut self {
+            Halt::Refuse(r) => r.headers.push((name, value)),
+            Halt::Respond { headers, .. } => headers.push((name, value)),
+        }
+        self
+    }
+
+    /// The reason, for a refusal.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            Halt::Refuse(r) => Some(r.reject.reason),
+            Halt::Respond { .. } => None,
+        }
+    }
+}
+
+/// The steps, in order.
+pub struct Pipeline {
+    steps: Vec<Box<dyn Step>>,
+}
+
+impl Pipeline {
+    pub fn new(steps: Vec<Box<dyn Step>>) -> Self {
+        Self { steps }
+    }
+
+    /// The documented order (see the table at the top of this module).
+    pub fn standard(
+        allowed_origins: Option<Vec<String>>,
+        authenticator: Arc<dyn crate::front::auth::Authenticator>,
+        max_body_bytes: usize,
+    ) -> Self {
+        let mut steps: Vec<Box<dyn Step>> = vec![
+            Box::new(origin::Origin::new(allowed_origins)),
+            Box::new(post_only::PostOnly),
+            Box::new(authenticate::Authenticate::new(authenticator)),
+            Box::new(media::MediaTypes),
+            Box::new(body::ReadBody::new(max_body_bytes)),
+        ];
+        steps.extend(Self::parsing().steps);
+        steps.push(Box::new(known_tool::KnownTool));
+        steps.push(Box::new(call_policy::CallPolicy));
+        Self { steps }
+    }
+
+    /// Steps 6–9: from the body's bytes to a typed request, nothing upstream.
+    pub fn parsing() -> Self {
+        Self {
+            steps: vec![
+                Box::new(parse::Parse),
+                Box::new(protocol::ProtocolHeaders),
+                Box::new(meta::Meta),
+                Box::new(name::McpName),
+            ],
+        }
+    }
+
+    pub async fn run(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        for step in &self.steps {
+            step.on_request(cx).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,278 @@
+//! The engine's timing on paused time: TTL expiry, the gather window and the
+//! lease timeout, driven with `tokio::time::advance` against an in-process
+//! scripted legacy server (no process, no socket, no real waiting).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::app::{self, Options};
+use crate::config::Config;
+use crate::front::Gateway;
+use crate::jsonrpc::{Id, Message};
+use crate::mrtr::clock::Clock;
+use crate::telemetry::metrics::Metrics;
+use crate::upstream::pool::Connector;
+use crate::upstream::transport::memory::{self, Peer};
+
+/// What the scripted server saw, in order.
+type Events = mpsc::UnboundedReceiver<Value>;
+
+/// A legacy server with two tools: `ask` pushes one question, `ask_two`
+/// pushes two, `gap_ms` apart; each call is answered with what the person said.
+fn scripted(gap: Duration) -> (Connector, Events) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let connector: Connector = Arc::new(move || {
+        let (link, peer) = memory::pair();
+        tokio::spawn(serve(peer, tx.clone(), gap));
+        Ok(link)
+    });
+    (connector, rx)
+}
+
+async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Duration) {
+    let mut calls: HashMap<String, (Id, usize)> = HashMap::new();
+    let mut next = 0;
+    while let Some(message) = peer.recv().await {
+        match message {
+            Message::Request { id, method, params } => {
+                let result = match method.as_str() {
+                    "initialize" => {
+                        json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}})
+                    }
+                    "tools/list" => json!({"tools": [
+                        {"name": "ask", "inputSchema": {"type": "object"}},
+                        {"name": "ask_two", "inputSchema": {"type": "object"}}]}),
+                    "tools/call" => {
+                        let two =
+                            params.as_ref().and_then(|p| p.get("name")) == Some(&json!("ask_two"));
+                        for i in 0..if two { 2 } else { 1 } {
+                            if i > 0 {
+                                tokio::time::sleep(gap).await;
+                            }
+                            next += 1;
+                            let push = format!("q{next}");
+                            calls.insert(push.clone(), (id.clone(), if two { 2 } else { 1 }));
+                            let params = json!({"mode": "form", "message": format!("question {next}"),
+                                "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}});
+                            peer.send(Message::Request {
+                                id: Id::String(push),
+                                method: "elicitation/create".into(),
+                                params: Some(params),
+                            })
+                            .await;
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                peer.send(Message::Response {
+                    id,
+                    outcome: Ok(result),
+                })
+                .await;
+            }
+            Message::Response {
+                id: Id::String(push),
+                outcome,
+            } => {
+                let answer = outcome.unwrap_or_else(|e| json!({"error": e.code}));
+                let _ = events.send(json!({"answered": push, "with": answer}));
+                let Some((call, left)) = calls.remove(&push) else {
+                    continue;
+                };
+                // A call with two questions finishes on its last answer.
+                if left == 2 && calls.values().any(|(c, _)| *c == call) {
+                    continue;
+                }
+                let text = answer["content"]["name"]
+                    .as_str()
+                    .or(answer["action"].as_str())
+                    .unwrap_or("?")
+                    .to_owned();
+                peer.send(Message::Response {
+                    id: call,
+                    outcome: Ok(json!({"content": [{"type": "text", "text": text}]})),
+                })
+                .await;
+            }
+            Message::Notification { method, params } if method == "notifications/cancelled" => {
+                let _ = events
+                    .send(json!({"cancelled": params.and_then(|p| p.get("requestId").cloned())}));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A gateway with one route `r` at `/mcp` in front of `connector`; `top` goes
+/// before the route (`[mrtr]`), `route` after it (`[route.pool]`).
+fn gateway(top: &str, route: &str, connector: Connector) -> Arc<Gateway> {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{top}\n[[route]]\nname = \"r\"\npath = \"/mcp\"\n[route.upstream]\nurl = \"http://127.0.0.1:9/mcp\"\n{route}"
+    );
+    let config = Config::parse(&text, "engine.toml", std::env::temp_dir())
+        .unwrap_or_else(|e| panic!("config: {e}"));
+    let options = Options {
+        clock: Clock::following_tokio(),
+        connectors: HashMap::from([("r".to_owned(), connector)]),
+    };
+    app::build(&config, Arc::new(Metrics::new()), options).unwrap_or_else(|e| panic!("build: {e}"))
+}
+
+/// One POST through the whole front: pipeline, dispatch, operation.
+async fn call(gw: &Arc<Gateway>, id: i64, tool: &str, extra: Value) -> (StatusCode, Value) {
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    if let (Some(p), Some(more)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(more.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let req = http::Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_else(|e| panic!("request: {e}"));
+    let resp = crate::front::http::handle(gw.clone(), req).await;
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// The server's next event; a test that waits for one that never comes fails
+/// (on paused time the hour passes at once) instead of hanging.
+async fn next(events: &mut Events) -> Value {
+    match tokio::time::timeout(Duration::from_secs(3600), events.recv()).await {
+        Ok(Some(event)) => event,
+        other => panic!("the server saw nothing more: {other:?}"),
+    }
+}
+
+fn state(reply: &Value) -> String {
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply}");
+    reply["result"]["requestState"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn reason(reply: &Value) -> &str {
+    reply["error"]["data"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_question_expires_on_the_ttl_and_the_server_hears_cancel() {
+    let (connector, mut events) = scripted(Duration::ZERO);
+    let gw = gateway("[mrtr]\nttl = \"10m\"\n", "", connector);
+    let (_, first) = call(&gw, 1, "ask", json!({})).await;
+    let token = state(&first);
+    assert_eq!(gw.engine.table.len(), 1);
+
+    tokio::time::advance(Duration::from_secs(599)).await;
+    assert_eq!(
+        gw.engine.table.len(),
+        1,
+        "still waiting just before the TTL"
+    );
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let answered = next(&mut events).await;
+    assert_eq!(answered["with"]["action"], "cancel", "{answered}");
+    let cancelled = next(&mut events).await;
+    assert!(cancelled.get("cancelled").is_some(), "{cancelled}");
+    assert_eq!(gw.engine.table.len(), 0, "nothing left pending");
+
+    // A retry within the grace minute hears how the operation ended ...
+    let retry = json!({"requestState": token, "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "late"}}}});
+    let (_, late) = call(&gw, 2, "ask", retry.clone()).await;
+    assert_eq!(reason(&late), "operation_expired", "{late}");
+    // ... and after it, the state itself has expired.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let (_, later) = call(&gw, 3, "ask", retry).await;
+    assert_eq!(reason(&later), "state_expired", "{later}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_before_the_ttl_reaches_the_server() {
+    let (connector, mut events) = scripted(Duration::ZERO);
+    let gw = gateway("[mrtr]\nttl = \"10m\"\n", "", connector);
+    let (_, first) = call(&gw, 1, "ask", json!({})).await;
+    tokio::time::advance(Duration::from_secs(9 * 60)).await;
+    let retry = json!({"requestState": state(&first), "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "Ada"}}}});
+    let (status, done) = call(&gw, 2, "ask", retry).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(done["result"]["content"][0]["text"], "Ada", "{done}");
+    assert_eq!(next(&mut events).await["with"]["content"]["name"], "Ada");
+}
+
+#[tokio::test(start_paused = true)]
+async fn pushes_within_the_gather_window_are_asked_in_one_round() {
+    let (connector, _events) = scripted(Duration::from_millis(5));
+    let gw = gateway("[mrtr]\ngather = \"20ms\"\n", "", connector);
+    let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
+    let keys: Vec<&String> = first["result"]["inputRequests"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["elicitation-1", "elicitation-2"], "{first}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_push_after_the_gather_window_is_a_round_of_its_own() {
+    let (connector, _events) = scripted(Duration::from_millis(50));
+    let gw = gateway("[mrtr]\ngather = \"20ms\"\n", "", connector);
+    let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
+    let keys: Vec<&String> = first["result"]["inputRequests"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["elicitation-1"], "{first}");
+    let retry = json!({"requestState": state(&first), "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "a"}}}});
+    let (_, second) = call(&gw, 2, "ask_two", retry).await;
+    let keys: Vec<&String> = second["result"]["inputRequests"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["elicitation-2"], "{second}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_waits_lease_timeout_for_a_busy_session_then_hears_upstream_busy() {
+    let (connector, _events) = scripted(Duration::ZERO);
+    // One session for the route: the waiting question holds it.
+    let gw_one = gateway(
+        "",
+        "[route.pool]\nmax_sessions = 1\nlease_timeout = \"30s\"\n",
+        connector,
+    );
+    let (_, first) = call(&gw_one, 1, "ask", json!({})).await;
+    state(&first);
+    let started = tokio::time::Instant::now();
+    let (status, busy) = call(&gw_one, 2, "ask", json!({})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{busy}");
+    assert_eq!(reason(&busy), "upstream_busy", "{busy}");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(30),
+        "waited exactly lease_timeout (paused time)"
+    );
+}

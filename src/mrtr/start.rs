@@ -1,0 +1,32 @@
+//! Where a call enters the engine: a request without `requestState` begins an
+//! operation, a retry resumes one. The first thing the operation sends decides
+//! how the front answers: a final response as JSON, a notification opens SSE.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{Engine, Outgoing, operation, resume};
+use crate::protocol::{ClientRequest, Principal};
+use crate::route::Route;
+
+/// Queue depth between an operation and the client's response stream.
+pub const STREAM_DEPTH: usize = 64;
+
+/// Starts (or resumes) the operation for `req`; its answer arrives on the receiver.
+/// The operation notices a client that goes away (the receiver dropped) and
+/// cancels upstream what nobody will receive.
+pub fn call(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+) -> mpsc::Receiver<Outgoing> {
+    let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+    if req.params.contains_key("requestState") {
+        tokio::spawn(resume::resume(engine, route, principal, req, tx));
+    } else {
+        tokio::spawn(operation::begin(engine, route, principal, req, tx));
+    }
+    rx
+}

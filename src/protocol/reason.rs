@@ -1,0 +1,187 @@
+//! Every `data.reason` redmark puts in an error, in one table: its string, the
+//! JSON-RPC code and HTTP status a client gets with it, and the side the fault
+//! lies on. Every error that reaches a client is built from a [`Reason`], so a
+//! program can match on `data.reason` and an operator can tell at a glance
+//! whether to look at the client, the server behind redmark, or redmark.
+
+use http::StatusCode;
+
+use crate::jsonrpc::code;
+
+/// Where a fault lies: decides the log level of a refusal and lets an
+/// operator tell whom to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Client,
+    Upstream,
+    Gateway,
+}
+
+macro_rules! reasons {
+    ($( $(#[doc = $doc:literal])* $variant:ident => $text:literal, $status:ident, $code:expr, $fault:ident; )*) => {
+        /// A `data.reason`: one row of the table of refusals and endings.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Reason {
+            /// Every reason, in table order.
+            pub const ALL: &'static [Reason] = &[ $( Reason::$variant, )* ];
+
+            /// The string clients match on.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Reason::$variant => $text, )* }
+            }
+
+            /// The HTTP status of a response that carries this reason.
+            pub const fn status(self) -> StatusCode {
+                match self { $( Reason::$variant => StatusCode::$status, )* }
+            }
+
+            /// The JSON-RPC error code redmark uses with this reason.
+            pub const fn code(self) -> i64 {
+                match self { $( Reason::$variant => $code, )* }
+            }
+
+            pub const fn fault(self) -> Fault {
+                match self { $( Reason::$variant => Fault::$fault, )* }
+            }
+        }
+    };
+}
+
+reasons! {
+    // The HTTP front (spec 2026-07-28 streamable-http.mdx, basic/index.mdx).
+    /// `Origin` present and not allowed (DNS rebinding protection).
+    OriginNotAllowed => "origin_not_allowed", FORBIDDEN, code::INVALID_REQUEST, Client;
+    /// GET or DELETE on the endpoint: 405 with `Allow: POST`, no body.
+    MethodNotAllowed => "method_not_allowed", METHOD_NOT_ALLOWED, code::INVALID_REQUEST, Client;
+    /// No `Authorization: Bearer` credentials.
+    Unauthenticated => "unauthenticated", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// Credentials presented and not valid.
+    InvalidCredentials => "invalid_credentials", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    UnsupportedMediaType => "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE, code::INVALID_REQUEST, Client;
+    NotAcceptable => "not_acceptable", NOT_ACCEPTABLE, code::INVALID_REQUEST, Client;
+    BodyTooLarge => "body_too_large", PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, Client;
+    BodyUnreadable => "body_unreadable", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    ParseError => "parse_error", BAD_REQUEST, code::PARSE_ERROR, Client;
+    /// A JSON array (batch) or other non-object body.
+    NotASingleMessage => "not_a_single_message", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    InvalidRequest => "invalid_request", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    /// Clients must not send JSON-RPC responses.
+    ResponseNotAllowed => "response_not_allowed", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    HeaderMissing => "header_missing", BAD_REQUEST, code::HEADER_MISMATCH, Client;
+    HeaderInvalid => "header_invalid", BAD_REQUEST, code::HEADER_MISMATCH, Client;
+    HeaderMismatch => "header_mismatch", BAD_REQUEST, code::HEADER_MISMATCH, Client;
+    UnsupportedProtocolVersion => "unsupported_protocol_version", BAD_REQUEST, code::UNSUPPORTED_PROTOCOL_VERSION, Client;
+    /// A method earlier revisions had (`initialize`, `ping`, ...).
+    MethodRemoved => "method_removed", NOT_FOUND, code::METHOD_NOT_FOUND, Client;
+    MethodNotFound => "method_not_found", NOT_FOUND, code::METHOD_NOT_FOUND, Client;
+    MissingMeta => "missing_meta", BAD_REQUEST, code::INVALID_PARAMS, Client;
+    InvalidLogLevel => "invalid_log_level", BAD_REQUEST, code::INVALID_PARAMS, Client;
+    InvalidParams => "invalid_params", BAD_REQUEST, code::INVALID_PARAMS, Client;
+    /// `tools/call` for a tool the server does not list (spec server/tools.mdx: -32602).
+    UnknownTool => "unknown_tool", OK, code::INVALID_PARAMS, Client;
+    /// A bug in redmark: a request path ended without an answer.
+    InternalError => "internal_error", INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, Gateway;
+
+    // requestState, checked in this order (DESIGN "requestState").
+    StateMalformed => "state_malformed", OK, code::INVALID_PARAMS, Client;
+    StateUnknownKey => "state_unknown_key", OK, code::INVALID_PARAMS, Client;
+    StateBadSignature => "state_bad_signature", OK, code::INVALID_PARAMS, Client;
+    StateExpired => "state_expired", OK, code::INVALID_PARAMS, Client;
+    StateWrongPrincipal => "state_wrong_principal", OK, code::INVALID_PARAMS, Client;
+    StateWrongRequest => "state_wrong_request", OK, code::INVALID_PARAMS, Client;
+    /// A round's state presented a second time.
+    StateReplayed => "state_replayed", OK, code::INVALID_PARAMS, Client;
+    /// No operation for this state on this node (restart, or long ended).
+    OperationUnknown => "operation_unknown", OK, code::INVALID_PARAMS, Client;
+    /// `inputResponses` not an object, or an answer of the wrong shape.
+    MalformedInputResponse => "malformed_input_response", OK, code::INVALID_PARAMS, Client;
+
+    // How operations end.
+    /// Nobody answered within `[mrtr] ttl`.
+    OperationExpired => "operation_expired", OK, code::INVALID_PARAMS, Client;
+    /// The server asked more than `max_rounds` rounds.
+    RoundsExhausted => "rounds_exhausted", OK, code::INTERNAL_ERROR, Upstream;
+    /// The server needs a capability the client did not declare (spec basic/index.mdx: 400, -32021).
+    MissingCapability => "missing_capability", BAD_REQUEST, code::MISSING_REQUIRED_CLIENT_CAPABILITY, Client;
+    /// The principal has `max_pending_per_principal` operations waiting.
+    TooManyPending => "too_many_pending", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
+    ShuttingDown => "shutting_down", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+
+    // The server behind redmark.
+    /// The server answered with an error: relayed with its own code and message.
+    UpstreamError => "upstream_error", OK, code::INTERNAL_ERROR, Upstream;
+    /// The server's legacy -32002, relayed as 2026-07-28's -32602.
+    ResourceNotFound => "resource_not_found", OK, code::INVALID_PARAMS, Upstream;
+    /// The server process exited or its HTTP session was dropped.
+    UpstreamLost => "upstream_lost", OK, code::INTERNAL_ERROR, Upstream;
+    UpstreamUnavailable => "upstream_unavailable", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
+    UpstreamIncompatible => "upstream_incompatible", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
+    /// No upstream session became free within `lease_timeout`.
+    UpstreamBusy => "upstream_busy", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+    UpstreamTimeout => "upstream_timeout", GATEWAY_TIMEOUT, code::INTERNAL_ERROR, Upstream;
+    /// Sent to the server: a pushed request redmark cannot put to a 2026 client.
+    NotRelayed => "not_relayed", OK, code::METHOD_NOT_FOUND, Upstream;
+
+    // Policy (`policies/*.toml`).
+    PolicySchemaNotFlat => "policy_schema_not_flat", OK, code::INTERNAL_ERROR, Upstream;
+    PolicySecretRequest => "policy_secret_request", OK, code::INTERNAL_ERROR, Upstream;
+    PolicyUrlNotAllowed => "policy_url_not_allowed", OK, code::INTERNAL_ERROR, Upstream;
+    PolicyTooManyQuestions => "policy_too_many_questions", OK, code::INTERNAL_ERROR, Upstream;
+    /// The question asks a person for a value the model owns (seed 003).
+    PolicyModelOwned => "policy_model_owned", OK, code::INVALID_PARAMS, Client;
+    PolicyInvalidAnswer => "policy_invalid_answer", OK, code::INVALID_PARAMS, Client;
+    PolicyDenied => "policy_denied", OK, code::INVALID_PARAMS, Client;
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn no_two_reasons_share_a_string() {
+        let strings: HashSet<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(strings.len(), Reason::ALL.len());
+    }
+
+    #[test]
+    fn every_reason_is_documented_in_the_readme() {
+        let readme = include_str!("../../README.md");
+        let missing: Vec<&str> = Reason::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .filter(|r| !readme.contains(&format!("`{r}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "reasons missing from README.md: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn client_faults_are_never_5xx_and_gateway_statuses_are_errors() {
+        for r in Reason::ALL {
+            if r.fault() == Fault::Client {
+                assert!(!r.status().is_server_error(), "{r} is a client fault");
+            }
+        }
+        assert_eq!(Reason::MissingCapability.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(Reason::MissingCapability.code(), -32021);
+    }
+}

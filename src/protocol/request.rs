@@ -1,0 +1,161 @@
+//! A 2026-07-28 client request, typed: the method, the params as sent, and
+//! the per-request context from `_meta` (spec 2026-07-28 `basic/index.mdx`
+//! "Per-request protocol fields").
+//!
+//! The checks that build one live in `front/pipeline/` (one step each); what
+//! is here is the vocabulary they share with the layers below.
+
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::Id;
+use crate::protocol::profile::Profile;
+
+/// Client-to-server methods of 2026-07-28 (schema `ClientRequest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Discover,
+    ToolsList,
+    ToolsCall,
+    PromptsList,
+    PromptsGet,
+    ResourcesList,
+    ResourcesTemplatesList,
+    ResourcesRead,
+    CompletionComplete,
+    SubscriptionsListen,
+}
+
+impl Method {
+    pub const ALL: [Method; 10] = [
+        Method::Discover,
+        Method::ToolsList,
+        Method::ToolsCall,
+        Method::PromptsList,
+        Method::PromptsGet,
+        Method::ResourcesList,
+        Method::ResourcesTemplatesList,
+        Method::ResourcesRead,
+        Method::CompletionComplete,
+        Method::SubscriptionsListen,
+    ];
+
+    pub fn parse(method: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == method)
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::Discover => "server/discover",
+            Method::ToolsList => "tools/list",
+            Method::ToolsCall => "tools/call",
+            Method::PromptsList => "prompts/list",
+            Method::PromptsGet => "prompts/get",
+            Method::ResourcesList => "resources/list",
+            Method::ResourcesTemplatesList => "resources/templates/list",
+            Method::ResourcesRead => "resources/read",
+            Method::CompletionComplete => "completion/complete",
+            Method::SubscriptionsListen => "subscriptions/listen",
+        }
+    }
+
+    /// The params member `Mcp-Name` mirrors (spec streamable-http.mdx "Standard Headers").
+    pub const fn name_param(self) -> Option<&'static str> {
+        match self {
+            Method::ToolsCall | Method::PromptsGet => Some("name"),
+            Method::ResourcesRead => Some("uri"),
+            _ => None,
+        }
+    }
+
+    /// Methods whose results carry caching hints (spec 2026-07-28
+    /// `server/utilities/caching.mdx` "Cacheable Results": "Servers MUST
+    /// include caching hints on results with `resultType: "complete"`
+    /// returned by ...").
+    pub const fn cacheable(self) -> bool {
+        matches!(
+            self,
+            Method::Discover
+                | Method::ToolsList
+                | Method::PromptsList
+                | Method::ResourcesList
+                | Method::ResourcesTemplatesList
+                | Method::ResourcesRead
+        )
+    }
+
+    /// Methods that may involve a person, and so become operations.
+    pub const fn is_operation(self) -> bool {
+        matches!(
+            self,
+            Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead
+        )
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Per-request context from `_meta`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestContext {
+    pub protocol_version: String,
+    pub capabilities: Value,
+    pub client_info: Option<Value>,
+    pub log_level: Option<String>,
+    pub progress_token: Option<Value>,
+    pub profile: Profile,
+    /// W3C trace context of the caller (`_meta.traceparent`, SEP-414, else the HTTP header).
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientRequest {
+    pub id: Id,
+    pub method: Method,
+    /// The params as sent, `_meta` included.
+    pub params: Map<String, Value>,
+    pub ctx: RequestContext,
+    /// `Mcp-Param-*` headers, lower-cased; `None` when the value was not visible ASCII.
+    pub param_headers: Vec<(String, Option<String>)>,
+}
+
+impl ClientRequest {
+    /// The tool or prompt name, or resource URI, the request is about ("" for none).
+    pub fn target(&self) -> &str {
+        self.params
+            .get("name")
+            .or_else(|| self.params.get("uri"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `params.arguments`, or an empty object.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        self.params
+            .get("arguments")
+            .and_then(Value::as_object)
+            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_round_trip_and_only_2026_methods_parse() {
+        for m in Method::ALL {
+            assert_eq!(Method::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(Method::parse("initialize"), None);
+        assert_eq!(Method::parse("tools/Call"), None);
+        assert_eq!(Method::ToolsCall.name_param(), Some("name"));
+        assert_eq!(Method::ResourcesRead.name_param(), Some("uri"));
+        assert!(Method::ResourcesRead.cacheable() && !Method::ToolsCall.cacheable());
+    }
+}

@@ -1,0 +1,85 @@
+//! One configured route: the path a client posts to, the upstream pool and
+//! catalog behind it, its policy, and how its results are stamped. Built by
+//! the composition step (`app`); used by the operation engine and the front.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::MissingCapability;
+use crate::policy::reload::PolicyHandle;
+use crate::protocol::Principal;
+use crate::protocol::profile::Profile;
+use crate::protocol::shape::{CacheScope, Stamp};
+use crate::upstream::UpstreamError;
+use crate::upstream::catalog::Catalog;
+use crate::upstream::pool::{Lease, RoutePool};
+
+pub struct Route {
+    pub name: Arc<str>,
+    pub path: String,
+    pub pool: Arc<RoutePool>,
+    pub catalog: Arc<Catalog>,
+    pub cache_ttl: Duration,
+    pub cache_scope: CacheScope,
+    /// Always a loaded policy: a route whose policy cannot be loaded does not start.
+    pub policy: Arc<PolicyHandle>,
+    pub on_missing_capability: MissingCapability,
+}
+
+impl Route {
+    /// How results of this route are stamped, with the session's `serverInfo`.
+    pub fn stamp(&self, server_info: &Value) -> Stamp {
+        Stamp {
+            server_info: server_info.clone(),
+            ttl_ms: u64::try_from(self.cache_ttl.as_millis()).unwrap_or(u64::MAX),
+            scope: self.cache_scope,
+        }
+    }
+
+    /// Leases a session for this principal and profile, remembering the
+    /// server's `initialize` answer for `server/discover`.
+    pub async fn lease(
+        &self,
+        principal: &Principal,
+        profile: Profile,
+    ) -> Result<Lease, UpstreamError> {
+        let lease = self.pool.acquire(&principal.name, profile).await?;
+        self.catalog.put_init(profile, lease.session().init.clone());
+        Ok(lease)
+    }
+}
+
+#[cfg(test)]
+impl Route {
+    /// A route whose server is never started (unit tests of steps that need no upstream).
+    pub fn detached(name: &str) -> Arc<Route> {
+        use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
+        use crate::policy::Policy;
+        let upstream: UpstreamConfig = toml::from_str("url = \"http://127.0.0.1:9/mcp\"")
+            .unwrap_or_else(|e| panic!("upstream config: {e}"));
+        let name: Arc<str> = Arc::from(name);
+        let pool = RoutePool::new(
+            name.clone(),
+            UpstreamTarget::Http {
+                url: "http://127.0.0.1:9/mcp".into(),
+                headers: Default::default(),
+            },
+            upstream,
+            PoolConfig::default(),
+            reqwest::Client::new(),
+            Arc::new(crate::telemetry::metrics::Metrics::new()),
+        );
+        Arc::new(Route {
+            name,
+            path: "/mcp".into(),
+            catalog: Catalog::new(&pool, Duration::from_secs(60)),
+            pool,
+            cache_ttl: Duration::from_secs(60),
+            cache_scope: CacheScope::Public,
+            policy: PolicyHandle::fixed(Policy::default()),
+            on_missing_capability: MissingCapability::Error,
+        })
+    }
+}

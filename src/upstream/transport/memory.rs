@@ -1,0 +1,79 @@
+//! An in-process transport: the session talks over channels to a peer in the
+//! same process. Tests script legacy servers with it, with no process and no
+//! socket, so they can run on paused time.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{Inbound, Link, QUEUE_DEPTH};
+use crate::jsonrpc::Message;
+
+/// The server's end of an in-process link.
+pub struct Peer {
+    from_session: mpsc::Receiver<Value>,
+    to_session: mpsc::Sender<Inbound>,
+    shutdown: oneshot::Receiver<()>,
+    ended: watch::Sender<bool>,
+}
+
+/// A connected pair: the session's [`Link`] and the server's [`Peer`].
+pub fn pair() -> (Link, Peer) {
+    let (outbound, from_session) = mpsc::channel(QUEUE_DEPTH);
+    let (to_session, inbound) = mpsc::channel(QUEUE_DEPTH);
+    let (shutdown_tx, shutdown) = oneshot::channel();
+    let (ended, ended_rx) = watch::channel(false);
+    let link = Link {
+        outbound,
+        inbound,
+        session_id: Arc::new(Mutex::new(None)),
+        protocol_version: Arc::new(Mutex::new(None)),
+        shutdown: shutdown_tx,
+        ended: ended_rx,
+    };
+    let peer = Peer {
+        from_session,
+        to_session,
+        shutdown,
+        ended,
+    };
+    (link, peer)
+}
+
+impl Peer {
+    /// The next message the session sent; `None` once the session closed the
+    /// link. Messages sent before the close are delivered first, as a pipe would.
+    pub async fn recv(&mut self) -> Option<Message> {
+        loop {
+            tokio::select! {
+                biased;
+                value = self.from_session.recv() => match Message::from_value(value?) {
+                    Ok(m) => return Some(m),
+                    // Sessions only send valid messages; skip anything else.
+                    Err(_) => continue,
+                },
+                _ = &mut self.shutdown => return None,
+            }
+        }
+    }
+
+    /// Sends a message to the session; false when it is gone.
+    pub async fn send(&self, message: Message) -> bool {
+        self.to_session
+            .send(Inbound::Message(message))
+            .await
+            .is_ok()
+    }
+
+    /// The server goes away (a crash, a dropped session).
+    pub async fn close(self, why: &str) {
+        let _ = self.to_session.send(Inbound::Closed(why.to_owned())).await;
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.ended.send(true);
+    }
+}
