@@ -2,7 +2,8 @@
 # Runs redmark's whole test suite, installing what the tests need first
 # (Python venvs and npm packages under .cache/, see scripts/setup-test-deps.sh).
 #
-#   scripts/test.sh            format check, clippy, unit + integration tests
+#   scripts/test.sh            lint (scripts/lint.sh: format check, clippy,
+#                              cargo-deny), then unit + integration tests
 #   scripts/test.sh --quick    tests only
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,10 +14,7 @@ step "installing test peers"
 bash scripts/setup-test-deps.sh
 
 if [[ "${1:-}" != "--quick" ]]; then
-    step "cargo fmt --check"
-    cargo fmt --check
-    step "cargo clippy --all-targets -- -D warnings"
-    cargo clippy --all-targets --quiet -- -D warnings
+    bash scripts/lint.sh
 fi
 
 step "cargo build --bins --examples (the example configs run the built examples)"
