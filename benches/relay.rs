@@ -7,6 +7,14 @@
 //! Env: BENCH_SECONDS (default 10), BENCH_WARMUP_SECONDS (2), BENCH_CONCURRENCY (16).
 //! Output: a markdown table on stdout and in target/bench/relay.md. See benches/README.md.
 
+// An example/benchmark may panic on what it cannot do: it is not on a request path.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use std::fmt::Write as _;
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -450,7 +458,7 @@ fn main() {
          {} cores.\n",
         secs.as_secs(),
         warmup.as_secs(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
     out!("| path | ok | errors | req/s | p50 ms | p90 ms | p99 ms |");
     out!("|---|---:|---:|---:|---:|---:|---:|");

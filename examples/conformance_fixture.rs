@@ -15,6 +15,9 @@
 //! the pushes) and hides rmcp's built-in `server/discover` ([`Legacy`]); it
 //! speaks newline-delimited JSON-RPC on stdio and logs to stderr.
 
+// An example/benchmark may panic on what it cannot do: it is not on a request path.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "shared/legacy.rs"]
 mod legacy;
 use legacy::Legacy;

@@ -430,7 +430,7 @@ impl Config {
                             "route `{}`: upstream url must be http:// or https://",
                             r.name
                         ),
-                    ))
+                    ));
                 }
                 _ => {}
             }

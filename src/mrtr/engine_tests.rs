@@ -149,7 +149,7 @@ async fn call(gw: &Arc<Gateway>, id: i64, tool: &str, extra: Value) -> (StatusCo
         .into_body()
         .collect()
         .await
-        .map(|b| b.to_bytes())
+        .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
     (
         status,

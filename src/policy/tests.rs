@@ -38,7 +38,13 @@ fn policy() -> Policy {
 }
 
 fn principal(groups: &[&str]) -> Principal {
-    Principal::new("alice", groups.iter().map(|g| g.to_string()).collect())
+    Principal::new(
+        "alice",
+        groups
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    )
 }
 
 fn form(props: Value) -> Value {
@@ -119,7 +125,7 @@ fn flat_forms_pass_and_nested_forms_are_refused() {
     ] {
         match check(&p, "t", "elicitation/create", &form(nested.clone()), 1) {
             Verdict::Refuse(r) => {
-                assert_eq!(r.reason.as_str(), "policy_schema_not_flat", "{nested}")
+                assert_eq!(r.reason.as_str(), "policy_schema_not_flat", "{nested}");
             }
             other => panic!("{nested} passed: {other:?}"),
         }

@@ -110,7 +110,11 @@ pub fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    // Clamped to 0..=len before the cast, so it neither truncates nor wraps.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let rank = ((p / 100.0) * sorted.len() as f64)
+        .ceil()
+        .clamp(0.0, sorted.len() as f64) as usize;
     Some(sorted[rank.clamp(1, sorted.len()) - 1] as f64)
 }
 

@@ -264,10 +264,10 @@ impl RoutePool {
         }
         match &started {
             Ok(s) => {
-                tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started")
+                tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started");
             }
             Err(e) => {
-                tracing::warn!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start")
+                tracing::warn!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start");
             }
         }
         started

@@ -496,7 +496,7 @@ async fn dispatch(
                         }
                     }
                     None => {
-                        tracing::debug!(route = %route, %method, "upstream notification outside any call")
+                        tracing::debug!(route = %route, %method, "upstream notification outside any call");
                     }
                 }
             }

@@ -149,7 +149,7 @@ impl Operation {
                     return Some(ending);
                 }
                 Err(e) => {
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, error = %e, "an answer given in advance is malformed; asking instead")
+                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, error = %e, "an answer given in advance is malformed; asking instead");
                 }
             }
         }

@@ -251,7 +251,7 @@ impl Shared {
                     Ok(body) => this.deliver(&body).await,
                     Err(e) => {
                         this.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e))
-                            .await
+                            .await;
                     }
                 }
             }
@@ -267,7 +267,7 @@ impl Shared {
                 let _ = self.inbound.send(Inbound::Message(msg)).await;
             }
             Err(e) => {
-                tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC")
+                tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC");
             }
         }
     }

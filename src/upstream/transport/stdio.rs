@@ -103,7 +103,7 @@ pub fn spawn(
                 }
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
                 Err(e) => {
-                    tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout")
+                    tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout");
                 }
             }
         }
