@@ -84,7 +84,7 @@ fn hash_key_prints_the_sha256() {
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        redmark::auth::key_digest_hex("s3cret")
+        redmark::config::key_digest_hex("s3cret")
     );
 }
 

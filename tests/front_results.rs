@@ -222,7 +222,7 @@ const KEY: &str = "front-results-key";
 fn auth_config() -> String {
     everything_stdio_config(&format!(
         "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\n",
-        redmark::auth::key_digest_hex(KEY)
+        redmark::config::key_digest_hex(KEY)
     ))
 }
 

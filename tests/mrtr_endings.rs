@@ -142,7 +142,8 @@ async fn an_upstream_error_after_the_answer_is_relayed() {
         .await;
     let err = refused(&r, 200, -32001, "upstream_error");
     assert_eq!(err["message"], "fixture failure after accept");
-    assert_eq!(err["data"]["tag"], "err-1");
+    // The server's own `data`, kept under `data.upstream`: redmark owns `data.reason`.
+    assert_eq!(err["data"]["upstream"]["tag"], "err-1");
     assert_eq!(fx.answer("err-1").await["action"], "accept");
     assert_eq!(
         gw.metric(&ops("ask_then_error", "upstream_error")).await,

@@ -7,7 +7,7 @@ mod policy_support;
 
 use common::*;
 use policy_support::*;
-use redmark::auth::key_digest_hex;
+use redmark::config::key_digest_hex;
 use serde_json::{Value, json};
 
 const FRAN: &str = "key-fran-facilities-0123456789";

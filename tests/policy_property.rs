@@ -17,7 +17,7 @@ use common::*;
 use policy_support::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use redmark::auth::key_digest_hex;
+use redmark::config::key_digest_hex;
 use serde_json::{Map, Value, json};
 
 const FRAN: &str = "property-key-fran";

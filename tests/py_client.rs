@@ -93,7 +93,7 @@ async fn python_client_with_an_api_key() {
     let key = "test-key-123";
     let auth = format!(
         "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\ngroups = [\"facilities\"]\n",
-        redmark::auth::key_digest_hex(key)
+        redmark::config::key_digest_hex(key)
     );
     let gw = TestGateway::start(&rooms_config(&auth)).await;
     let ok = py_client(&gw.url, &json!({"steps": [{"op": "list_tools"}], "headers": {"Authorization": format!("Bearer {key}")}})).await;

@@ -379,6 +379,13 @@ impl Config {
         if self.routes.is_empty() {
             out.push((self.server.listen.span(), "no [[route]] configured".into()));
         }
+        out.extend(self.route_problems());
+        out
+    }
+
+    /// Each route: unique path and name, exactly one upstream transport, positive limits.
+    fn route_problems(&self) -> Vec<(std::ops::Range<usize>, String)> {
+        let mut out = Vec::new();
         let mut seen_paths = std::collections::HashSet::new();
         let mut seen_names = std::collections::HashSet::new();
         for route in &self.routes {

@@ -262,7 +262,7 @@ pub fn rooms_policy_config() -> String {
     let key = |key: &str, principal: &str, groups: &str| {
         format!(
             "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\ngroups = [{groups}]\n",
-            redmark::auth::key_digest_hex(key)
+            redmark::config::key_digest_hex(key)
         )
     };
     format!(

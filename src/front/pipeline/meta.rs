@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::protocol::{header_text, mismatch};
 use super::{Envelope, Halt, RequestCx, Step, misordered};
+use crate::jsonrpc::Id;
 use crate::protocol::profile::Profile;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
 use crate::protocol::{LOG_LEVELS, log_level_rank};
@@ -28,8 +29,6 @@ impl Step for Meta {
 /// Checks `_meta` and builds the typed request.
 pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest, Halt> {
     let Envelope { id, method, params } = envelope;
-    let invalid =
-        |message: String| Halt::refuse(Some(&id), Reject::new(Reason::MissingMeta, message));
     // `protocol` admitted only 2026-07-28 methods.
     let method = Method::parse(&method).ok_or_else(|| {
         Halt::refuse(
@@ -38,10 +37,42 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
         )
     })?;
     let Some(Value::Object(params)) = params else {
-        return Err(invalid(
-            "`params` with `_meta` is required on every request".into(),
+        return Err(Halt::refuse(
+            Some(&id),
+            Reject::new(
+                Reason::MissingMeta,
+                "`params` with `_meta` is required on every request",
+            ),
         ));
     };
+    let ctx = read_meta(headers, &id, &params)?;
+    let param_headers = headers
+        .iter()
+        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                v.to_str().ok().map(|s| s.trim().to_owned()),
+            )
+        })
+        .collect();
+    Ok(ClientRequest {
+        id,
+        method,
+        params,
+        ctx,
+        param_headers,
+    })
+}
+
+/// The required fields first, then the body's version against its header, then the log level.
+fn read_meta(
+    headers: &HeaderMap,
+    id: &Id,
+    params: &Map<String, Value>,
+) -> Result<RequestContext, Halt> {
+    let invalid =
+        |message: String| Halt::refuse(Some(id), Reject::new(Reason::MissingMeta, message));
     let meta_obj = params
         .get("_meta")
         .and_then(Value::as_object)
@@ -71,7 +102,7 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
         .unwrap_or_default();
     if body_version != version_header {
         return Err(mismatch(
-            &id,
+            id,
             Reason::HeaderMismatch,
             format!(
                 "Header mismatch: MCP-Protocol-Version header value '{version_header}' does not match body value '{body_version}'"
@@ -83,7 +114,7 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
         Some(Value::String(l)) if log_level_rank(l).is_some() => Some(l.clone()),
         Some(other) => {
             return Err(Halt::refuse(
-                Some(&id),
+                Some(id),
                 Reject::new(
                     Reason::InvalidLogLevel,
                     format!(
@@ -95,24 +126,13 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
             ));
         }
     };
-    let ctx = context(headers, meta_obj, body_version, capabilities, log_level);
-    let param_headers = headers
-        .iter()
-        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                v.to_str().ok().map(|s| s.trim().to_owned()),
-            )
-        })
-        .collect();
-    Ok(ClientRequest {
-        id,
-        method,
-        params,
-        ctx,
-        param_headers,
-    })
+    Ok(context(
+        headers,
+        meta_obj,
+        body_version,
+        capabilities,
+        log_level,
+    ))
 }
 
 fn context(

@@ -192,46 +192,7 @@ impl Shared {
             return;
         }
         if !status.is_success() {
-            let body = read_limited(resp, 4096).await.unwrap_or_default();
-            let text = String::from_utf8_lossy(&body);
-            // Some servers (server-everything among them) answer an unknown or
-            // expired session with 400 instead of 404.
-            if had_session
-                && status == reqwest::StatusCode::BAD_REQUEST
-                && text.to_ascii_lowercase().contains("session")
-            {
-                self.closed(format!(
-                    "the server no longer knows the HTTP session: {}",
-                    text.trim()
-                ))
-                .await;
-                return;
-            }
-            // A JSON-RPC error body is the server's own answer: pass it on as is.
-            if let Ok(Message::Response {
-                id,
-                outcome: Err(e),
-            }) = serde_json::from_slice::<Value>(&body)
-                .map_err(|_| ())
-                .and_then(|v| Message::from_value(v).map_err(|_| ()))
-            {
-                let _ = self
-                    .inbound
-                    .send(Inbound::Message(Message::Response {
-                        id,
-                        outcome: Err(e),
-                    }))
-                    .await;
-                return;
-            }
-            self.fail_request(
-                request_id,
-                ErrorObject::new(
-                    code::INTERNAL_ERROR,
-                    format!("upstream HTTP {status}: {}", text.trim()),
-                ),
-            )
-            .await;
+            self.refused(resp, had_session, request_id).await;
             return;
         }
         let is_sse = resp
@@ -256,6 +217,52 @@ impl Shared {
                 }
             }
         });
+    }
+
+    /// A non-2xx answer to a POST: the session is gone, the server's own
+    /// JSON-RPC error, or an HTTP failure of the request.
+    async fn refused(&self, resp: reqwest::Response, had_session: bool, request_id: Option<Id>) {
+        let status = resp.status();
+        let body = read_limited(resp, 4096).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&body);
+        // Some servers (server-everything among them) answer an unknown or
+        // expired session with 400 instead of 404.
+        if had_session
+            && status == reqwest::StatusCode::BAD_REQUEST
+            && text.to_ascii_lowercase().contains("session")
+        {
+            self.closed(format!(
+                "the server no longer knows the HTTP session: {}",
+                text.trim()
+            ))
+            .await;
+            return;
+        }
+        // A JSON-RPC error body is the server's own answer: pass it on as is.
+        if let Ok(Message::Response {
+            id,
+            outcome: Err(e),
+        }) = serde_json::from_slice::<Value>(&body)
+            .map_err(|_| ())
+            .and_then(|v| Message::from_value(v).map_err(|_| ()))
+        {
+            let _ = self
+                .inbound
+                .send(Inbound::Message(Message::Response {
+                    id,
+                    outcome: Err(e),
+                }))
+                .await;
+            return;
+        }
+        self.fail_request(
+            request_id,
+            ErrorObject::new(
+                code::INTERNAL_ERROR,
+                format!("upstream HTTP {status}: {}", text.trim()),
+            ),
+        )
+        .await;
     }
 
     async fn deliver(&self, data: &[u8]) {
