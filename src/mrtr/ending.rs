@@ -258,4 +258,61 @@ mod tests {
             json!({"elicitation": {"form": {}}})
         );
     }
+
+    fn stamp() -> Stamp {
+        Stamp {
+            server_info: json!({"name": "s", "version": "1"}),
+            ttl_ms: 0,
+            scope: crate::protocol::shape::CacheScope::Public,
+        }
+    }
+
+    #[test]
+    fn a_model_owned_value_is_a_tool_error_for_tools_and_a_refusal_otherwise() {
+        let owned = Ending::ModelOwned {
+            field: "room_id".into(),
+            guidance: "pass room_id".into(),
+        };
+        let id = Id::Number(7);
+        let Some(Outgoing::Final { body, outcome, .. }) =
+            owned.reply(Method::ToolsCall, &id, &stamp())
+        else {
+            panic!("a reply")
+        };
+        assert_eq!(outcome, Outcome::Ok);
+        assert_eq!(body["result"]["isError"], true);
+        assert_eq!(body["result"]["content"][0]["text"], "pass room_id");
+        let Some(Outgoing::Final { body, outcome, .. }) =
+            owned.reply(Method::PromptsGet, &id, &stamp())
+        else {
+            panic!("a reply")
+        };
+        assert_eq!(outcome, Outcome::Error(Reason::PolicyModelOwned));
+        assert_eq!(body["error"]["data"]["field"], "room_id");
+    }
+
+    #[test]
+    fn nobody_to_answer_gets_no_reply_and_upstream_errors_keep_their_code() {
+        let id = Id::Number(1);
+        assert!(
+            Ending::ClientDisconnected
+                .reply(Method::ToolsCall, &id, &stamp())
+                .is_none()
+        );
+        let Some(Outgoing::Final {
+            status,
+            body,
+            outcome,
+        }) = Ending::UpstreamError(ErrorObject::new(-32601, "no such method")).reply(
+            Method::ToolsCall,
+            &id,
+            &stamp(),
+        )
+        else {
+            panic!("a reply")
+        };
+        assert_eq!(status, http::StatusCode::NOT_FOUND);
+        assert_eq!(body["error"]["code"], -32601);
+        assert_eq!(outcome, Outcome::Error(Reason::UpstreamError));
+    }
 }

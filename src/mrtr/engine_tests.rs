@@ -200,6 +200,17 @@ async fn an_unanswered_question_expires_on_the_ttl_and_the_server_hears_cancel()
     let cancelled = next(&mut events).await;
     assert!(cancelled.get("cancelled").is_some(), "{cancelled}");
     assert_eq!(gw.engine.table.len(), 0, "nothing left pending");
+    let metrics = gw.metrics.render();
+    assert!(
+        metrics.contains(
+            r#"redmark_operations_total{route="r",tool="ask",outcome="operation_expired"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("redmark_pending_operations 0"),
+        "{metrics}"
+    );
 
     // A retry within the grace minute hears how the operation ended ...
     let retry = json!({"requestState": token, "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "late"}}}});
