@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::Engine;
 use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
-use super::outgoing::Outgoing;
+use super::outgoing::{Outcome, Outgoing};
 use super::resume::input_responses;
 use super::state::{Claims, principal_digest, request_digest};
 use super::table::{Entry, Resume, Tombstone};
@@ -50,11 +50,18 @@ struct Client {
     ctx: RequestContext,
     tx: mpsc::Sender<Outgoing>,
     /// This round trip's span, held so it ends when the client is answered and dropped.
-    _span: tracing::Span,
+    span: tracing::Span,
 }
 
 impl Client {
     async fn send(&self, out: Outgoing) -> bool {
+        if let Outgoing::Final {
+            outcome: Outcome::Error(reason),
+            ..
+        } = &out
+        {
+            spans::record_error(&self.span, reason.as_str());
+        }
         self.tx.send(out).await.is_ok()
     }
 
@@ -116,7 +123,7 @@ pub struct Operation {
     /// The operation's root span: from the first request to the ending.
     root: tracing::Span,
     /// The upstream call's span (a child of the root), held for the whole call.
-    _upstream_span: tracing::Span,
+    upstream_span: tracing::Span,
     /// The root's trace id (empty when not traced), on every log line.
     trace_id: String,
     /// The progress token the upstream call carries (the first request's);
@@ -140,7 +147,14 @@ pub async fn begin(
         id: req.id.clone(),
         ctx: req.ctx.clone(),
         tx,
-        _span: round_trip_span(&root, req.method, &target, &req.id, 1),
+        span: round_trip_span(
+            &root,
+            req.method,
+            &target,
+            &req.id,
+            1,
+            &req.ctx.protocol_version,
+        ),
     };
     let advance = match input_responses(&req.params) {
         Ok(answers) => answers,
@@ -204,7 +218,7 @@ pub async fn begin(
         trace_id: traces::trace_id(&root).unwrap_or_default(),
         id,
         root,
-        _upstream_span: upstream_span,
+        upstream_span,
         principal_digest: principal_digest(&route.name, &principal.name),
         request_digest: request_digest(&route.name, req.method.as_str(), &req.params),
         namer: KeyNamer::new(policy.keys(&target)),
@@ -455,8 +469,12 @@ impl Operation {
         self.root.record("redmark.rounds", i64::from(self.round));
         // Span status is an error for every ending but completed, declined and cancelled.
         if ending.is_failure() {
-            self.root.record("otel.status_code", "ERROR");
-            self.root.record("error.type", outcome);
+            spans::record_error(&self.root, outcome);
+        }
+        if let Ending::UpstreamError(e) = &ending {
+            spans::record_error(&self.upstream_span, &e.code.to_string());
+        } else if matches!(ending, Ending::UpstreamLost(_) | Ending::UpstreamTimeout(_)) {
+            spans::record_error(&self.upstream_span, outcome);
         }
         self.engine
             .metrics

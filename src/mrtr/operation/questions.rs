@@ -313,8 +313,15 @@ impl Operation {
         tx: tokio::sync::mpsc::Sender<Outgoing>,
         round: u32,
     ) -> Client {
-        let _span = super::round_trip_span(&self.root, self.method, &self.target, &id, round + 1);
-        Client { id, ctx, tx, _span }
+        let span = super::round_trip_span(
+            &self.root,
+            self.method,
+            &self.target,
+            &id,
+            round + 1,
+            &ctx.protocol_version,
+        );
+        Client { id, ctx, tx, span }
     }
 
     /// A retry arriving while no state is outstanding: its round was consumed.

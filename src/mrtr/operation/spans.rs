@@ -26,11 +26,7 @@ pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str
         redmark.outcome = tracing::field::Empty,
         redmark.rounds = tracing::field::Empty,
     );
-    match req.method {
-        Method::ToolsCall => span.record("gen_ai.tool.name", target),
-        Method::PromptsGet => span.record("gen_ai.prompt.name", target),
-        _ => span.record("mcp.resource.uri", target),
-    };
+    record_target(&span, req.method, target);
     traces::adopt_parent(
         &span,
         req.ctx.traceparent.as_deref(),
@@ -39,28 +35,55 @@ pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str
     span
 }
 
-/// One HTTP round trip of the operation (the first request or a retry).
+/// One HTTP round trip of the operation (the first request or a retry): a
+/// `{mcp.method.name} {target}` server span of its own, so it carries the
+/// attributes the OpenTelemetry MCP semantic conventions ask of every MCP
+/// request span, not only the root's.
 pub(super) fn round_trip_span(
     root: &tracing::Span,
     method: Method,
     target: &str,
     id: &Id,
     round: u32,
+    protocol_version: &str,
 ) -> tracing::Span {
     // The id itself: `Id`'s Display quotes a string id as JSON would.
     let request_id = match id {
         Id::Number(n) => n.to_string(),
         Id::String(s) => s.clone(),
     };
-    tracing::info_span!(
+    let span = tracing::info_span!(
         parent: root,
         "round_trip",
         otel.name = %format!("{method} {target}"),
         otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
         mcp.method.name = %method,
+        mcp.protocol.version = %protocol_version,
+        gen_ai.tool.name = tracing::field::Empty,
+        gen_ai.prompt.name = tracing::field::Empty,
+        mcp.resource.uri = tracing::field::Empty,
         jsonrpc.request.id = %request_id,
         redmark.round = i64::from(round),
-    )
+    );
+    record_target(&span, method, target);
+    span
+}
+
+/// The semantic conventions' name of what a request is about.
+fn record_target(span: &tracing::Span, method: Method, target: &str) {
+    match method {
+        Method::ToolsCall => span.record("gen_ai.tool.name", target),
+        Method::PromptsGet => span.record("gen_ai.prompt.name", target),
+        _ => span.record("mcp.resource.uri", target),
+    };
+}
+
+/// Marks a span failed with the error's reason (`error.type`).
+pub(super) fn record_error(span: &tracing::Span, reason: &str) {
+    span.record("otel.status_code", "ERROR");
+    span.record("error.type", reason);
 }
 
 /// The call to the legacy server, for the whole operation.
@@ -77,13 +100,19 @@ pub(super) fn upstream_span(
         "upstream",
         otel.name = %format!("{method} {target}"),
         otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
         mcp.method.name = %method,
+        gen_ai.tool.name = tracing::field::Empty,
+        gen_ai.prompt.name = tracing::field::Empty,
+        mcp.resource.uri = tracing::field::Empty,
         // Only when there is one (stdio sessions have none).
         mcp.session.id = tracing::field::Empty,
         mcp.protocol.version = %session.init.protocol_version,
         network.transport = transport,
         server.address = %address,
     );
+    record_target(&span, method, target);
     if let Some(id) = session.upstream_session_id() {
         span.record("mcp.session.id", id.as_str());
     }
