@@ -149,7 +149,7 @@ async fn every_refusal_leaves_the_operation_untouched() {
             }
             other => unreachable!("{other}"),
         };
-        let err = invalid(&r, reason);
+        let err = assert_error(&r, 200, -32602, reason);
         if matches!(
             *case,
             "answer_not_an_object" | "unknown_action" | "content_on_decline"
@@ -157,7 +157,7 @@ async fn every_refusal_leaves_the_operation_untouched() {
             assert_eq!(err["data"]["key"], key.as_str(), "{case}: {err}");
         }
         // Nothing reached the server: it has heard exactly the answers of earlier rounds.
-        let heard = fx.tagged("answer", "st-1");
+        let heard = fx.log.tagged("answer", "st-1");
         assert_eq!(heard.len(), i, "{case}: {heard:?}");
         // The legitimate retry still works.
         let next = op.retry(&gw, state, good).await;
@@ -174,13 +174,15 @@ async fn every_refusal_leaves_the_operation_untouched() {
     }
     // The operation is over: its last state is spent.
     let last = previous.expect("a state");
-    invalid(
+    assert_error(
         &op.retry(
             &gw,
             &last,
             json!({format!("elicitation-{n}"): accept("again")}),
         )
         .await,
+        200,
+        -32602,
         "state_replayed",
     );
     assert_eq!(gw.metric(&ops("rounds", "completed")).await, Some(1.0));
@@ -204,20 +206,24 @@ async fn a_state_past_its_expiry_is_refused() {
     let asked = input_required("tools/call", &op.start(&gw).await);
     // Nobody answered in time: the server heard `cancel`.
     gw.wait_metric(&ops("ask", "operation_expired"), 1.0).await;
-    assert_eq!(fx.answer("exp-1").await["action"], "cancel");
+    assert_eq!(fx.log.answer("exp-1").await["action"], "cancel");
     // Within the grace period the state still gets a precise answer ...
-    invalid(
+    assert_error(
         &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
             .await,
+        200,
+        -32602,
         "operation_expired",
     );
     // ... and once its own expiry has passed, the state itself is refused first.
     let mut claims = claims(&asked.state);
     claims.exp = now_secs() - 1;
     let stale = keyring("k1", &k1).seal(&claims);
-    invalid(
+    assert_error(
         &op.retry(&gw, &stale, json!({"elicitation-1": accept("late")}))
             .await,
+        200,
+        -32602,
         "state_expired",
     );
     settled(&gw).await;
@@ -260,7 +266,7 @@ async fn a_rotated_out_signing_key_still_verifies() {
             json!({"elicitation-1": accept("wrong gateway")}),
         )
         .await;
-    let err = invalid(&r, "operation_unknown");
+    let err = assert_error(&r, 200, -32602, "operation_unknown");
     assert_eq!(err["data"]["operation"], claims(&asked_a.state).op.as_str());
     // ...and A's operation was not disturbed.
     let done = op
@@ -296,8 +302,8 @@ async fn two_retries_with_one_state_resume_the_operation_once() {
         (b, a)
     };
     let name = output(&done)["content"]["name"].clone();
-    invalid(&other, "state_replayed");
-    let heard = fx.tagged("answer", "twice-1");
+    assert_error(&other, 200, -32602, "state_replayed");
+    let heard = fx.log.tagged("answer", "twice-1");
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert_eq!(heard[0]["content"]["name"], name);
     assert_eq!(gw.metric(&ops("ask", "completed")).await, Some(1.0));

@@ -145,10 +145,11 @@ async fn a_crashed_stdio_server_is_replaced() {
     let crash = call_tool(&gw, "crash", json!({}), json!({})).await;
     assert_response_schema("tools/call", crash.last());
     assert_eq!(crash.reason(), "upstream_lost", "{:?}", crash.raw);
-    fx.wait_event("crash started", |e| {
-        e["event"] == "started" && e["tool"] == "crash"
-    })
-    .await;
+    fx.log
+        .eventually("crash started", |e| {
+            e["event"] == "started" && e["tool"] == "crash"
+        })
+        .await;
     gw.wait_metric(LEASED, 0.0).await;
     gw.wait_metric(IDLE, 0.0).await;
 
@@ -217,10 +218,11 @@ async fn a_full_pool_answers_busy_until_the_session_is_back() {
         json!({"name": "slow", "arguments": {"seconds": 3}, "_meta": meta(json!({}))}),
     );
     let slow = tokio::spawn(async move { read_resp(slow.send().await.expect("POST")).await });
-    fx.wait_event("slow started", |e| {
-        e["event"] == "started" && e["tool"] == "slow"
-    })
-    .await;
+    fx.log
+        .eventually("slow started", |e| {
+            e["event"] == "started" && e["tool"] == "slow"
+        })
+        .await;
     gw.wait_metric(LEASED, 1.0).await;
 
     let busy = call_tool(&gw, "whoami", json!({}), json!({})).await;
@@ -246,10 +248,11 @@ async fn idle_sessions_are_reaped_and_their_servers_end() {
     gw.wait_metric(LEASED, 0.0).await;
     wait_gone(pid).await;
     // spec 2025-11-25 transports.mdx "stdio" shutdown: close stdin, and let the server exit by itself.
-    fx.wait_event("exit after stdin EOF", |e| {
-        e["event"] == "exit" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("exit after stdin EOF", |e| {
+            e["event"] == "exit" && e["pid"] == pid
+        })
+        .await;
     // The next call starts a fresh session.
     let next = whoami(&gw, json!({})).await["pid"].as_u64().expect("pid");
     assert_ne!(next, pid);
@@ -266,7 +269,8 @@ async fn graceful_shutdown_finishes_the_call_in_flight() {
     );
     let slow = tokio::spawn(async move { read_resp(slow.send().await.expect("POST")).await });
     let started = fx
-        .wait_event("slow started", |e| {
+        .log
+        .eventually("slow started", |e| {
             e["event"] == "started" && e["tool"] == "slow"
         })
         .await;
@@ -281,13 +285,15 @@ async fn graceful_shutdown_finishes_the_call_in_flight() {
         "{:?}",
         slow.raw
     );
-    fx.wait_event("slow finished", |e| {
-        e["event"] == "finished" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("slow finished", |e| {
+            e["event"] == "finished" && e["pid"] == pid
+        })
+        .await;
     wait_gone(pid).await;
-    fx.wait_event("exit after stdin EOF", |e| {
-        e["event"] == "exit" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("exit after stdin EOF", |e| {
+            e["event"] == "exit" && e["pid"] == pid
+        })
+        .await;
 }

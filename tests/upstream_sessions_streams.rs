@@ -84,7 +84,8 @@ async fn abandon_a_slow_call(gw: &TestGateway, fx: &Fixture, streamed: bool) -> 
     };
     let mut conn = raw_call(gw, 1, "slow", json!({"seconds": 30}), meta).await;
     let started = fx
-        .wait_event("slow started", |e| {
+        .log
+        .eventually("slow started", |e| {
             e["event"] == "started" && e["tool"] == "slow"
         })
         .await;
@@ -100,19 +101,21 @@ async fn abandon_a_slow_call(gw: &TestGateway, fx: &Fixture, streamed: bool) -> 
     drop(conn);
 
     let cancelled = fx
-        .wait_event("slow cancelled", |e| {
+        .log
+        .eventually("slow cancelled", |e| {
             e["event"] == "cancelled" && e["tool"] == "slow"
         })
         .await;
     assert_eq!(cancelled["request_id"], started["request_id"]);
     assert_eq!(cancelled["pid"], started["pid"]);
     // Cancelled by notifications/cancelled, not merely by the session ending.
-    fx.wait_event("notifications/cancelled for slow", |e| {
-        e["event"] == "cancel_requested"
-            && e["request_id"] == started["request_id"]
-            && e["pid"] == started["pid"]
-    })
-    .await;
+    fx.log
+        .eventually("notifications/cancelled for slow", |e| {
+            e["event"] == "cancel_requested"
+                && e["request_id"] == started["request_id"]
+                && e["pid"] == started["pid"]
+        })
+        .await;
     gw.wait_metric(LEASED, 0.0).await;
     started
 }
@@ -126,9 +129,9 @@ async fn cancelled_when_the_client_leaves(streamed: bool) {
     let next = whoami(&gw, json!({})).await;
     assert_ne!(next["pid"], started["pid"]);
     assert!(
-        !fx.events().iter().any(|e| e["event"] == "finished"),
+        !fx.log.events().iter().any(|e| e["event"] == "finished"),
         "{:?}",
-        fx.events()
+        fx.log.events()
     );
     gw.stop().await;
 }
@@ -222,7 +225,8 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
 
     let listen_id = json!("listen-1");
     let params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}, "_meta": meta(json!({}))});
-    let resp = request_with_id(&gw, listen_id.clone(), "subscriptions/listen", params)
+    let resp = gw
+        .request_with_id(listen_id.clone(), "subscriptions/listen", &params)
         .send()
         .await
         .expect("POST listen");
@@ -280,7 +284,7 @@ async fn the_fixture_over_streamable_http() {
     cmd.arg(Fixture::script())
         .arg("--http")
         .arg(port.to_string())
-        .env("FIXTURE_LOG", &fx.log);
+        .env("FIXTURE_LOG", &fx.log.path);
     let _server = spawn_until(cmd, "Uvicorn running").await;
     let gw = TestGateway::start(&http_config(&format!("http://127.0.0.1:{port}/mcp"), "")).await;
 
