@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn redmark() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
@@ -109,66 +108,23 @@ async fn serve_answers_then_stops_gracefully_on_sigterm() {
     // The example config runs target/debug/examples/rooms: make sure it is built.
     rooms_bin();
     let config = repo().join("examples/rooms/redmark.toml");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let addr = first
-        .strip_prefix("redmark listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
-    let url = format!("{addr}/mcp/rooms");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(json!({}))}});
-    let resp = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", VERSION)
-        .header("mcp-method", "tools/list")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let resp = read_resp(resp).await;
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+    let client = McpClient::new(gw.url("/mcp/rooms"));
+    let resp = client.rpc("tools/list", json!({}), json!({})).await;
     assert!(
         resp.result()["tools"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     );
 
-    let upstreams = children_of(pid);
+    let upstreams = children_of(gw.pid());
     assert_eq!(
         upstreams.len(),
         1,
         "one rooms process behind the gateway: {upstreams:?}"
     );
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .unwrap();
-    assert!(exit.success(), "{exit}");
+    // SIGTERM, and a clean exit within 20 s.
+    gw.stop_within(Duration::from_secs(20)).await;
     for upstream in upstreams {
         let state = std::fs::read_to_string(format!("/proc/{upstream}/stat")).unwrap_or_default();
         assert!(

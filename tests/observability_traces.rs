@@ -9,9 +9,10 @@ mod observability_support;
 
 use std::collections::BTreeSet;
 
+use common::{RedmarkProcess, accepted};
 use observability_support::*;
 use regex::Regex;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// A ticket title no span, event or log line may contain.
 const TITLE: &str = "zebra-quokka printer fire 4417";
@@ -96,20 +97,18 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     let receiver = Receiver::start(false).await;
     let dir = tempfile::tempdir().unwrap();
     let config = rooms_example_config(dir.path(), "");
-    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp/rooms"));
 
     // Priority 9 and 8 break `maximum = 5` (red-marked re-asks, max_reasks = 2); 3 completes.
-    let op = Operation {
-        client: &client,
-        tool: "create_ticket",
-        arguments: json!({"title": TITLE}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "tkt",
-    };
-    let answers = [9, 8, 3].map(|p| ("priority", json!({"priority": p})));
-    let resps = op.run(&answers).await;
+    let op = tool_call("create_ticket", json!({"title": TITLE}), "tkt")
+        .header("traceparent", &client_traceparent());
+    let priorities = [9, 8, 3];
+    let resps = op
+        .walk(&client, 3, |round, q| {
+            accept(q, "priority", json!({"priority": priorities[round - 1]}))
+        })
+        .await;
     assert_eq!(resps.len(), 4);
     for (resp, bad) in resps[1..3].iter().zip([9, 8]) {
         let message = resp.result()["inputRequests"]["priority"]["params"]["message"]
@@ -129,19 +128,13 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     // caller's context comes in `_meta.traceparent` this time.
     let failing_trace = "0af7651916cd43dd8448eb211c80319c";
     let failing_parent = "b7ad6b7169203331";
-    let mut meta = Map::new();
-    meta.insert(
-        "traceparent".into(),
-        json!(format!("00-{failing_trace}-{failing_parent}-01")),
-    );
-    let op = Operation {
-        meta,
-        headers: Vec::new(),
-        id_prefix: "bad",
-        ..op
-    };
-    let answers = [9, 9, 9].map(|p| ("priority", json!({"priority": p})));
-    let resps = op.run(&answers).await;
+    let op = tool_call("create_ticket", json!({"title": TITLE}), "bad")
+        .meta(json!({"traceparent": format!("00-{failing_trace}-{failing_parent}-01")}));
+    let resps = op
+        .walk(&client, 3, |_, q| {
+            accept(q, "priority", json!({"priority": 9}))
+        })
+        .await;
     assert_eq!(
         resps[3].reason(),
         "policy_invalid_answer",
@@ -339,18 +332,15 @@ async fn the_upstream_request_carries_the_upstream_spans_traceparent() {
         ),
     )
     .unwrap();
-    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp"));
-    let op = Operation {
-        client: &client,
-        tool: "echo_meta",
-        arguments: json!({"secret_argument": "argument-value-5521"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "echo",
-    };
-    let resps = op.run(&[]).await;
-    let text = resps[0].result()["content"][0]["text"]
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp"));
+    let op = tool_call(
+        "echo_meta",
+        json!({"secret_argument": "argument-value-5521"}),
+        "echo",
+    )
+    .header("traceparent", &client_traceparent());
+    let text = op.start(&client).await.result()["content"][0]["text"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -394,18 +384,15 @@ async fn grpc_export_is_configured_by_the_telemetry_section() {
     );
     let config = rooms_example_config(dir.path(), &extra);
     let env = [("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned())];
-    let gw = Gateway::start(&config, false, &env).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-18", "hour": 11, "room_hint": "nook"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "grpc",
-    };
-    let resps = op.run(&[]).await;
-    assert_eq!(resps[0].result()["resultType"], "complete");
+    let gw = RedmarkProcess::start(&config, false, &env).await;
+    let client = client(gw.url("/mcp/rooms"));
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-18", "hour": 11, "room_hint": "nook"}),
+        "grpc",
+    )
+    .header("traceparent", &client_traceparent());
+    assert_eq!(op.start(&client).await.result()["resultType"], "complete");
     gw.stop().await;
     // Stopped: everything it will ever export has been received.
     let spans = receiver.spans();
@@ -438,17 +425,15 @@ async fn the_sampler_variable_is_honoured() {
     let config = rooms_example_config(dir.path(), "");
     let mut env = otel_env(&receiver);
     env.push(("OTEL_TRACES_SAMPLER", "always_off".into()));
-    let gw = Gateway::start(&config, false, &env).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-18", "hour": 12, "room_hint": "nook"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "off",
-    };
-    assert_eq!(op.run(&[]).await[0].result()["resultType"], "complete");
+    let gw = RedmarkProcess::start(&config, false, &env).await;
+    let client = client(gw.url("/mcp/rooms"));
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-18", "hour": 12, "room_hint": "nook"}),
+        "off",
+    )
+    .header("traceparent", &client_traceparent());
+    assert_eq!(op.start(&client).await.result()["resultType"], "complete");
     gw.stop().await;
     let spans = receiver.spans();
     assert!(spans.is_empty(), "always_off exported {spans:#?}");
@@ -469,40 +454,41 @@ async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
     let receiver = Receiver::start(false).await;
     let dir = tempfile::tempdir().unwrap();
     let config = rooms_example_config(dir.path(), "");
-    let gw = Gateway::start(&config, true, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
+    let gw = RedmarkProcess::start(&config, true, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp/rooms"));
     // Studio B is taken at 09:00 that day: the server asks `room`, then `alternative`.
     let hint = "the big room for the okapi-lantern offsite";
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-17", "hour": 9, "room_hint": hint}),
-        meta: Map::new(),
-        headers: Vec::new(),
-        id_prefix: "log",
-    };
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-17", "hour": 9, "room_hint": hint}),
+        "log",
+    );
     let answers = [
         ("room", json!({"room_id": "studio-b"})),
         ("alternative", json!({"choice": "nook"})),
     ];
-    let resps = op.run(&answers).await;
+    let resps = op
+        .walk(&client, 2, |round, q| {
+            let (key, content) = &answers[round - 1];
+            accept(q, key, content.clone())
+        })
+        .await;
     let done = resps.last().unwrap().result();
     assert_eq!(done["structuredContent"]["room_id"], "nook", "{done}");
     // An answer given in advance (no requestState) that breaks a rule: red-marked, then 2.
-    let mut params = json!({
-        "name": "create_ticket",
-        "arguments": {"title": TITLE},
-        "inputResponses": {"priority": {"action": "accept", "content": {"priority": 9000009}}},
-        "_meta": common::meta(json!({"elicitation": {}})),
-    });
-    let asked = client.post("adv-a", "tools/call", &params, &[]).await;
-    let asked = asked.result();
-    assert_eq!(asked["resultType"], "input_required", "{asked}");
-    params["requestState"] = asked["requestState"].clone();
-    params["inputResponses"] =
-        json!({"priority": {"action": "accept", "content": {"priority": 2}}});
-    let done = client.post("adv-b", "tools/call", &params, &[]).await;
-    assert_eq!(done.result()["structuredContent"]["priority"], 2);
+    let advance = tool_call("create_ticket", json!({"title": TITLE}), "adv");
+    let first = advance
+        .send(
+            &client,
+            json!({"inputResponses": {"priority": accepted(json!({"priority": 9000009}))}}),
+        )
+        .await;
+    let done = advance
+        .walk_on(&client, first, 1, |_, q| {
+            accept(q, "priority", json!({"priority": 2}))
+        })
+        .await;
+    assert_eq!(done[1].result()["structuredContent"]["priority"], 2);
 
     let stderr = gw.stop().await;
     let spans = receiver.spans();
