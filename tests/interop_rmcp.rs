@@ -199,10 +199,7 @@ impl Rust {
 
 /// Waits (bounded) until the gateway answered `n` requests of `method` with `outcome`.
 async fn requests(gw: &common::TestGateway, method: &str, outcome: &str, n: f64) {
-    let sample = format!(
-        "redmark_requests_total{{route=\"main\",method=\"{method}\",outcome=\"{outcome}\"}}"
-    );
-    gw.wait_metric(&sample, n).await;
+    gw.wait_metric(&common::requests(method, outcome), n).await;
 }
 
 /// Asserts one question, asked under `key`, with `message`; returns it.
@@ -260,9 +257,7 @@ async fn everything_three_ways(server: Server) {
     assert_eq!(cancelled[0], "⚠️ User cancelled the elicitation dialog.");
     assert!(cancelled[1].contains("\"action\": \"cancel\""));
 
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted(EVERYTHING_TOOL, outcome, 1.0).await;
-    }
+    fronted.counted_three_ways(EVERYTHING_TOOL).await;
     // On the wire: one server/discover, one tools/list, and two tools/call per
     // call (the InputRequiredResult, then the retry with inputResponses). Unlike
     // the Python client, rmcp does not follow a call with tools/list.
@@ -310,9 +305,7 @@ async fn fastmcp_three_ways(server: Server) {
     one_question(&rust, "elicitation-1", message);
     assert_eq!(got, json!({"action": "cancel", "data": null}));
 
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("register", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("register").await;
     rust.close().await;
     fronted.stop().await;
 }
@@ -354,9 +347,7 @@ async fn ts_sdk_three_ways(server: Server) {
     one_question(&rust, "elicitation-1", message);
     assert_eq!(got, json!({"action": "cancel", "content": null}));
 
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("survey", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("survey").await;
     rust.close().await;
     fronted.stop().await;
 }
@@ -449,9 +440,7 @@ async fn rmcp_client_books_the_big_room_and_answers_the_ticket_priority() {
     let (cancelled, _) = rust.texts("create_ticket", ticket).await;
     one_question(&rust, "priority", message);
     assert_eq!(cancelled.join("\n"), "Ticket creation cancelled.");
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("create_ticket", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("create_ticket").await;
     rust.close().await;
     fronted.stop().await;
 }
@@ -525,7 +514,7 @@ async fn extra_three_ways(server: Extra) {
         assert_eq!(q.schema["required"], json!([required]), "{}", q.schema);
         assert_eq!(got, want);
     }
-    fronted.counted_three_ways().await;
+    fronted.counted_three_ways(server.tool()).await;
     rust.close().await;
     fronted.stop().await;
 }

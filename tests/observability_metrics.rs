@@ -10,9 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{
-    PATIENCE, TestGateway, eventually_within, listening_port, repo, rooms_bin, toml_str,
-};
+use common::{PATIENCE, TestGateway, eventually_within, listening_port, repo, rooms_bin, toml_str};
 use observability_support::{accept, client, tool_call};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use regex::Regex;

@@ -18,8 +18,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const IDLE: &str = r#"redmark_upstream_sessions{route="main",state="idle"}"#;
-const LEASED: &str = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
 const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -116,7 +114,7 @@ async fn abandon_a_slow_call(gw: &TestGateway, fx: &Fixture, streamed: bool) -> 
                 && e["pid"] == started["pid"]
         })
         .await;
-    gw.wait_metric(LEASED, 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     started
 }
 
@@ -125,7 +123,7 @@ async fn cancelled_when_the_client_leaves(streamed: bool) {
     let gw = TestGateway::start(&fx.config("", "")).await;
     let started = abandon_a_slow_call(&gw, &fx, streamed).await;
     // The session that carried the abandoned call is not reused.
-    gw.wait_metric(IDLE, 0.0).await;
+    gw.wait_metric(&sessions("idle"), 0.0).await;
     let next = whoami(&gw, json!({})).await;
     assert_ne!(next["pid"], started["pid"]);
     assert!(
@@ -268,7 +266,7 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
     assert_eq!(call.result()["content"][0]["text"], "I am fresh_tool");
 
     drop(listen);
-    gw.wait_metric(LEASED, 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     gw.stop().await;
 }
 
@@ -279,13 +277,11 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_fixture_over_streamable_http() {
     let fx = Fixture::new();
-    let port = free_port();
     let mut cmd = tokio::process::Command::new(legacy_python());
     cmd.arg(Fixture::script())
-        .arg("--http")
-        .arg(port.to_string())
+        .args(["--http", "0"])
         .env("FIXTURE_LOG", &fx.log.path);
-    let _server = spawn_until(cmd, "Uvicorn running").await;
+    let (_server, port) = spawn_listening(cmd, "Uvicorn running").await;
     let gw = TestGateway::start(&http_config(&format!("http://127.0.0.1:{port}/mcp"), "")).await;
 
     let caps = json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}});

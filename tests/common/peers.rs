@@ -296,11 +296,3 @@ impl RedmarkProcess {
         lines
     }
 }
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 use crate::common::*;
-use crate::mrtr_e2e_support::{Output, three_calls};
+use crate::mrtr_e2e_support::{Fronted, Output, three_calls};
 
 /// The extra servers of the interoperability tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,40 +24,30 @@ pub enum Extra {
     Py2Stdio,
 }
 
-/// A gateway whose `/mcp` route fronts one `Extra` server; a server process of
-/// its own (HTTP) is killed when this is dropped.
-pub struct ExtraFronted {
-    pub gw: TestGateway,
-    pub server: Extra,
-    _peer: Option<ChildGuard>,
-}
-
 impl Extra {
-    pub async fn front(self) -> ExtraFronted {
+    /// A gateway whose `/mcp` route fronts this server; a server process of
+    /// its own (HTTP) is killed when the `Fronted` is dropped.
+    pub async fn front(self) -> Fronted {
         ensure_deps();
         let (config, peer) = match self {
             Extra::TsGetStream => {
-                let port = free_port();
                 let mut cmd = Command::new("node");
-                cmd.arg(repo().join("tests/fixtures/interop_ts_get_stream.mjs"))
-                    .env("PORT", port.to_string())
+                cmd.arg(fixture_file("interop_ts_get_stream.mjs"))
+                    .env("PORT", "0")
                     .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
-                let peer = spawn_until(cmd, "interop-ts-get-stream listening on port").await;
+                let ready = "interop-ts-get-stream listening on port";
+                let (peer, port) = spawn_listening(cmd, ready).await;
                 let url = format!("http://127.0.0.1:{port}/mcp");
                 (http_config(&url, ""), Some(peer))
             }
             Extra::Py2Stdio => {
                 let py = client_python();
-                let script = repo().join("tests/fixtures/interop_py2_server.py");
+                let script = fixture_file("interop_py2_server.py");
                 let command = [py.to_str().unwrap(), script.to_str().unwrap()];
                 (stdio_config(&command, ""), None)
             }
         };
-        ExtraFronted {
-            gw: TestGateway::start(&config).await,
-            server: self,
-            _peer: peer,
-        }
+        Fronted::new(TestGateway::start(&config).await, None, peer)
     }
 
     /// The tool that asks.
@@ -113,35 +103,12 @@ impl Extra {
     pub fn script(self) -> Value {
         three_calls(self.tool(), self.arguments(), self.accept())
     }
-}
-
-impl ExtraFronted {
-    pub async fn stop(self) {
-        self.gw.stop().await;
-    }
-
-    /// Waits (bounded) until the gateway counted `n` operations of the server's
-    /// tool that ended `outcome`.
-    pub async fn counted(&self, outcome: &str, n: f64) {
-        let tool = self.server.tool();
-        let sample = format!(
-            "redmark_operations_total{{route=\"main\",tool=\"{tool}\",outcome=\"{outcome}\"}}"
-        );
-        self.gw.wait_metric(&sample, n).await;
-    }
-
-    /// Waits until the three operations ended completed, declined and cancelled.
-    pub async fn counted_three_ways(&self) {
-        for outcome in ["completed", "declined", "cancelled"] {
-            self.counted(outcome, 1.0).await;
-        }
-    }
 
     /// Checks the output of `Extra::script` from either client driver: one
     /// question per call, and the server received accept (with the content),
-    /// decline and cancel.
-    pub async fn three_ways_outcomes(&self, out: &Output) {
-        let (message, required) = self.server.question();
+    /// decline and cancel; the gateway counted the three endings.
+    pub async fn three_ways_outcomes(self, out: &Output, fronted: &Fronted) {
+        let (message, required) = self.question();
         for step in 0..3 {
             let asked = out.asked_in(step);
             assert_eq!(asked.len(), 1, "{asked:#?}");
@@ -151,9 +118,9 @@ impl ExtraFronted {
                 assert_eq!(key, "elicitation-1");
             }
         }
-        for (step, want) in self.server.received().iter().enumerate() {
+        for (step, want) in self.received().iter().enumerate() {
             assert_eq!(&out.received(step), want, "step {step}");
         }
-        self.counted_three_ways().await;
+        fronted.counted_three_ways(self.tool()).await;
     }
 }

@@ -85,9 +85,7 @@ pub async fn everything_outcomes(out: &Output, fronted: &Fronted) {
     for step in 1..=3 {
         assert_ne!(out.result(step)["isError"], true, "{}", out.step(step));
     }
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted(EVERYTHING_TOOL, outcome, 1.0).await;
-    }
+    fronted.counted_three_ways(EVERYTHING_TOOL).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -270,9 +268,7 @@ pub async fn ticket_outcomes(out: &Output, fronted: &Fronted) {
         out.step(1)
     );
     assert_eq!(out.text(2), "Ticket creation cancelled.");
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("create_ticket", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("create_ticket").await;
 }
 
 /// Without the elicitation capability the rooms server never asks: its own
@@ -318,9 +314,7 @@ pub async fn legacy_py_outcomes(out: &Output, fronted: &Fronted) {
     );
     assert_eq!(out.received(1), json!({"action": "decline", "data": null}));
     assert_eq!(out.received(2), json!({"action": "cancel", "data": null}));
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("register", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("register").await;
 }
 
 pub fn legacy_ts_script() -> Value {
@@ -358,7 +352,5 @@ pub async fn legacy_ts_outcomes(out: &Output, fronted: &Fronted) {
         out.received(2),
         json!({"action": "cancel", "content": null})
     );
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("survey", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("survey").await;
 }
