@@ -30,7 +30,9 @@ use serde_json::{Value, json};
 
 use common::VERSION;
 use interop_support::Extra;
-use mrtr_e2e_support::{ALICE, BOB, EVERYTHING_TOOL, Fronted, Server};
+use mrtr_e2e_support::{
+    ALICE, BOB, EVERYTHING_TOOL, Fronted, Server, ThreeWays, fastmcp_register, ts_sdk_survey,
+};
 
 /// One question as the rmcp client's `create_elicitation` saw it.
 #[derive(Debug, Clone)]
@@ -280,33 +282,25 @@ async fn rmcp_client_answers_server_everything_over_http() {
 
 // --- PyPI mcp 1.30.0 FastMCP (`ctx.elicit`) ---------------------------------------------
 
+/// Three calls of `cell`'s tool through rmcp, answered accept, decline,
+/// cancel: one question each, and the server received exactly those.
+async fn rmcp_three_ways(fronted: &Fronted, cell: &ThreeWays) {
+    let rust = Rust::connect(fronted, None).await;
+    rust.handler
+        .answer([accept(cell.accept.clone()), decline(), cancel()]);
+    for want in &cell.received {
+        let got = rust.received(cell.tool, cell.arguments.clone()).await;
+        let q = one_question(&rust, "elicitation-1", cell.message);
+        assert_eq!(q.schema["required"], json!([cell.required]), "{}", q.schema);
+        assert_eq!(&got, want);
+    }
+    fronted.counted_three_ways(cell.tool).await;
+    rust.close().await;
+}
+
 async fn fastmcp_three_ways(server: Server) {
     let fronted = server.front().await;
-    let rust = Rust::connect(&fronted, None).await;
-    rust.handler.answer([
-        accept(json!({"name": "Ada", "guests": 2})),
-        decline(),
-        cancel(),
-    ]);
-    let args = json!({"event": "the launch party"});
-    let message = "Who is coming to the launch party?";
-
-    let got = rust.received("register", args.clone()).await;
-    let q = one_question(&rust, "elicitation-1", message);
-    assert_eq!(q.schema["required"], json!(["name"]), "{}", q.schema);
-    assert_eq!(
-        got,
-        json!({"action": "accept", "data": {"name": "Ada", "guests": 2}})
-    );
-    let got = rust.received("register", args.clone()).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "decline", "data": null}));
-    let got = rust.received("register", args).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "cancel", "data": null}));
-
-    fronted.counted_three_ways("register").await;
-    rust.close().await;
+    rmcp_three_ways(&fronted, &fastmcp_register()).await;
     fronted.stop().await;
 }
 
@@ -324,31 +318,7 @@ async fn rmcp_client_answers_a_fastmcp_server_over_http() {
 
 async fn ts_sdk_three_ways(server: Server) {
     let fronted = server.front().await;
-    let rust = Rust::connect(&fronted, None).await;
-    rust.handler.answer([
-        accept(json!({"rating": 4, "comment": "strong"})),
-        decline(),
-        cancel(),
-    ]);
-    let args = json!({"topic": "the new coffee machine"});
-    let message = "What do you think of the new coffee machine?";
-
-    let got = rust.received("survey", args.clone()).await;
-    let q = one_question(&rust, "elicitation-1", message);
-    assert_eq!(q.schema["required"], json!(["rating"]), "{}", q.schema);
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"rating": 4, "comment": "strong"}})
-    );
-    let got = rust.received("survey", args.clone()).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "decline", "content": null}));
-    let got = rust.received("survey", args).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "cancel", "content": null}));
-
-    fronted.counted_three_ways("survey").await;
-    rust.close().await;
+    rmcp_three_ways(&fronted, &ts_sdk_survey()).await;
     fronted.stop().await;
 }
 
@@ -501,21 +471,9 @@ async fn rmcp_client_meets_the_rooms_policy_denial_and_red_mark() {
 
 // --- the servers behind the traps (tests/interop_support) --------------------------------
 
-/// Three calls to `server`'s asking tool through rmcp, answered accept, decline, cancel.
 async fn extra_three_ways(server: Extra) {
     let fronted = server.front().await;
-    let rust = Rust::connect_url(&fronted.gw.url, None).await;
-    rust.handler
-        .answer([accept(server.accept()), decline(), cancel()]);
-    let (message, required) = server.question();
-    for want in server.received() {
-        let got = rust.received(server.tool(), server.arguments()).await;
-        let q = one_question(&rust, "elicitation-1", message);
-        assert_eq!(q.schema["required"], json!([required]), "{}", q.schema);
-        assert_eq!(got, want);
-    }
-    fronted.counted_three_ways(server.tool()).await;
-    rust.close().await;
+    rmcp_three_ways(&fronted, &server.three_ways()).await;
     fronted.stop().await;
 }
 

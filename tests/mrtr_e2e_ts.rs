@@ -65,16 +65,18 @@ async fn ts_client_answers_the_ticket_priority_three_ways() {
 #[tokio::test]
 async fn ts_client_answers_a_fastmcp_server_over_stdio() {
     let fronted = Server::LegacyPyStdio.front().await;
-    let out = fronted.run(TS, &legacy_py_script()).await;
-    legacy_py_outcomes(&out, &fronted).await;
+    let cell = fastmcp_register();
+    let out = fronted.run(TS, &cell.script()).await;
+    cell.outcomes(&out, &fronted).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn ts_client_answers_a_typescript_sdk_server_over_http() {
     let fronted = Server::LegacyTsHttp.front().await;
-    let out = fronted.run(TS, &legacy_ts_script()).await;
-    legacy_ts_outcomes(&out, &fronted).await;
+    let cell = ts_sdk_survey();
+    let out = fronted.run(TS, &cell.script()).await;
+    cell.outcomes(&out, &fronted).await;
     fronted.stop().await;
 }
 

@@ -9,11 +9,11 @@
 //!   over stdio, a server that also speaks 2026-07-28 natively.
 #![allow(dead_code)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
 
 use crate::common::*;
-use crate::mrtr_e2e_support::{Fronted, Output, three_calls};
+use crate::mrtr_e2e_support::{Fronted, ThreeWays, fastmcp_register, ts_sdk_survey};
 
 /// The extra servers of the interoperability tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,77 +50,26 @@ impl Extra {
         Fronted::new(TestGateway::start(&config).await, None, peer)
     }
 
-    /// The tool that asks.
-    pub fn tool(self) -> &'static str {
-        match self {
-            Extra::TsGetStream => "survey",
-            Extra::Py2Stdio => "register",
-        }
-    }
-
-    pub fn arguments(self) -> Value {
-        match self {
-            Extra::TsGetStream => json!({"topic": "the new coffee machine"}),
-            Extra::Py2Stdio => json!({"event": "the launch party"}),
-        }
-    }
-
-    /// The content an accepting user gives.
-    pub fn accept(self) -> Value {
-        match self {
-            Extra::TsGetStream => json!({"rating": 4, "comment": "strong"}),
-            Extra::Py2Stdio => json!({"name": "Ada", "guests": 2}),
-        }
-    }
-
-    /// The question the tool asks, and its one required field.
-    pub fn question(self) -> (&'static str, &'static str) {
-        match self {
-            Extra::TsGetStream => ("What do you think of the new coffee machine?", "rating"),
-            Extra::Py2Stdio => ("Who is coming to the launch party?", "name"),
-        }
-    }
-
-    /// What the server must report for accept, decline and cancel, in order.
-    pub fn received(self) -> [Value; 3] {
+    /// The tool that asks, its question, and what the server must report.
+    pub fn three_ways(self) -> ThreeWays {
         match self {
             // Each question was pushed while the gateway's GET stream was open.
-            Extra::TsGetStream => [
-                json!({"action": "accept", "content": self.accept(), "getStreamOpen": true}),
-                json!({"action": "decline", "content": null, "getStreamOpen": true}),
-                json!({"action": "cancel", "content": null, "getStreamOpen": true}),
-            ],
+            Extra::TsGetStream => {
+                let mut cell = ts_sdk_survey();
+                cell.mode = None;
+                for r in &mut cell.received {
+                    r["getStreamOpen"] = json!(true);
+                }
+                cell
+            }
             // A legacy session: redmark initialized it with 2025-11-25.
-            Extra::Py2Stdio => [
-                json!({"action": "accept", "data": self.accept(), "protocolVersion": "2025-11-25"}),
-                json!({"action": "decline", "data": null, "protocolVersion": "2025-11-25"}),
-                json!({"action": "cancel", "data": null, "protocolVersion": "2025-11-25"}),
-            ],
-        }
-    }
-
-    /// A client-driver script: three calls answered accept, decline, cancel.
-    pub fn script(self) -> Value {
-        three_calls(self.tool(), self.arguments(), self.accept())
-    }
-
-    /// Checks the output of `Extra::script` from either client driver: one
-    /// question per call, and the server received accept (with the content),
-    /// decline and cancel; the gateway counted the three endings.
-    pub async fn three_ways_outcomes(self, out: &Output, fronted: &Fronted) {
-        let (message, required) = self.question();
-        for step in 0..3 {
-            let asked = out.asked_in(step);
-            assert_eq!(asked.len(), 1, "{asked:#?}");
-            assert_eq!(asked[0]["message"], message);
-            assert_eq!(asked[0]["requestedSchema"]["required"], json!([required]));
-            if let Some(key) = out.key_of(asked[0]) {
-                assert_eq!(key, "elicitation-1");
+            Extra::Py2Stdio => {
+                let mut cell = fastmcp_register();
+                for r in &mut cell.received {
+                    r["protocolVersion"] = json!("2025-11-25");
+                }
+                cell
             }
         }
-        for (step, want) in self.received().iter().enumerate() {
-            assert_eq!(&out.received(step), want, "step {step}");
-        }
-        fronted.counted_three_ways(self.tool()).await;
     }
 }

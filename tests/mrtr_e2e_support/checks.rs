@@ -290,67 +290,88 @@ pub fn rooms_fallback(out: &Output, step: usize) {
 // ---------------------------------------------------------------------------
 // The fixtures report exactly what they received as JSON text.
 
-pub fn legacy_py_script() -> Value {
-    three_calls(
-        "register",
-        json!({"event": "the launch party"}),
-        json!({"name": "Ada", "guests": 2}),
-    )
+/// A server tool that asks one question per call, called three times and
+/// answered accept, decline and cancel: what the client must be asked, and
+/// what the server must report it received.
+pub struct ThreeWays {
+    pub tool: &'static str,
+    pub arguments: Value,
+    /// The content an accepting user gives.
+    pub accept: Value,
+    pub message: &'static str,
+    /// The form's one required field.
+    pub required: &'static str,
+    /// The form mode the client must see, where the server marks it.
+    pub mode: Option<&'static str>,
+    /// What the server reports for accept, decline and cancel.
+    pub received: [Value; 3],
 }
 
-pub async fn legacy_py_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        assert_eq!(asked[0]["message"], "Who is coming to the launch party?");
-        assert_eq!(asked[0]["requestedSchema"]["required"], json!(["name"]));
-        if let Some(key) = out.key_of(asked[0]) {
-            assert_eq!(key, "elicitation-1");
-        }
+impl ThreeWays {
+    /// A client-driver script: the three calls and their answers.
+    pub fn script(&self) -> Value {
+        three_calls(self.tool, self.arguments.clone(), self.accept.clone())
     }
-    assert_eq!(
-        out.received(0),
-        json!({"action": "accept", "data": {"name": "Ada", "guests": 2}})
-    );
-    assert_eq!(out.received(1), json!({"action": "decline", "data": null}));
-    assert_eq!(out.received(2), json!({"action": "cancel", "data": null}));
-    fronted.counted_three_ways("register").await;
-}
 
-pub fn legacy_ts_script() -> Value {
-    three_calls(
-        "survey",
-        json!({"topic": "the new coffee machine"}),
-        json!({"rating": 4, "comment": "strong"}),
-    )
-}
-
-pub async fn legacy_ts_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        assert_eq!(
-            asked[0]["message"],
-            "What do you think of the new coffee machine?"
-        );
-        assert_eq!(asked[0]["requestedSchema"]["required"], json!(["rating"]));
-        // elicitInput marks its form; redmark relays the mode as sent.
-        assert_eq!(asked[0]["params"]["mode"], "form", "{}", asked[0]);
-        if let Some(key) = out.key_of(asked[0]) {
-            assert_eq!(key, "elicitation-1");
+    /// Checks `script`'s output from either client driver: one question per
+    /// call, what the server received, and the three endings counted.
+    pub async fn outcomes(&self, out: &Output, fronted: &Fronted) {
+        for step in 0..3 {
+            let asked = out.asked_in(step);
+            assert_eq!(asked.len(), 1, "{asked:#?}");
+            assert_eq!(asked[0]["message"], self.message);
+            assert_eq!(
+                asked[0]["requestedSchema"]["required"],
+                json!([self.required])
+            );
+            if let Some(mode) = self.mode {
+                // The server marks its form; redmark relays the mode as sent.
+                assert_eq!(asked[0]["params"]["mode"], mode, "{}", asked[0]);
+            }
+            if let Some(key) = out.key_of(asked[0]) {
+                assert_eq!(key, "elicitation-1");
+            }
         }
+        for (step, want) in self.received.iter().enumerate() {
+            assert_eq!(&out.received(step), want, "step {step}");
+        }
+        fronted.counted_three_ways(self.tool).await;
     }
-    assert_eq!(
-        out.received(0),
-        json!({"action": "accept", "content": {"rating": 4, "comment": "strong"}})
-    );
-    assert_eq!(
-        out.received(1),
-        json!({"action": "decline", "content": null})
-    );
-    assert_eq!(
-        out.received(2),
-        json!({"action": "cancel", "content": null})
-    );
-    fronted.counted_three_ways("survey").await;
+}
+
+/// tests/fixtures/e2e_legacy_py.py's `register` (FastMCP's `ctx.elicit`).
+pub fn fastmcp_register() -> ThreeWays {
+    let accept = json!({"name": "Ada", "guests": 2});
+    ThreeWays {
+        tool: "register",
+        arguments: json!({"event": "the launch party"}),
+        message: "Who is coming to the launch party?",
+        required: "name",
+        mode: None,
+        received: [
+            json!({"action": "accept", "data": accept}),
+            json!({"action": "decline", "data": null}),
+            json!({"action": "cancel", "data": null}),
+        ],
+        accept,
+    }
+}
+
+/// tests/fixtures/e2e_legacy_ts.mjs's `survey` (the npm sdk's `elicitInput`,
+/// which marks its form).
+pub fn ts_sdk_survey() -> ThreeWays {
+    let accept = json!({"rating": 4, "comment": "strong"});
+    ThreeWays {
+        tool: "survey",
+        arguments: json!({"topic": "the new coffee machine"}),
+        message: "What do you think of the new coffee machine?",
+        required: "rating",
+        mode: Some("form"),
+        received: [
+            json!({"action": "accept", "content": accept}),
+            json!({"action": "decline", "content": null}),
+            json!({"action": "cancel", "content": null}),
+        ],
+        accept,
+    }
 }
