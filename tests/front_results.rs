@@ -217,10 +217,7 @@ async fn an_unknown_tool_is_invalid_params() {
 const KEY: &str = "front-results-key";
 
 fn auth_config() -> String {
-    everything_stdio_config(&format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\n",
-        redmark::auth::key_digest_hex(KEY)
-    ))
+    everything_stdio_config(&api_key(KEY, "alice", &[]))
 }
 
 async fn with_key(gw: &TestGateway, method: &str, authorization: Option<&str>) -> Resp {

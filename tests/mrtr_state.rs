@@ -64,7 +64,8 @@ async fn every_refusal_leaves_the_operation_untouched() {
             .route(&policy)
             .top(NODE)
             .top(&state_key("k1", &k1, true))
-            .top(&api_keys(&[("alice-key", "alice"), ("bob-key", "bob")]))
+            .top(&api_key("alice-key", "alice", &[]))
+            .top(&api_key("bob-key", "bob", &[]))
             .mrtr("max_rounds = 20")
             .mrtr("gather = \"50ms\"")
             .build(),

@@ -7,7 +7,6 @@ mod policy_support;
 
 use common::*;
 use policy_support::*;
-use redmark::auth::key_digest_hex;
 use serde_json::{Value, json};
 
 const FRAN: &str = "key-fran-facilities-0123456789";
@@ -15,12 +14,7 @@ const DANA: &str = "key-dana-design-0123456789";
 
 /// Two principals: fran (facilities) and dana (design).
 fn principals() -> String {
-    format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"fran\"\ngroups = [\"facilities\"]\n\
-         [[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"dana\"\ngroups = [\"design\", \"staff\"]\n",
-        key_digest_hex(FRAN),
-        key_digest_hex(DANA)
-    )
+    api_key(FRAN, "fran", &["facilities"]) + &api_key(DANA, "dana", &["design", "staff"])
 }
 
 #[tokio::test]

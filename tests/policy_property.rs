@@ -17,7 +17,6 @@ use common::*;
 use policy_support::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use redmark::auth::key_digest_hex;
 use serde_json::{Map, Value, json};
 
 const FRAN: &str = "property-key-fran";
@@ -256,12 +255,7 @@ async fn run(fx: &Fixture, gw: &TestGateway, tag: &str, case: &Case) -> &'static
 #[test]
 fn no_answer_that_violates_the_policy_reaches_the_server() {
     let fx = Fixture::with_policy(POLICY);
-    let top = format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"fran\"\ngroups = [\"facilities\"]\n\
-         [[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"dana\"\ngroups = [\"design\"]\n",
-        key_digest_hex(FRAN),
-        key_digest_hex(DANA)
-    );
+    let top = api_key(FRAN, "fran", &["facilities"]) + &api_key(DANA, "dana", &["design"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let gw = rt.block_on(TestGateway::start(&fx.config(&top)));
     let config = Config {

@@ -91,10 +91,7 @@ async fn python_client_through_the_gateway_to_server_everything_over_http() {
 #[tokio::test]
 async fn python_client_with_an_api_key() {
     let key = "test-key-123";
-    let auth = format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\ngroups = [\"facilities\"]\n",
-        redmark::auth::key_digest_hex(key)
-    );
+    let auth = api_key(key, "alice", &["facilities"]);
     let gw = TestGateway::start(&rooms_config(&auth)).await;
     let ok = py_client(&gw.url, &json!({"steps": [{"op": "list_tools"}], "headers": {"Authorization": format!("Bearer {key}")}})).await;
     assert_eq!(step(&ok, 0)["ok"], true, "{ok:?}");

@@ -135,6 +135,17 @@ pub fn http_config(url: &str, extra: &str) -> String {
     )
 }
 
+/// An `[[auth.api_key]]` table: the principal of API key `key`, in `groups`.
+pub fn api_key(key: &str, principal: &str, groups: &[&str]) -> String {
+    let groups: Vec<String> = groups.iter().map(|g| toml_str(g)).collect();
+    format!(
+        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = {}\ngroups = [{}]\n",
+        redmark::auth::key_digest_hex(key),
+        toml_str(principal),
+        groups.join(", ")
+    )
+}
+
 pub fn everything_stdio_config(extra: &str) -> String {
     let js = everything_js();
     stdio_config(&["node", js.to_str().unwrap(), "stdio"], extra)

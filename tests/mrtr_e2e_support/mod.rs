@@ -240,16 +240,10 @@ pub const BOB: &str = "e2e-bob-key";
 pub fn rooms_policy_config() -> String {
     let policy = repo().join("policies/rooms.toml");
     let bin = rooms_bin();
-    let key = |key: &str, principal: &str, groups: &str| {
-        format!(
-            "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\ngroups = [{groups}]\n",
-            redmark::auth::key_digest_hex(key)
-        )
-    };
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n{}{}\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [{}]\n",
-        key(ALICE, "alice", "\"facilities\""),
-        key(BOB, "bob", ""),
+        api_key(ALICE, "alice", &["facilities"]),
+        api_key(BOB, "bob", &[]),
         toml_str(policy.to_str().unwrap()),
         toml_str(bin.to_str().unwrap()),
     )

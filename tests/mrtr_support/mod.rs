@@ -41,18 +41,6 @@ pub fn claims(state: &str) -> Claims {
     serde_json::from_slice(&B64.decode(payload).expect("base64url claims")).expect("claims JSON")
 }
 
-/// `[[auth.api_key]]` tables for `(key, principal)` pairs.
-pub fn api_keys(keys: &[(&str, &str)]) -> String {
-    keys.iter()
-        .map(|(key, principal)| {
-            format!(
-                "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\n",
-                redmark::auth::key_digest_hex(key)
-            )
-        })
-        .collect()
-}
-
 /// The mrtr fixture server behind route "main", logging to the fixture's log.
 impl Fixture {
     /// A config builder; `[mrtr] gather` defaults to 300 ms so that pushes
