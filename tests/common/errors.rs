@@ -1,4 +1,4 @@
-//! `assert_error`: the one check of an error answer.
+//! `assert_error`, the one check of an error answer, and `assert_contains`.
 
 use std::ops::Deref;
 
@@ -33,10 +33,6 @@ impl<'r> Refusal<'r> {
         &self.error["data"]
     }
 
-    pub fn message(&self) -> &'r str {
-        self.error["message"].as_str().unwrap_or_default()
-    }
-
     /// Also asserts the error came as a plain JSON body (not a stream) whose
     /// id is `id` (`None`: no id at all).
     pub fn json_reply_to(self, id: Option<Value>) -> Self {
@@ -49,6 +45,13 @@ impl<'r> Refusal<'r> {
         );
         assert_eq!(msg.get("id"), id.as_ref(), "echoed id; body: {msg}");
         self
+    }
+}
+
+/// Asserts `text` contains every one of `parts`.
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in {text:?}");
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::fmt::Display;
 use std::future::{Future, ready};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -108,29 +108,16 @@ impl FixtureLog {
         .await
     }
 
-    /// Waits until at least `n` events match `pred` and returns them all.
-    pub async fn eventually_n(
-        &self,
-        what: &str,
-        n: usize,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Vec<Value> {
-        let what = format!("the fixture to log {n} x {what}");
+    /// Waits until call `tag` has at least `n` answers and returns them.
+    pub async fn answers_at_least(&self, tag: &str, n: usize) -> Vec<Value> {
+        let what = format!("the fixture to log {n} answer(s) for {tag}");
         eventually(&what, || {
-            let found: Vec<Value> = self.events().into_iter().filter(|e| pred(e)).collect();
+            let found = self.answers(tag);
             ready(if found.len() >= n {
                 Ok(found)
             } else {
                 Err(self.seen())
             })
-        })
-        .await
-    }
-
-    /// Waits until call `tag` has at least `n` answers and returns them.
-    pub async fn answers_at_least(&self, tag: &str, n: usize) -> Vec<Value> {
-        self.eventually_n(&format!("an answer for {tag}"), n, |e| {
-            e["event"] == "answer" && e["tag"] == tag
         })
         .await
     }
@@ -166,10 +153,6 @@ impl Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = FixtureLog::new(dir.path().join("fixture.jsonl"));
         Fixture { dir, log }
-    }
-
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 
     /// A path in this fixture's private directory.

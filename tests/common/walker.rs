@@ -93,11 +93,6 @@ impl Op {
         self
     }
 
-    /// The params the request digest is computed over.
-    pub fn params_map(&self) -> Map<String, Value> {
-        self.params.as_object().expect("params object").clone()
-    }
-
     fn id(&self, ep: &McpClient) -> Value {
         match &self.ids {
             None => json!(ep.next_id()),
@@ -110,7 +105,7 @@ impl Op {
 
     /// Sends the request with `extra` params added and returns the response unread (for streams).
     pub async fn open(&self, ep: &McpClient, extra: Value) -> reqwest::Response {
-        let mut params = self.params_map();
+        let mut params = self.params.as_object().expect("params object").clone();
         for (k, v) in extra.as_object().expect("extra params object") {
             params.insert(k.clone(), v.clone());
         }
@@ -209,11 +204,10 @@ impl Asked {
             .unwrap_or_else(|| panic!("no question {message:?} in {:?}", self.requests))
     }
 
-    /// The only question: its key and request.
-    pub fn only(&self) -> (&str, &Value) {
+    /// The only question's key and request.
+    fn only(&self) -> (&String, &Value) {
         assert_eq!(self.requests.len(), 1, "one question: {:?}", self.requests);
-        let (key, request) = self.requests.iter().next().unwrap();
-        (key, request)
+        self.requests.iter().next().unwrap()
     }
 
     /// The key of the only question.

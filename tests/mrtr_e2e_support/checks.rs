@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Client, Fronted, Output, three_calls};
+use crate::common::assert_contains;
 
 // ---------------------------------------------------------------------------
 // server-everything: `trigger-elicitation-request` (no arguments) asks for a
@@ -29,59 +30,36 @@ pub async fn everything_outcomes(out: &Output, fronted: &Fronted) {
         tools.iter().any(|t| t == EVERYTHING_TOOL),
         "listed once the client declares elicitation: {tools:?}"
     );
-    for step in 1..=3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "one question per call: {asked:?}");
-        let q = asked[0];
-        assert_eq!(
-            q["message"],
-            "Please provide inputs for the following fields:"
-        );
+    // No policy: each question gets the first default key.
+    let message = "Please provide inputs for the following fields:";
+    for q in out.one_question_each(1..=3, message, "elicitation-1") {
         assert_eq!(q["requestedSchema"]["required"], json!(["name"]), "{q}");
         assert_eq!(q["requestedSchema"]["properties"]["name"]["type"], "string");
-        if let Some(key) = out.key_of(q) {
-            assert_eq!(
-                key, "elicitation-1",
-                "no policy: the first question's default key"
-            );
-        }
     }
     let accepted = out.texts(1);
     assert_eq!(
         accepted[0], "✅ User provided the requested information!",
         "{accepted:?}"
     );
-    assert!(accepted[1].contains("- Name: Ada Lovelace"), "{accepted:?}");
-    assert!(
-        accepted[1].contains("- Agreed to terms: true"),
-        "{accepted:?}"
-    );
-    assert!(
-        accepted[1].contains("- Favorite Integer: 7"),
-        "{accepted:?}"
-    );
-    assert!(
-        accepted[2].contains("\"action\": \"accept\""),
-        "{accepted:?}"
-    );
+    let details = [
+        "- Name: Ada Lovelace",
+        "- Agreed to terms: true",
+        "- Favorite Integer: 7",
+    ];
+    assert_contains(&accepted[1], &details);
+    assert_contains(&accepted[2], &["\"action\": \"accept\""]);
 
     let declined = out.texts(2);
     assert_eq!(
         declined[0],
         "❌ User declined to provide the requested information."
     );
-    assert!(
-        declined[1].contains("\"action\": \"decline\""),
-        "{declined:?}"
-    );
+    assert_contains(&declined[1], &["\"action\": \"decline\""]);
     assert!(!declined.join("\n").contains("Ada"), "{declined:?}");
 
     let cancelled = out.texts(3);
     assert_eq!(cancelled[0], "⚠️ User cancelled the elicitation dialog.");
-    assert!(
-        cancelled[1].contains("\"action\": \"cancel\""),
-        "{cancelled:?}"
-    );
+    assert_contains(&cancelled[1], &["\"action\": \"cancel\""]);
     for step in 1..=3 {
         assert_ne!(out.result(step)["isError"], true, "{}", out.step(step));
     }
@@ -235,23 +213,15 @@ pub fn ticket_script() -> Value {
 /// Checks `ticket_script`: one priority question per call; the server created
 /// a ticket with priority 4, then heard decline, then cancel.
 pub async fn ticket_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        let q = asked[0];
-        assert_eq!(
-            q["message"],
-            "What priority (1-5) should the ticket 'Printer on fire' have?"
-        );
+    // The key is named by policies/rooms.toml.
+    let message = "What priority (1-5) should the ticket 'Printer on fire' have?";
+    for q in out.one_question_each(0..3, message, "priority") {
         let priority = &q["requestedSchema"]["properties"]["priority"];
         assert_eq!(priority["type"], "integer", "{q}");
         assert_eq!(
             (priority["minimum"].as_i64(), priority["maximum"].as_i64()),
             (Some(1), Some(5))
         );
-        if let Some(key) = out.key_of(q) {
-            assert_eq!(key, "priority", "named by policies/rooms.toml");
-        }
     }
     let created = out.result(0);
     assert_eq!(created["structuredContent"]["priority"], 4, "{created}");
@@ -283,7 +253,7 @@ pub fn rooms_fallback(out: &Output, step: usize) {
         ),
         "{text}"
     );
-    assert!(text.contains("nothing was booked"), "{text}");
+    assert_contains(&text, &["nothing was booked"]);
     assert!(out.elicitations().is_empty(), "{:#?}", out.lines);
 }
 
@@ -316,20 +286,11 @@ impl ThreeWays {
     /// Checks `script`'s output from either client driver: one question per
     /// call, what the server received, and the three endings counted.
     pub async fn outcomes(&self, out: &Output, fronted: &Fronted) {
-        for step in 0..3 {
-            let asked = out.asked_in(step);
-            assert_eq!(asked.len(), 1, "{asked:#?}");
-            assert_eq!(asked[0]["message"], self.message);
-            assert_eq!(
-                asked[0]["requestedSchema"]["required"],
-                json!([self.required])
-            );
+        for q in out.one_question_each(0..3, self.message, "elicitation-1") {
+            assert_eq!(q["requestedSchema"]["required"], json!([self.required]));
             if let Some(mode) = self.mode {
                 // The server marks its form; redmark relays the mode as sent.
-                assert_eq!(asked[0]["params"]["mode"], mode, "{}", asked[0]);
-            }
-            if let Some(key) = out.key_of(asked[0]) {
-                assert_eq!(key, "elicitation-1");
+                assert_eq!(q["params"]["mode"], mode, "{q}");
             }
         }
         for (step, want) in self.received.iter().enumerate() {

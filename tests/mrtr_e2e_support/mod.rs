@@ -110,6 +110,27 @@ impl Output {
         panic!("no output for step {i}: {:#?}", self.lines)
     }
 
+    /// Asserts each call of `steps` was asked exactly one question, with
+    /// `message`, under `key` where the client shows keys; returns them.
+    pub fn one_question_each(
+        &self,
+        steps: impl IntoIterator<Item = usize>,
+        message: &str,
+        key: &str,
+    ) -> Vec<&Value> {
+        let mut questions = Vec::new();
+        for step in steps {
+            let asked = self.asked_in(step);
+            assert_eq!(asked.len(), 1, "one question in step {step}: {asked:#?}");
+            assert_eq!(asked[0]["message"], message, "step {step}");
+            if let Some(shown) = self.key_of(asked[0]) {
+                assert_eq!(shown, key, "step {step}");
+            }
+            questions.push(asked[0]);
+        }
+        questions
+    }
+
     /// Every elicitation the client saw.
     pub fn elicitations(&self) -> Vec<&Value> {
         self.lines

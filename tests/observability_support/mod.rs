@@ -278,33 +278,34 @@ impl Receiver {
     }
 }
 
-/// `"{path} {content-type}"`
-fn describe(req: &Request<Incoming>) -> String {
+/// An export call: `"{path} {content-type}"`, whether it is a POST to
+/// `path`, and its whole body.
+async fn read_call(req: Request<Incoming>, path: &str) -> (String, bool, Bytes) {
     let ct = req
         .headers()
         .get("content-type")
-        .and_then(|v| v.to_str().ok());
-    format!("{} {}", req.uri().path(), ct.unwrap_or_default())
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let call = format!("{} {ct}", req.uri().path());
+    let ok = req.method() == Method::POST && req.uri().path() == path;
+    let body = req.into_body().collect().await.map(|b| b.to_bytes());
+    (call, ok, body.unwrap_or_default())
+}
+
+fn record(store: &Mutex<Store>, call: &str, request: ExportTraceServiceRequest) {
+    let mut s = store.lock().unwrap();
+    s.calls.push(call.to_owned());
+    s.requests.push(request);
 }
 
 async fn http_export(
     req: Request<Incoming>,
     store: Arc<Mutex<Store>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let call = describe(&req);
-    let ok = req.method() == Method::POST && req.uri().path() == "/v1/traces";
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let decoded = ExportTraceServiceRequest::decode(body);
-    let status = match (ok, decoded) {
-        (true, Ok(r)) => {
-            let mut s = store.lock().unwrap();
-            s.calls.push(call);
-            s.requests.push(r);
+    let (call, ok, body) = read_call(req, "/v1/traces").await;
+    let status = match ExportTraceServiceRequest::decode(body) {
+        Ok(r) if ok => {
+            record(&store, &call, r);
             StatusCode::OK
         }
         _ => StatusCode::BAD_REQUEST,
@@ -325,14 +326,7 @@ async fn grpc_export(
     req: Request<Incoming>,
     store: Arc<Mutex<Store>>,
 ) -> Result<Response<GrpcBody>, Infallible> {
-    let call = describe(&req);
-    let right_path = req.uri().path() == GRPC_PATH;
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let (call, right_path, body) = read_call(req, GRPC_PATH).await;
     // Length-prefixed messages: 1 byte compressed flag, 4 bytes big-endian length.
     let mut rest = &body[..];
     let mut grpc_status = if right_path { "0" } else { "12" }; // 12: UNIMPLEMENTED
@@ -343,11 +337,7 @@ async fn grpc_export(
             break;
         };
         match ExportTraceServiceRequest::decode(msg) {
-            Ok(r) => {
-                let mut s = store.lock().unwrap();
-                s.calls.push(call.clone());
-                s.requests.push(r);
-            }
+            Ok(r) => record(&store, &call, r),
             Err(_) => grpc_status = "3",
         }
         rest = &rest[5 + len..];
