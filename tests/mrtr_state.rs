@@ -53,6 +53,92 @@ const CASES: [(&str, &str); 15] = [
     ("responses_not_an_object", "malformed_input_response"),
 ];
 
+/// One round of `every_refusal_leaves_the_operation_untouched`: the
+/// operation, this round's state and key, the answer that would be right,
+/// and the state the round before consumed.
+struct Round<'a> {
+    gw: &'a TestGateway,
+    op: &'a Op,
+    k1: &'a str,
+    state: &'a str,
+    previous: Option<&'a str>,
+    key: &'a str,
+    good: &'a Value,
+    n: usize,
+}
+
+/// The retry of this round that `case` (one of [`CASES`]) spoils.
+async fn spoiled_retry(case: &str, r: &Round<'_>) -> Resp {
+    let state = r.state;
+    let mut claims = claims(state);
+    match case {
+        "garbage" => r.op.retry(r.gw, "not-a-state", r.good.clone()).await,
+        "null" => {
+            r.op.send(
+                r.gw,
+                json!({"inputResponses": r.good.clone(), "requestState": null}),
+            )
+            .await
+        }
+        "two_parts" => {
+            let (signed, _) = state.rsplit_once('.').unwrap();
+            r.op.retry(r.gw, signed, r.good.clone()).await
+        }
+        "unknown_key" => {
+            let forged = keyring("k9", &secret()).seal(&claims);
+            r.op.retry(r.gw, &forged, r.good.clone()).await
+        }
+        "replayed" => {
+            let old = r.previous.expect("a consumed state");
+            r.op.retry(r.gw, old, r.good.clone()).await
+        }
+        "other_secret" => {
+            let forged = keyring("k1", &secret()).seal(&claims);
+            r.op.retry(r.gw, &forged, r.good.clone()).await
+        }
+        "flipped_mac" => r.op.retry(r.gw, &flip_mac(state), r.good.clone()).await,
+        "expired" => {
+            claims.exp = now_secs() - 1;
+            let forged = keyring("k1", r.k1).seal(&claims);
+            r.op.retry(r.gw, &forged, r.good.clone()).await
+        }
+        "wrong_principal" => {
+            r.op.clone()
+                .key("bob-key")
+                .retry(r.gw, state, r.good.clone())
+                .await
+        }
+        "wrong_request" => {
+            let other = Op::tool("rounds", json!({"tag": "st-other", "n": r.n}))
+                .caps(form_caps())
+                .key("alice-key");
+            other.retry(r.gw, state, r.good.clone()).await
+        }
+        "unknown_operation" => {
+            claims.op = "0".repeat(32);
+            let forged = keyring("k1", r.k1).seal(&claims);
+            r.op.retry(r.gw, &forged, r.good.clone()).await
+        }
+        "answer_not_an_object" => r.op.retry(r.gw, state, json!({r.key: "yes"})).await,
+        "unknown_action" => {
+            r.op.retry(r.gw, state, json!({r.key: {"action": "maybe"}}))
+                .await
+        }
+        "content_on_decline" => {
+            let bad = json!({"action": "decline", "content": {"name": "x"}});
+            r.op.retry(r.gw, state, json!({r.key: bad})).await
+        }
+        "responses_not_an_object" => {
+            r.op.send(
+                r.gw,
+                json!({"inputResponses": [r.good.clone()], "requestState": state}),
+            )
+            .await
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
 #[tokio::test]
 async fn every_refusal_leaves_the_operation_untouched() {
     let fx = Fixture::new();
@@ -83,73 +169,17 @@ async fn every_refusal_leaves_the_operation_untouched() {
         assert_eq!(asked.keys(), [key.as_str()], "round {round}");
         let good = json!({key.clone(): accept(&format!("answer-{round}"))});
         let state = asked.state.as_str();
-        let mut claims = claims(state);
-        let r = match *case {
-            "garbage" => op.retry(&gw, "not-a-state", good.clone()).await,
-            "null" => {
-                op.send(
-                    &gw,
-                    json!({"inputResponses": good.clone(), "requestState": null}),
-                )
-                .await
-            }
-            "two_parts" => {
-                let (signed, _) = state.rsplit_once('.').unwrap();
-                op.retry(&gw, signed, good.clone()).await
-            }
-            "unknown_key" => {
-                let forged = keyring("k9", &secret()).seal(&claims);
-                op.retry(&gw, &forged, good.clone()).await
-            }
-            "replayed" => {
-                let old = previous.as_deref().expect("a consumed state");
-                op.retry(&gw, old, good.clone()).await
-            }
-            "other_secret" => {
-                let forged = keyring("k1", &secret()).seal(&claims);
-                op.retry(&gw, &forged, good.clone()).await
-            }
-            "flipped_mac" => op.retry(&gw, &flip_mac(state), good.clone()).await,
-            "expired" => {
-                claims.exp = now_secs() - 1;
-                let forged = keyring("k1", &k1).seal(&claims);
-                op.retry(&gw, &forged, good.clone()).await
-            }
-            "wrong_principal" => {
-                op.clone()
-                    .key("bob-key")
-                    .retry(&gw, state, good.clone())
-                    .await
-            }
-            "wrong_request" => {
-                let other = Op::tool("rounds", json!({"tag": "st-other", "n": n}))
-                    .caps(form_caps())
-                    .key("alice-key");
-                other.retry(&gw, state, good.clone()).await
-            }
-            "unknown_operation" => {
-                claims.op = "0".repeat(32);
-                let forged = keyring("k1", &k1).seal(&claims);
-                op.retry(&gw, &forged, good.clone()).await
-            }
-            "answer_not_an_object" => op.retry(&gw, state, json!({key.clone(): "yes"})).await,
-            "unknown_action" => {
-                op.retry(&gw, state, json!({key.clone(): {"action": "maybe"}}))
-                    .await
-            }
-            "content_on_decline" => {
-                let bad = json!({"action": "decline", "content": {"name": "x"}});
-                op.retry(&gw, state, json!({key.clone(): bad})).await
-            }
-            "responses_not_an_object" => {
-                op.send(
-                    &gw,
-                    json!({"inputResponses": [good.clone()], "requestState": state}),
-                )
-                .await
-            }
-            other => unreachable!("{other}"),
+        let this = Round {
+            gw: &gw,
+            op: &op,
+            k1: &k1,
+            state,
+            previous: previous.as_deref(),
+            key: &key,
+            good: &good,
+            n,
         };
+        let r = spoiled_retry(case, &this).await;
         let err = assert_error(&r, 200, -32602, reason);
         if matches!(
             *case,

@@ -7,10 +7,15 @@ mod common;
 mod observability_support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::ready;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{PATIENCE, TestGateway, eventually_within, listening_port, repo, rooms_bin, toml_str};
+use common::{
+    PATIENCE, TestGateway, eventually, eventually_within, listening_ports, repo, rooms_bin,
+    toml_str,
+};
 use observability_support::{accept, client, tool_call};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use regex::Regex;
@@ -358,15 +363,12 @@ fn by_outcome(answer: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_real_prometheus_scrapes_the_admin_listener() {
-    common::ensure_deps();
-    let gw = TestGateway::start(&rooms_with_policy()).await;
-    scenario(&gw).await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let target = gw.admin.trim_start_matches("http://").to_owned();
-    let config = dir.path().join("prometheus.yml");
+/// A real Prometheus scraping `admin` every second, its data and log in
+/// `dir`; returns it with the base URL of its HTTP API (on a port of its own
+/// choosing, read from /proc).
+async fn start_prometheus(dir: &Path, admin: &str) -> (tokio::process::Child, String) {
+    let target = admin.trim_start_matches("http://");
+    let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
@@ -374,25 +376,42 @@ async fn a_real_prometheus_scrapes_the_admin_listener() {
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let mut prometheus = tokio::process::Command::new("prometheus")
+    let log = dir.join("prometheus.log");
+    let prometheus = tokio::process::Command::new("prometheus")
         .arg(format!("--config.file={}", config.display()))
         .arg("--web.listen-address=127.0.0.1:0")
         .arg(format!(
             "--storage.tsdb.path={}",
-            dir.path().join("data").display()
+            dir.join("data").display()
         ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
         .spawn()
         .expect("`prometheus` on PATH (scripts/setup-test-deps.sh installs it)");
+    let pid = prometheus.id().expect("prometheus runs");
+    let port = eventually("Prometheus to listen", || {
+        let ports = listening_ports(pid);
+        ready(match ports[..] {
+            [port] => Ok(port),
+            _ => Err(std::fs::read_to_string(&log).unwrap_or_default()),
+        })
+    })
+    .await;
+    (prometheus, format!("http://127.0.0.1:{port}"))
+}
+
+#[tokio::test]
+async fn a_real_prometheus_scrapes_the_admin_listener() {
+    common::ensure_deps();
+    let gw = TestGateway::start(&rooms_with_policy()).await;
+    scenario(&gw).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut prometheus, base) = start_prometheus(dir.path(), &gw.admin).await;
     let log_text =
         || std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-    let port = listening_port(prometheus.id().expect("prometheus runs")).await;
-
-    let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let want = BTreeMap::from([
         ("completed".to_owned(), "1".to_owned()),

@@ -9,7 +9,7 @@ mod observability_support;
 
 use std::collections::BTreeSet;
 
-use common::{RedmarkProcess, accepted};
+use common::{McpClient, RedmarkProcess, accepted};
 use observability_support::*;
 use regex::Regex;
 use serde_json::{Value, json};
@@ -92,20 +92,20 @@ fn children<'a>(spans: &'a [SpanRec], parent: &SpanRec) -> Vec<&'a SpanRec> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
-    let receiver = Receiver::start(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = rooms_example_config(dir.path(), "");
-    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
-    let client = client(gw.url("/mcp/rooms"));
+/// The trace context of the failing operation, sent in `_meta.traceparent`.
+const FAILING_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const FAILING_PARENT: &str = "b7ad6b7169203331";
 
-    // Priority 9 and 8 break `maximum = 5` (red-marked re-asks, max_reasks = 2); 3 completes.
+/// Two `create_ticket` operations of three rounds: 9 and 8 break `maximum = 5`
+/// (red-marked re-asks, max_reasks = 2) and 3 completes, under the caller's
+/// `traceparent` header; then 9 three times ends in policy_invalid_answer,
+/// the caller's context in `_meta.traceparent` this time.
+async fn two_ticket_operations(client: &McpClient) {
     let op = tool_call("create_ticket", json!({"title": TITLE}), "tkt")
         .header("traceparent", &client_traceparent());
     let priorities = [9, 8, 3];
     let resps = op
-        .walk(&client, 3, |round, q| {
+        .walk(client, 3, |round, q| {
             accept(q, "priority", json!({"priority": priorities[round - 1]}))
         })
         .await;
@@ -124,14 +124,10 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     assert_eq!(done["resultType"], "complete", "{done}");
     assert_eq!(done["structuredContent"]["priority"], 3, "{done}");
 
-    // The same, failing: 9 three times ends in policy_invalid_answer; the
-    // caller's context comes in `_meta.traceparent` this time.
-    let failing_trace = "0af7651916cd43dd8448eb211c80319c";
-    let failing_parent = "b7ad6b7169203331";
     let op = tool_call("create_ticket", json!({"title": TITLE}), "bad")
-        .meta(json!({"traceparent": format!("00-{failing_trace}-{failing_parent}-01")}));
+        .meta(json!({"traceparent": format!("00-{FAILING_TRACE}-{FAILING_PARENT}-01")}));
     let resps = op
-        .walk(&client, 3, |_, q| {
+        .walk(client, 3, |_, q| {
             accept(q, "priority", json!({"priority": 9}))
         })
         .await;
@@ -141,25 +137,12 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         "{:?}",
         resps[3].last()
     );
+}
 
-    receiver
-        .wait_for("both operations' roots", |s| {
-            root_of(s, "create_ticket").len() == 2
-        })
-        .await;
-    gw.stop().await;
-    let spans = receiver.spans();
-    assert!(
-        receiver
-            .calls()
-            .iter()
-            .all(|c| c == "/v1/traces application/x-protobuf"),
-        "{:?}",
-        receiver.calls()
-    );
-
-    // One root per operation, each parented to its caller's span.
-    let roots = root_of(&spans, "create_ticket");
+/// The completed operation's root: in the caller's trace, parented to the
+/// caller's span, with the MCP names and redmark's attributes; every span of
+/// that trace hangs directly under it.
+fn completed_root<'a>(spans: &'a [SpanRec], roots: &[&'a SpanRec]) -> &'a SpanRec {
     let root = *roots
         .iter()
         .find(|r| r.trace_id == CLIENT_TRACE)
@@ -190,7 +173,7 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
 
     // Exactly one trace: every span of it hangs directly under the root, and
     // nothing of this operation is anywhere else.
-    let trace = trace_of(&spans, CLIENT_TRACE);
+    let trace = trace_of(spans, CLIENT_TRACE);
     for s in &trace {
         assert!(
             s.span_id == root.span_id || s.parent == root.span_id,
@@ -199,7 +182,7 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
             s.parent
         );
     }
-    let under_root = children(&spans, root);
+    let under_root = children(spans, root);
     assert_eq!(under_root.len() + 1, trace.len());
     assert_eq!(
         spans
@@ -212,7 +195,14 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         "one root for the operation"
     );
 
-    // Four HTTP round trips (the call and three retries), rounds 1 to 4.
+    root
+}
+
+/// Under the completed root: four HTTP round trips (rounds 1 to 4, request
+/// ids tkt-a to tkt-d), one upstream call, and one question re-asked twice
+/// with a red mark, then accepted; nothing else.
+fn under_the_completed_root(spans: &[SpanRec], root: &SpanRec) {
+    let under_root = children(spans, root);
     let mut trips: Vec<&&SpanRec> = under_root
         .iter()
         .filter(|s| s.attrs.contains_key("redmark.round"))
@@ -271,13 +261,41 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         trips.len() + upstream.len() + questions.len(),
         under_root.len()
     );
+}
 
+#[tokio::test]
+async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    two_ticket_operations(&client(gw.url("/mcp/rooms"))).await;
+    receiver
+        .wait_for("both operations' roots", |s| {
+            root_of(s, "create_ticket").len() == 2
+        })
+        .await;
+    gw.stop().await;
+    let spans = receiver.spans();
+    assert!(
+        receiver
+            .calls()
+            .iter()
+            .all(|c| c == "/v1/traces application/x-protobuf"),
+        "{:?}",
+        receiver.calls()
+    );
+
+    // One root per operation, each parented to its caller's span.
+    let roots = root_of(&spans, "create_ticket");
+    let root = completed_root(&spans, &roots);
+    under_the_completed_root(&spans, root);
     // The failing operation: its own trace, error status and error.type.
     let failed = *roots
         .iter()
-        .find(|r| r.trace_id == failing_trace)
+        .find(|r| r.trace_id == FAILING_TRACE)
         .expect("a root in the second caller's trace");
-    assert_eq!(failed.parent, failing_parent);
+    assert_eq!(failed.parent, FAILING_PARENT);
     assert_eq!(failed.status, STATUS_ERROR);
     assert_eq!(failed.str("error.type"), "policy_invalid_answer");
     assert_eq!(failed.str("redmark.outcome"), "policy_invalid_answer");
@@ -288,7 +306,10 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     assert_eq!(fq.len(), 1);
     assert_eq!(fq[0].str("redmark.outcome"), "invalid");
     assert_eq!(fq[0].str("redmark.policy.verdict"), "policy_invalid_answer");
-    assert_ne!(op_id, failed.str("redmark.operation.id"));
+    assert_ne!(
+        root.str("redmark.operation.id"),
+        failed.str("redmark.operation.id")
+    );
 
     assert_no_leak(&spans, &[TITLE, "zebra", "4417"], &[9, 8, 3]);
 }
@@ -449,14 +470,11 @@ fn json_lines(stderr: &[String]) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
-    let receiver = Receiver::start(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = rooms_example_config(dir.path(), "");
-    let gw = RedmarkProcess::start(&config, true, &otel_env(&receiver)).await;
-    let client = client(gw.url("/mcp/rooms"));
-    // Studio B is taken at 09:00 that day: the server asks `room`, then `alternative`.
+/// A booking whose hint names people and places (Studio B is taken at 09:00
+/// that day: the server asks `room`, then `alternative`), and a ticket whose
+/// priority, given in advance without `requestState`, breaks a rule: red-marked,
+/// then 2.
+async fn booking_and_an_advance_answer(client: &McpClient) {
     let hint = "the big room for the okapi-lantern offsite";
     let op = tool_call(
         "book_room",
@@ -468,27 +486,36 @@ async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
         ("alternative", json!({"choice": "nook"})),
     ];
     let resps = op
-        .walk(&client, 2, |round, q| {
+        .walk(client, 2, |round, q| {
             let (key, content) = &answers[round - 1];
             accept(q, key, content.clone())
         })
         .await;
     let done = resps.last().unwrap().result();
     assert_eq!(done["structuredContent"]["room_id"], "nook", "{done}");
-    // An answer given in advance (no requestState) that breaks a rule: red-marked, then 2.
     let advance = tool_call("create_ticket", json!({"title": TITLE}), "adv");
     let first = advance
         .send(
-            &client,
+            client,
             json!({"inputResponses": {"priority": accepted(json!({"priority": 9000009}))}}),
         )
         .await;
     let done = advance
-        .walk_on(&client, first, 1, |_, q| {
+        .walk_on(client, first, 1, |_, q| {
             accept(q, "priority", json!({"priority": 2}))
         })
         .await;
     assert_eq!(done[1].result()["structuredContent"]["priority"], 2);
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = RedmarkProcess::start(&config, true, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp/rooms"));
+    booking_and_an_advance_answer(&client).await;
 
     let stderr = gw.stop().await;
     let spans = receiver.spans();
