@@ -201,9 +201,9 @@ async fn py_client_error_answer_leaves_the_operation_held_until_the_ttl() {
         "{failed}"
     );
 
-    let leased = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
+    let leased = common::sessions("leased");
     assert_eq!(
-        fronted.gw.metric(leased).await,
+        fronted.gw.metric(&leased).await,
         Some(1.0),
         "still held for the server's open question"
     );
@@ -214,6 +214,6 @@ async fn py_client_error_answer_leaves_the_operation_held_until_the_ttl() {
     fronted
         .counted(EVERYTHING_TOOL, "operation_expired", 1.0)
         .await;
-    fronted.gw.wait_metric(leased, 0.0).await;
+    fronted.gw.wait_metric(&leased, 0.0).await;
     fronted.stop().await;
 }

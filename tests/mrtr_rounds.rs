@@ -82,7 +82,7 @@ async fn fifty_concurrent_operations_each_get_their_own_answer() {
         })
         .collect();
     assert_eq!(gw.metric(PENDING).await, Some(N as f64));
-    assert_eq!(gw.metric(LEASED).await, Some(N as f64));
+    assert_eq!(gw.metric(&sessions("leased")).await, Some(N as f64));
 
     // Every fifth declines; the rest accept with an answer naming their own call.
     let answer = |i: usize| {

@@ -12,12 +12,11 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 pub const PENDING: &str = "redmark_pending_operations";
-pub const LEASED: &str = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
 
 /// Waits until no operation is pending and no upstream session is leased.
 pub async fn settled(gw: &TestGateway) {
     gw.wait_metric(PENDING, 0.0).await;
-    gw.wait_metric(LEASED, 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
 }
 
 pub fn form_caps() -> Value {
