@@ -86,7 +86,7 @@ async fn a_broken_policy_keeps_the_previous_one_in_force() {
         );
     }
     // A policy file that disappears is a failed reload too.
-    std::fs::remove_file(&fx.policy_path()).unwrap();
+    std::fs::remove_file(fx.policy_path()).unwrap();
     gw.wait_metric(&reloads("failed"), 5.0).await;
     let mark = transfer(&fx, &gw, "removed", 150).await.unwrap_err();
     assert!(mark.contains("at most 100; 150 was given"), "{mark}");
