@@ -13,6 +13,15 @@ fn redmark() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
 }
 
+/// `redmark check --config CONFIG`.
+fn check(config: &std::path::Path) -> std::process::Output {
+    redmark()
+        .args(["check", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn help_names_every_command() {
     let out = redmark().arg("--help").output().unwrap();
@@ -25,11 +34,7 @@ fn help_names_every_command() {
 
 #[test]
 fn check_accepts_the_rooms_example() {
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(repo().join("examples/rooms/redmark.toml"))
-        .output()
-        .unwrap();
+    let out = check(&repo().join("examples/rooms/redmark.toml"));
     assert!(
         out.status.success(),
         "{}",
@@ -43,22 +48,14 @@ fn check_names_file_and_line_of_each_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n\n[[route]]\nname = \"r\"\npath = \"/mcp\"\ncolour = \"red\"\n[route.upstream]\ncommand = [\"x\"]\n").unwrap();
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = check(&path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:7:"), "{err}");
     assert!(err.contains("colour"), "{err}");
 
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nname = \"r\"\npath = \"mcp\"\n[route.upstream]\nurl = \"ftp://x\"\n").unwrap();
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = check(&path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("path must start with `/`"), "{err}");

@@ -30,14 +30,12 @@ use serde_json::json;
 #[tokio::test]
 async fn ts_client_answers_a_fastmcp_server_over_http() {
     let fronted = Server::LegacyPyHttp.front().await;
-    let cell = fastmcp_register();
-    let out = fronted.run(Client::Ts, &cell.script()).await;
+    let out = fastmcp_register().run(&fronted, Client::Ts).await;
     assert_eq!(
         out.lines[0]["serverInfo"]["name"], "e2e-legacy-py",
         "discover answered from FastMCP's initialize: {}",
         out.lines[0]
     );
-    cell.outcomes(&out, &fronted).await;
     fronted.stop().await;
 }
 
@@ -46,18 +44,14 @@ async fn ts_client_answers_a_fastmcp_server_over_http() {
 #[tokio::test]
 async fn ts_client_answers_a_typescript_sdk_server_over_stdio() {
     let fronted = Server::LegacyTsStdio.front().await;
-    let cell = ts_sdk_survey();
-    let out = fronted.run(Client::Ts, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, Client::Ts).await;
     fronted.stop().await;
 }
 
 /// `client` runs `server`'s three calls (accept, decline, cancel) through the gateway.
 async fn three_ways(server: Extra, client: Client) {
     let fronted = server.front().await;
-    let cell = server.three_ways();
-    let out = client.run(&fronted.gw.url, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    server.three_ways().run(&fronted, client).await;
     fronted.stop().await;
 }
 

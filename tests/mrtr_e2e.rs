@@ -67,18 +67,14 @@ async fn py_client_answers_the_ticket_priority_three_ways() {
 #[tokio::test]
 async fn py_client_answers_a_fastmcp_server_over_stdio() {
     let fronted = Server::LegacyPyStdio.front().await;
-    let cell = fastmcp_register();
-    let out = fronted.run(PY, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn py_client_answers_a_fastmcp_server_over_http() {
     let fronted = Server::LegacyPyHttp.front().await;
-    let cell = fastmcp_register();
-    let out = fronted.run(PY, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
@@ -87,18 +83,14 @@ async fn py_client_answers_a_fastmcp_server_over_http() {
 #[tokio::test]
 async fn py_client_answers_a_typescript_sdk_server_over_http() {
     let fronted = Server::LegacyTsHttp.front().await;
-    let cell = ts_sdk_survey();
-    let out = fronted.run(PY, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn py_client_answers_a_typescript_sdk_server_over_stdio() {
     let fronted = Server::LegacyTsStdio.front().await;
-    let cell = ts_sdk_survey();
-    let out = fronted.run(PY, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, PY).await;
     fronted.stop().await;
 }
 

@@ -65,18 +65,14 @@ async fn ts_client_answers_the_ticket_priority_three_ways() {
 #[tokio::test]
 async fn ts_client_answers_a_fastmcp_server_over_stdio() {
     let fronted = Server::LegacyPyStdio.front().await;
-    let cell = fastmcp_register();
-    let out = fronted.run(TS, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, TS).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn ts_client_answers_a_typescript_sdk_server_over_http() {
     let fronted = Server::LegacyTsHttp.front().await;
-    let cell = ts_sdk_survey();
-    let out = fronted.run(TS, &cell.script()).await;
-    cell.outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, TS).await;
     fronted.stop().await;
 }
 

@@ -65,13 +65,10 @@ async fn nobody_answering_in_time_is_operation_expired() {
         .await;
     // The state outlives its operation by a grace period, so a late retry
     // hears how the operation ended.
-    assert_error(
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
-            .await,
-        200,
-        -32602,
-        "operation_expired",
-    );
+    let r = op
+        .retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "operation_expired");
     settled(&gw).await;
     gw.stop().await;
 }
@@ -280,13 +277,10 @@ async fn a_server_that_finishes_between_rounds_hands_its_result_to_the_retry() {
     assert!(fx.log.tagged("answer", "imp-1").is_empty());
     assert_eq!(fx.log.tagged("gave_up", "imp-1").len(), 1);
     // That state has now been used: once, like every state.
-    assert_error(
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
-            .await,
-        200,
-        -32602,
-        "state_replayed",
-    );
+    let r = op
+        .retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "state_replayed");
     gw.stop().await;
 }
 

@@ -205,17 +205,14 @@ async fn every_refusal_leaves_the_operation_untouched() {
     }
     // The operation is over: its last state is spent.
     let last = previous.expect("a state");
-    assert_error(
-        &op.retry(
+    let r = op
+        .retry(
             &gw,
             &last,
             json!({format!("elicitation-{n}"): accept("again")}),
         )
-        .await,
-        200,
-        -32602,
-        "state_replayed",
-    );
+        .await;
+    assert_error(&r, 200, -32602, "state_replayed");
     assert_eq!(gw.metric(&ops("rounds", "completed")).await, Some(1.0));
     settled(&gw).await;
     gw.stop().await;
@@ -239,24 +236,18 @@ async fn a_state_past_its_expiry_is_refused() {
     gw.wait_metric(&ops("ask", "operation_expired"), 1.0).await;
     assert_eq!(fx.log.answer("exp-1").await["action"], "cancel");
     // Within the grace period the state still gets a precise answer ...
-    assert_error(
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
-            .await,
-        200,
-        -32602,
-        "operation_expired",
-    );
+    let r = op
+        .retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "operation_expired");
     // ... and once its own expiry has passed, the state itself is refused first.
     let mut claims = claims(&asked.state);
     claims.exp = now_secs() - 1;
     let stale = keyring("k1", &k1).seal(&claims);
-    assert_error(
-        &op.retry(&gw, &stale, json!({"elicitation-1": accept("late")}))
-            .await,
-        200,
-        -32602,
-        "state_expired",
-    );
+    let r = op
+        .retry(&gw, &stale, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "state_expired");
     settled(&gw).await;
     gw.stop().await;
 }

@@ -283,6 +283,14 @@ impl ThreeWays {
         three_calls(self.tool, self.arguments.clone(), self.accept.clone())
     }
 
+    /// Runs `script` with `client` through `fronted`, checks its outcomes and
+    /// returns the output.
+    pub async fn run(&self, fronted: &Fronted, client: Client) -> Output {
+        let out = fronted.run(client, &self.script()).await;
+        self.outcomes(&out, fronted).await;
+        out
+    }
+
     /// Checks `script`'s output from either client driver: one question per
     /// call, what the server received, and the three endings counted.
     pub async fn outcomes(&self, out: &Output, fronted: &Fronted) {
