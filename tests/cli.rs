@@ -1,6 +1,14 @@
 //! The `redmark` command as a user runs it: help, check, hash-key, and serve
 //! with a graceful SIGTERM that ends the upstream processes too.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 
 use std::process::Stdio;
@@ -8,10 +16,18 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn redmark() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+}
+
+/// `redmark check --config CONFIG`.
+fn check(config: &std::path::Path) -> std::process::Output {
+    redmark()
+        .args(["check", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -26,11 +42,7 @@ fn help_names_every_command() {
 
 #[test]
 fn check_accepts_the_rooms_example() {
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(repo().join("examples/rooms/redmark.toml"))
-        .output()
-        .unwrap();
+    let out = check(&repo().join("examples/rooms/redmark.toml"));
     assert!(
         out.status.success(),
         "{}",
@@ -44,22 +56,14 @@ fn check_names_file_and_line_of_each_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n\n[[route]]\nname = \"r\"\npath = \"/mcp\"\ncolour = \"red\"\n[route.upstream]\ncommand = [\"x\"]\n").unwrap();
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = check(&path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:7:"), "{err}");
     assert!(err.contains("colour"), "{err}");
 
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nname = \"r\"\npath = \"mcp\"\n[route.upstream]\nurl = \"ftp://x\"\n").unwrap();
-    let out = redmark()
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = check(&path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("path must start with `/`"), "{err}");
@@ -109,66 +113,23 @@ async fn serve_answers_then_stops_gracefully_on_sigterm() {
     // The example config runs target/debug/examples/rooms: make sure it is built.
     rooms_bin();
     let config = repo().join("examples/rooms/redmark.toml");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let addr = first
-        .strip_prefix("redmark listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"));
-    let url = format!("{addr}/mcp/rooms");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(json!({}))}});
-    let resp = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", VERSION)
-        .header("mcp-method", "tools/list")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let resp = read_resp(resp).await;
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+    let client = McpClient::new(gw.url("/mcp/rooms"));
+    let resp = client.rpc("tools/list", json!({}), json!({})).await;
     assert!(
         resp.result()["tools"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     );
 
-    let upstreams = children_of(pid);
+    let upstreams = children_of(gw.pid());
     assert_eq!(
         upstreams.len(),
         1,
         "one rooms process behind the gateway: {upstreams:?}"
     );
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .unwrap();
-    assert!(exit.success(), "{exit}");
+    // SIGTERM, and a clean exit within 20 s.
+    gw.stop_within(Duration::from_secs(20)).await;
     for upstream in upstreams {
         let state = std::fs::read_to_string(format!("/proc/{upstream}/stat")).unwrap_or_default();
         assert!(

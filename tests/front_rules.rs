@@ -3,6 +3,14 @@
 //! methods, framing, media types, size, Origin, HTTP methods, notifications.
 //! Results, upstream errors, auth and metrics are in `front_results.rs`.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod front_support;
 
@@ -21,7 +29,7 @@ async fn protocol_version_header_missing_is_header_mismatch() {
     let gw = gateway().await;
     let h = without(list_headers(), "mcp-protocol-version");
     let r = post(&gw, &h, list_body(json!(11))).await;
-    expect_error(&r, 400, -32020, "header_missing", Some(json!(11)));
+    assert_error(&r, 400, -32020, "header_missing").json_reply_to(Some(json!(11)));
     gw.stop().await;
 }
 
@@ -32,7 +40,7 @@ async fn protocol_version_header_must_match_meta() {
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
     let id = json!("pv-mismatch");
     let r = post(&gw, &list_headers(), body(id.clone(), "tools/list", params)).await;
-    expect_error(&r, 400, -32020, "header_mismatch", Some(id));
+    assert_error(&r, 400, -32020, "header_mismatch").json_reply_to(Some(id));
     gw.stop().await;
 }
 
@@ -45,7 +53,7 @@ async fn mcp_method_header_missing_is_header_mismatch() {
         list_body(json!(12)),
     )
     .await;
-    expect_error(&r, 400, -32020, "header_missing", Some(json!(12)));
+    assert_error(&r, 400, -32020, "header_missing").json_reply_to(Some(json!(12)));
     gw.stop().await;
 }
 
@@ -57,7 +65,7 @@ async fn mcp_method_header_must_match_body() {
         let id = json!(format!("method-{wrong}"));
         let h = set(list_headers(), "mcp-method", wrong);
         let r = post(&gw, &h, list_body(id.clone())).await;
-        expect_error(&r, 400, -32020, "header_mismatch", Some(id));
+        assert_error(&r, 400, -32020, "header_mismatch").json_reply_to(Some(id));
     }
     gw.stop().await;
 }
@@ -89,7 +97,7 @@ async fn mcp_name_header_missing_is_header_mismatch() {
             body(id.clone(), method, with_meta(params)),
         )
         .await;
-        expect_error(&r, 400, -32020, "header_missing", Some(id));
+        assert_error(&r, 400, -32020, "header_missing").json_reply_to(Some(id));
     }
     gw.stop().await;
 }
@@ -102,7 +110,7 @@ async fn mcp_name_header_must_match_body() {
         for wrong in [format!("{name}x"), name.to_uppercase()] {
             let h = headers(method, Some(&wrong));
             let r = post(&gw, &h, body(id.clone(), method, with_meta(params.clone()))).await;
-            expect_error(&r, 400, -32020, "header_mismatch", Some(id.clone()));
+            assert_error(&r, 400, -32020, "header_mismatch").json_reply_to(Some(id.clone()));
         }
     }
     gw.stop().await;
@@ -139,7 +147,7 @@ async fn mcp_name_base64_sentinel_is_decoded_before_comparing() {
         echo(40),
     )
     .await;
-    expect_error(&r, 400, -32020, "header_mismatch", Some(json!(40)));
+    assert_error(&r, 400, -32020, "header_mismatch").json_reply_to(Some(json!(40)));
     // Invalid base64 inside the sentinel is malformed.
     let r = post(
         &gw,
@@ -147,11 +155,11 @@ async fn mcp_name_base64_sentinel_is_decoded_before_comparing() {
         echo(41),
     )
     .await;
-    expect_error(&r, 400, -32020, "header_invalid", Some(json!(41)));
+    assert_error(&r, 400, -32020, "header_invalid").json_reply_to(Some(json!(41)));
     // The markers are case-sensitive: `=?BASE64?...?=` is a literal value.
     let upper = sentinel("echo").replace("base64", "BASE64");
     let r = post(&gw, &headers("tools/call", Some(&upper)), echo(42)).await;
-    expect_error(&r, 400, -32020, "header_mismatch", Some(json!(42)));
+    assert_error(&r, 400, -32020, "header_mismatch").json_reply_to(Some(json!(42)));
     gw.stop().await;
 }
 
@@ -164,13 +172,8 @@ async fn unsupported_protocol_version_lists_supported_versions() {
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
     let h = set(list_headers(), "mcp-protocol-version", "2099-01-01");
     let r = post(&gw, &h, body(json!("future"), "tools/list", params)).await;
-    expect_error(
-        &r,
-        400,
-        -32022,
-        "unsupported_protocol_version",
-        Some(json!("future")),
-    );
+    assert_error(&r, 400, -32022, "unsupported_protocol_version")
+        .json_reply_to(Some(json!("future")));
     assert_eq!(r.error()["data"]["supported"], json!(["2026-07-28"]));
     assert_eq!(r.error()["data"]["requested"], "2099-01-01");
     gw.stop().await;
@@ -188,12 +191,12 @@ async fn missing_required_meta_fields_are_invalid_params() {
     for (i, params) in cases.into_iter().enumerate() {
         let id = json!(50 + i);
         let r = post(&gw, &list_headers(), body(id.clone(), "tools/list", params)).await;
-        expect_error(&r, 400, -32602, "missing_meta", Some(id));
+        assert_error(&r, 400, -32602, "missing_meta").json_reply_to(Some(id));
     }
     // `params` itself is required on every request.
     let no_params = json!({"jsonrpc": "2.0", "id": "bare", "method": "tools/list"});
     let r = post(&gw, &list_headers(), no_params.to_string()).await;
-    expect_error(&r, 400, -32602, "missing_meta", Some(json!("bare")));
+    assert_error(&r, 400, -32602, "missing_meta").json_reply_to(Some(json!("bare")));
     gw.stop().await;
 }
 
@@ -245,7 +248,7 @@ async fn removed_and_unknown_methods_are_not_found() {
             body(id.clone(), method, with_meta(params)),
         )
         .await;
-        expect_error(&r, 404, -32601, reason, Some(id));
+        assert_error(&r, 404, -32601, reason).json_reply_to(Some(id));
     }
     gw.stop().await;
 }
@@ -257,7 +260,7 @@ async fn malformed_json_is_a_parse_error_without_id() {
     let gw = gateway().await;
     let truncated = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list""#;
     let r = post(&gw, &list_headers(), truncated).await;
-    expect_error(&r, 400, -32700, "parse_error", None);
+    assert_error(&r, 400, -32700, "parse_error").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -265,7 +268,7 @@ async fn malformed_json_is_a_parse_error_without_id() {
 async fn a_batch_array_is_an_invalid_request() {
     let gw = gateway().await;
     let r = post(&gw, &list_headers(), format!("[{}]", list_body(json!(1)))).await;
-    expect_error(&r, 400, -32600, "not_a_single_message", None);
+    assert_error(&r, 400, -32600, "not_a_single_message").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -274,13 +277,7 @@ async fn a_response_object_is_an_invalid_request() {
     let gw = gateway().await;
     let response = json!({"jsonrpc": "2.0", "id": "resp-1", "result": {}});
     let r = post(&gw, &list_headers(), response.to_string()).await;
-    expect_error(
-        &r,
-        400,
-        -32600,
-        "response_not_allowed",
-        Some(json!("resp-1")),
-    );
+    assert_error(&r, 400, -32600, "response_not_allowed").json_reply_to(Some(json!("resp-1")));
     gw.stop().await;
 }
 
@@ -288,7 +285,7 @@ async fn a_response_object_is_an_invalid_request() {
 async fn a_null_id_is_an_invalid_request() {
     let gw = gateway().await;
     let r = post(&gw, &list_headers(), list_body(Value::Null)).await;
-    expect_error(&r, 400, -32600, "invalid_request", None);
+    assert_error(&r, 400, -32600, "invalid_request").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -314,14 +311,14 @@ async fn wrong_content_type_is_415() {
         list_body(json!(70)),
     )
     .await;
-    expect_error(&r, 415, -32600, "unsupported_media_type", None);
+    assert_error(&r, 415, -32600, "unsupported_media_type").json_reply_to(None);
     let r = post(
         &gw,
         &without(list_headers(), "content-type"),
         list_body(json!(71)),
     )
     .await;
-    expect_error(&r, 415, -32600, "unsupported_media_type", None);
+    assert_error(&r, 415, -32600, "unsupported_media_type").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -340,7 +337,7 @@ async fn accept_without_event_stream_is_406() {
             list_body(json!(72)),
         )
         .await;
-        expect_error(&r, 406, -32600, "not_acceptable", None);
+        assert_error(&r, 406, -32600, "not_acceptable").json_reply_to(None);
     }
     gw.stop().await;
 }
@@ -365,7 +362,7 @@ async fn a_body_over_max_body_bytes_is_413() {
     // Over the limit, with a correct Content-Length.
     let big = padded_body(json!(81), 4096);
     let r = post(&gw, &list_headers(), big.clone()).await;
-    expect_error(&r, 413, -32600, "body_too_large", None);
+    assert_error(&r, 413, -32600, "body_too_large").json_reply_to(None);
     // Over the limit, chunked: no Content-Length to go by.
     let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = big
         .as_bytes()
@@ -374,7 +371,7 @@ async fn a_body_over_max_body_bytes_is_413() {
         .collect();
     let stream = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
     let r = post(&gw, &list_headers(), stream).await;
-    expect_error(&r, 413, -32600, "body_too_large", None);
+    assert_error(&r, 413, -32600, "body_too_large").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -385,7 +382,7 @@ async fn a_foreign_origin_is_403() {
     let gw = gateway().await;
     let h = set(list_headers(), "origin", "http://evil.example");
     let r = post(&gw, &h, list_body(json!(90))).await;
-    expect_error(&r, 403, -32600, "origin_not_allowed", None);
+    assert_error(&r, 403, -32600, "origin_not_allowed").json_reply_to(None);
     gw.stop().await;
 }
 
@@ -409,7 +406,7 @@ async fn allowed_origins_replace_the_loopback_default() {
     assert_eq!(r.last()["id"], "app");
     let h = set(list_headers(), "origin", "http://localhost:1234");
     let r = post(&gw, &h, list_body(json!("local"))).await;
-    expect_error(&r, 403, -32600, "origin_not_allowed", None);
+    assert_error(&r, 403, -32600, "origin_not_allowed").json_reply_to(None);
     gw.stop().await;
 }
 

@@ -17,6 +17,14 @@
 //!   place (the sibling-process probe is only for its stdio transport) and
 //!   lands on 2026-07-28.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod interop_support;
 mod mrtr_e2e_support;
@@ -30,13 +38,12 @@ use serde_json::json;
 #[tokio::test]
 async fn ts_client_answers_a_fastmcp_server_over_http() {
     let fronted = Server::LegacyPyHttp.front().await;
-    let out = fronted.run(Client::Ts, &legacy_py_script()).await;
+    let out = fastmcp_register().run(&fronted, Client::Ts).await;
     assert_eq!(
         out.lines[0]["serverInfo"]["name"], "e2e-legacy-py",
         "discover answered from FastMCP's initialize: {}",
         out.lines[0]
     );
-    legacy_py_outcomes(&out, &fronted).await;
     fronted.stop().await;
 }
 
@@ -45,8 +52,14 @@ async fn ts_client_answers_a_fastmcp_server_over_http() {
 #[tokio::test]
 async fn ts_client_answers_a_typescript_sdk_server_over_stdio() {
     let fronted = Server::LegacyTsStdio.front().await;
-    let out = fronted.run(Client::Ts, &legacy_ts_script()).await;
-    legacy_ts_outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, Client::Ts).await;
+    fronted.stop().await;
+}
+
+/// `client` runs `server`'s three calls (accept, decline, cancel) through the gateway.
+async fn three_ways(server: Extra, client: Client) {
+    let fronted = server.front().await;
+    server.three_ways().run(&fronted, client).await;
     fronted.stop().await;
 }
 
@@ -54,22 +67,12 @@ async fn ts_client_answers_a_typescript_sdk_server_over_stdio() {
 
 #[tokio::test]
 async fn py_client_answers_a_push_sent_on_the_standalone_get_stream() {
-    let fronted = Extra::TsGetStream.front().await;
-    let out = Client::Py
-        .run(&fronted.gw.url, &Extra::TsGetStream.script())
-        .await;
-    fronted.three_ways_outcomes(&out).await;
-    fronted.stop().await;
+    three_ways(Extra::TsGetStream, Client::Py).await;
 }
 
 #[tokio::test]
 async fn ts_client_answers_a_push_sent_on_the_standalone_get_stream() {
-    let fronted = Extra::TsGetStream.front().await;
-    let out = Client::Ts
-        .run(&fronted.gw.url, &Extra::TsGetStream.script())
-        .await;
-    fronted.three_ways_outcomes(&out).await;
-    fronted.stop().await;
+    three_ways(Extra::TsGetStream, Client::Ts).await;
 }
 
 // --- PyPI mcp 2.3.0, a server that also speaks 2026-07-28 ------------------------------
@@ -79,22 +82,12 @@ async fn ts_client_answers_a_push_sent_on_the_standalone_get_stream() {
 /// back-channel and fails the call (-32600), in the legacy session it pushes.
 #[tokio::test]
 async fn py_client_answers_an_mcp2_server_through_a_legacy_session() {
-    let fronted = Extra::Py2Stdio.front().await;
-    let out = Client::Py
-        .run(&fronted.gw.url, &Extra::Py2Stdio.script())
-        .await;
-    fronted.three_ways_outcomes(&out).await;
-    fronted.stop().await;
+    three_ways(Extra::Py2Stdio, Client::Py).await;
 }
 
 #[tokio::test]
 async fn ts_client_answers_an_mcp2_server_through_a_legacy_session() {
-    let fronted = Extra::Py2Stdio.front().await;
-    let out = Client::Ts
-        .run(&fronted.gw.url, &Extra::Py2Stdio.script())
-        .await;
-    fronted.three_ways_outcomes(&out).await;
-    fronted.stop().await;
+    three_ways(Extra::Py2Stdio, Client::Ts).await;
 }
 
 // --- the Node client in `auto` mode ---------------------------------------------------
@@ -110,12 +103,9 @@ async fn ts_client_in_auto_mode_negotiates_2026_and_answers_server_everything() 
     script["mode"] = json!("auto");
     let out = fronted.run(Client::Ts, &script).await;
     everything_outcomes(&out, &fronted).await;
-    let requests = |method: &str| {
-        format!("redmark_requests_total{{route=\"main\",method=\"{method}\",outcome=\"ok\"}}")
-    };
     fronted
         .gw
-        .wait_metric(&requests("server/discover"), 1.0)
+        .wait_metric(&common::requests("server/discover", "ok"), 1.0)
         .await;
     // No legacy fallback: an `initialize` (or anything else refused) would show
     // as a request with another outcome (a refused parse is counted as method "-").

@@ -9,6 +9,14 @@
 //! and `requestState`. One test per server row of the matrix; each answers
 //! accept, decline and cancel and asserts what the SERVER received.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod interop_support;
 mod mrtr_e2e_support;
@@ -30,7 +38,9 @@ use serde_json::{Value, json};
 
 use common::VERSION;
 use interop_support::Extra;
-use mrtr_e2e_support::{ALICE, BOB, EVERYTHING_TOOL, Fronted, Server};
+use mrtr_e2e_support::{
+    ALICE, BOB, EVERYTHING_TOOL, Fronted, Server, ThreeWays, fastmcp_register, ts_sdk_survey,
+};
 
 /// One question as the rmcp client's `create_elicitation` saw it.
 #[derive(Debug, Clone)]
@@ -199,10 +209,7 @@ impl Rust {
 
 /// Waits (bounded) until the gateway answered `n` requests of `method` with `outcome`.
 async fn requests(gw: &common::TestGateway, method: &str, outcome: &str, n: f64) {
-    let sample = format!(
-        "redmark_requests_total{{route=\"main\",method=\"{method}\",outcome=\"{outcome}\"}}"
-    );
-    gw.wait_metric(&sample, n).await;
+    gw.wait_metric(&common::requests(method, outcome), n).await;
 }
 
 /// Asserts one question, asked under `key`, with `message`; returns it.
@@ -260,9 +267,7 @@ async fn everything_three_ways(server: Server) {
     assert_eq!(cancelled[0], "⚠️ User cancelled the elicitation dialog.");
     assert!(cancelled[1].contains("\"action\": \"cancel\""));
 
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted(EVERYTHING_TOOL, outcome, 1.0).await;
-    }
+    fronted.counted_three_ways(EVERYTHING_TOOL).await;
     // On the wire: one server/discover, one tools/list, and two tools/call per
     // call (the InputRequiredResult, then the retry with inputResponses). Unlike
     // the Python client, rmcp does not follow a call with tools/list.
@@ -285,35 +290,25 @@ async fn rmcp_client_answers_server_everything_over_http() {
 
 // --- PyPI mcp 1.30.0 FastMCP (`ctx.elicit`) ---------------------------------------------
 
+/// Three calls of `cell`'s tool through rmcp, answered accept, decline,
+/// cancel: one question each, and the server received exactly those.
+async fn rmcp_three_ways(fronted: &Fronted, cell: &ThreeWays) {
+    let rust = Rust::connect(fronted, None).await;
+    rust.handler
+        .answer([accept(cell.accept.clone()), decline(), cancel()]);
+    for want in &cell.received {
+        let got = rust.received(cell.tool, cell.arguments.clone()).await;
+        let q = one_question(&rust, "elicitation-1", cell.message);
+        assert_eq!(q.schema["required"], json!([cell.required]), "{}", q.schema);
+        assert_eq!(&got, want);
+    }
+    fronted.counted_three_ways(cell.tool).await;
+    rust.close().await;
+}
+
 async fn fastmcp_three_ways(server: Server) {
     let fronted = server.front().await;
-    let rust = Rust::connect(&fronted, None).await;
-    rust.handler.answer([
-        accept(json!({"name": "Ada", "guests": 2})),
-        decline(),
-        cancel(),
-    ]);
-    let args = json!({"event": "the launch party"});
-    let message = "Who is coming to the launch party?";
-
-    let got = rust.received("register", args.clone()).await;
-    let q = one_question(&rust, "elicitation-1", message);
-    assert_eq!(q.schema["required"], json!(["name"]), "{}", q.schema);
-    assert_eq!(
-        got,
-        json!({"action": "accept", "data": {"name": "Ada", "guests": 2}})
-    );
-    let got = rust.received("register", args.clone()).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "decline", "data": null}));
-    let got = rust.received("register", args).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "cancel", "data": null}));
-
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("register", outcome, 1.0).await;
-    }
-    rust.close().await;
+    rmcp_three_ways(&fronted, &fastmcp_register()).await;
     fronted.stop().await;
 }
 
@@ -331,33 +326,7 @@ async fn rmcp_client_answers_a_fastmcp_server_over_http() {
 
 async fn ts_sdk_three_ways(server: Server) {
     let fronted = server.front().await;
-    let rust = Rust::connect(&fronted, None).await;
-    rust.handler.answer([
-        accept(json!({"rating": 4, "comment": "strong"})),
-        decline(),
-        cancel(),
-    ]);
-    let args = json!({"topic": "the new coffee machine"});
-    let message = "What do you think of the new coffee machine?";
-
-    let got = rust.received("survey", args.clone()).await;
-    let q = one_question(&rust, "elicitation-1", message);
-    assert_eq!(q.schema["required"], json!(["rating"]), "{}", q.schema);
-    assert_eq!(
-        got,
-        json!({"action": "accept", "content": {"rating": 4, "comment": "strong"}})
-    );
-    let got = rust.received("survey", args.clone()).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "decline", "content": null}));
-    let got = rust.received("survey", args).await;
-    one_question(&rust, "elicitation-1", message);
-    assert_eq!(got, json!({"action": "cancel", "content": null}));
-
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("survey", outcome, 1.0).await;
-    }
-    rust.close().await;
+    rmcp_three_ways(&fronted, &ts_sdk_survey()).await;
     fronted.stop().await;
 }
 
@@ -449,9 +418,7 @@ async fn rmcp_client_books_the_big_room_and_answers_the_ticket_priority() {
     let (cancelled, _) = rust.texts("create_ticket", ticket).await;
     one_question(&rust, "priority", message);
     assert_eq!(cancelled.join("\n"), "Ticket creation cancelled.");
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("create_ticket", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("create_ticket").await;
     rust.close().await;
     fronted.stop().await;
 }
@@ -512,21 +479,9 @@ async fn rmcp_client_meets_the_rooms_policy_denial_and_red_mark() {
 
 // --- the servers behind the traps (tests/interop_support) --------------------------------
 
-/// Three calls to `server`'s asking tool through rmcp, answered accept, decline, cancel.
 async fn extra_three_ways(server: Extra) {
     let fronted = server.front().await;
-    let rust = Rust::connect_url(&fronted.gw.url, None).await;
-    rust.handler
-        .answer([accept(server.accept()), decline(), cancel()]);
-    let (message, required) = server.question();
-    for want in server.received() {
-        let got = rust.received(server.tool(), server.arguments()).await;
-        let q = one_question(&rust, "elicitation-1", message);
-        assert_eq!(q.schema["required"], json!([required]), "{}", q.schema);
-        assert_eq!(got, want);
-    }
-    fronted.counted_three_ways().await;
-    rust.close().await;
+    rmcp_three_ways(&fronted, &server.three_ways()).await;
     fronted.stop().await;
 }
 

@@ -7,6 +7,14 @@
 //! Drives `tests/fixtures/mrtr_server.py` (FastMCP from mcp==1.30.0) and
 //! server-everything.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod mrtr_support;
 
@@ -25,9 +33,7 @@ fn tool_names(r: &Resp) -> Vec<String> {
 
 /// Asserts the 400 / -32021 answer and returns its `requiredCapabilities`.
 fn missing(r: &Resp) -> Value {
-    let err = refused(r, 400, -32021, "missing_capability");
-    assert_schema("MissingRequiredClientCapabilityError", r.last());
-    err["data"]["requiredCapabilities"].clone()
+    assert_error(r, 400, -32021, "missing_capability").data()["requiredCapabilities"].clone()
 }
 
 #[tokio::test]
@@ -62,8 +68,8 @@ async fn a_server_that_checks_takes_its_other_path() {
         output(&op.start(&gw).await),
         json!({"tag": "pol-none", "path": "fallback"})
     );
-    assert_eq!(fx.tagged("fallback", "pol-none").len(), 1);
-    assert!(fx.tagged("asking", "pol-none").is_empty());
+    assert_eq!(fx.log.tagged("fallback", "pol-none").len(), 1);
+    assert!(fx.log.tagged("asking", "pol-none").is_empty());
 
     let op = Op::tool("polite", json!({"tag": "pol-form"})).caps(form_caps());
     let asked = input_required("tools/call", &op.start(&gw).await);
@@ -95,7 +101,7 @@ async fn a_push_the_client_cannot_answer_is_refused_both_ways() {
             r.raw
         );
         // The server got an error for its request, not an answer.
-        let heard = fx.answer(tag).await;
+        let heard = fx.log.answer(tag).await;
         assert!(heard.get("action").is_none(), "{tag}: {heard}");
         assert_eq!(heard["error"]["code"], -32601, "{tag}: {heard}");
     }
@@ -135,7 +141,7 @@ async fn on_missing_capability_decline_answers_for_the_user() {
         output(&op.start(&gw).await),
         json!({"tag": "dec-1", "action": "decline"})
     );
-    let heard = fx.answer("dec-1").await;
+    let heard = fx.log.answer("dec-1").await;
     assert_eq!(heard["action"], "decline");
     assert!(heard.get("content").is_none(), "{heard}");
     assert_eq!(gw.metric(&ops("pushy", "declined")).await, Some(1.0));
@@ -186,7 +192,7 @@ async fn a_retry_must_still_declare_what_its_questions_need() {
             .retry(&gw, &asked.state, responses.clone())
             .await;
         assert_eq!(missing(&r), needs, "{tool}");
-        assert!(fx.tagged("answer", &format!("re-{tool}")).is_empty());
+        assert!(fx.log.tagged("answer", &format!("re-{tool}")).is_empty());
         // The operation is intact: the retry that declares it goes through.
         output(&op.retry(&gw, &asked.state, responses).await);
     }

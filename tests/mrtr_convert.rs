@@ -7,6 +7,14 @@
 //!
 //! Drives `tests/fixtures/mrtr_server.py` (FastMCP from mcp==1.30.0).
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod mrtr_support;
 
@@ -43,7 +51,7 @@ async fn form_elicitation_during_a_tool_call_round_trips() {
         output(&done),
         json!({"tag": "form-1", "action": "accept", "content": {"name": "Ada Lovelace"}})
     );
-    let seen = fx.answer("form-1").await;
+    let seen = fx.log.answer("form-1").await;
     assert_eq!(seen["action"], "accept");
     assert_eq!(seen["content"], json!({"name": "Ada Lovelace"}));
     assert_eq!(gw.metric(&ops("ask", "completed")).await, Some(1.0));
@@ -112,7 +120,7 @@ async fn sampling_and_roots_are_asked_and_answered_in_their_own_shapes() {
         .retry(&gw, &asked.state, json!({"sampling-1": answer}))
         .await;
     assert_eq!(output(&done)["sampling"], answer);
-    assert_eq!(fx.answer("s-1").await["result"], answer);
+    assert_eq!(fx.log.answer("s-1").await["result"], answer);
 
     let op = Op::tool("roots", json!({"tag": "r-1"}));
     let asked = input_required("tools/call", &op.start(&gw).await);
@@ -123,7 +131,7 @@ async fn sampling_and_roots_are_asked_and_answered_in_their_own_shapes() {
         .retry(&gw, &asked.state, json!({"roots-1": answer}))
         .await;
     assert_eq!(output(&done)["roots"], answer);
-    assert_eq!(fx.answer("r-1").await["result"], answer);
+    assert_eq!(fx.log.answer("r-1").await["result"], answer);
 
     settled(&gw).await;
     gw.stop().await;
@@ -279,10 +287,11 @@ async fn url_mode_stays_url_mode_and_its_completion_notice_stays_upstream() {
         )
         .await;
     assert_eq!(output(&done), json!({"tag": "url-1", "action": "accept"}));
-    fx.wait_event("sent_complete", |e| {
-        e["event"] == "sent_complete" && e["tag"] == "url-1"
-    })
-    .await;
+    fx.log
+        .eventually("sent_complete", |e| {
+            e["event"] == "sent_complete" && e["tag"] == "url-1"
+        })
+        .await;
     let methods: Vec<&str> = done
         .messages
         .iter()
@@ -302,7 +311,7 @@ async fn url_mode_stays_url_mode_and_its_completion_notice_stays_upstream() {
         "the log message should be relayed: {}",
         done.raw
     );
-    assert_eq!(fx.answer("url-1").await["action"], "accept");
+    assert_eq!(fx.log.answer("url-1").await["action"], "accept");
     settled(&gw).await;
     gw.stop().await;
 }
@@ -324,7 +333,7 @@ async fn answers_given_in_advance_are_used_without_asking() {
         output(&done),
         json!({"tag": "adv-1", "action": "accept", "content": {"name": "Early"}})
     );
-    assert_eq!(fx.tagged("answer", "adv-1").len(), 1);
+    assert_eq!(fx.log.tagged("answer", "adv-1").len(), 1);
 
     // Of two questions asked together, only the one not answered in advance is asked.
     let op = Op::tool("pair", json!({"tag": "adv-2"}));

@@ -8,6 +8,14 @@
 //! The Node client (`@modelcontextprotocol/client` 2.4.0) runs the same cells
 //! in tests/mrtr_e2e_ts.rs; the per-server checks live in tests/mrtr_e2e_support/.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod mrtr_e2e_support;
 
@@ -67,16 +75,14 @@ async fn py_client_answers_the_ticket_priority_three_ways() {
 #[tokio::test]
 async fn py_client_answers_a_fastmcp_server_over_stdio() {
     let fronted = Server::LegacyPyStdio.front().await;
-    let out = fronted.run(PY, &legacy_py_script()).await;
-    legacy_py_outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn py_client_answers_a_fastmcp_server_over_http() {
     let fronted = Server::LegacyPyHttp.front().await;
-    let out = fronted.run(PY, &legacy_py_script()).await;
-    legacy_py_outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
@@ -85,16 +91,14 @@ async fn py_client_answers_a_fastmcp_server_over_http() {
 #[tokio::test]
 async fn py_client_answers_a_typescript_sdk_server_over_http() {
     let fronted = Server::LegacyTsHttp.front().await;
-    let out = fronted.run(PY, &legacy_ts_script()).await;
-    legacy_ts_outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn py_client_answers_a_typescript_sdk_server_over_stdio() {
     let fronted = Server::LegacyTsStdio.front().await;
-    let out = fronted.run(PY, &legacy_ts_script()).await;
-    legacy_ts_outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, PY).await;
     fronted.stop().await;
 }
 
@@ -197,9 +201,9 @@ async fn py_client_error_answer_leaves_the_operation_held_until_the_ttl() {
         "{failed}"
     );
 
-    let leased = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
+    let leased = common::sessions("leased");
     assert_eq!(
-        fronted.gw.metric(leased).await,
+        fronted.gw.metric(&leased).await,
         Some(1.0),
         "still held for the server's open question"
     );
@@ -210,6 +214,6 @@ async fn py_client_error_answer_leaves_the_operation_held_until_the_ttl() {
     fronted
         .counted(EVERYTHING_TOOL, "operation_expired", 1.0)
         .await;
-    fronted.gw.wait_metric(leased, 0.0).await;
+    fronted.gw.wait_metric(&leased, 0.0).await;
     fronted.stop().await;
 }

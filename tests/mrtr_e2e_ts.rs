@@ -7,6 +7,14 @@
 //!
 //! The same cells with the Python client are in tests/mrtr_e2e.rs.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod mrtr_e2e_support;
 
@@ -65,16 +73,14 @@ async fn ts_client_answers_the_ticket_priority_three_ways() {
 #[tokio::test]
 async fn ts_client_answers_a_fastmcp_server_over_stdio() {
     let fronted = Server::LegacyPyStdio.front().await;
-    let out = fronted.run(TS, &legacy_py_script()).await;
-    legacy_py_outcomes(&out, &fronted).await;
+    fastmcp_register().run(&fronted, TS).await;
     fronted.stop().await;
 }
 
 #[tokio::test]
 async fn ts_client_answers_a_typescript_sdk_server_over_http() {
     let fronted = Server::LegacyTsHttp.front().await;
-    let out = fronted.run(TS, &legacy_ts_script()).await;
-    legacy_ts_outcomes(&out, &fronted).await;
+    ts_sdk_survey().run(&fronted, TS).await;
     fronted.stop().await;
 }
 

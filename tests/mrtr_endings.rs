@@ -5,8 +5,18 @@
 //!
 //! Drives `tests/fixtures/mrtr_server.py` (FastMCP from mcp==1.30.0).
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod mrtr_support;
+
+use std::time::Duration;
 
 use common::*;
 use mrtr_support::*;
@@ -31,7 +41,7 @@ async fn accept_decline_and_cancel_reach_the_server_as_such() {
         want["tag"] = json!(tag);
         assert_eq!(output(&done), want, "{tag}");
         // What the server received is exactly the client's answer: action, and content only on accept.
-        let seen = fx.answer(tag).await;
+        let seen = fx.log.answer(tag).await;
         assert_eq!(seen["action"], answer["action"], "{tag}: {seen}");
         assert_eq!(seen.get("content"), answer.get("content"), "{tag}: {seen}");
         assert_eq!(
@@ -52,20 +62,21 @@ async fn nobody_answering_in_time_is_operation_expired() {
     let asked = input_required("tools/call", &op.start(&gw).await);
     gw.wait_metric(&ops("ask", "operation_expired"), 1.0).await;
     // The server's question heard `cancel`, and then the call itself was cancelled.
-    assert_eq!(fx.answer("expire-1").await["action"], "cancel");
-    fx.wait_event("cancel_requested", |e| e["event"] == "cancel_requested")
+    assert_eq!(fx.log.answer("expire-1").await["action"], "cancel");
+    fx.log
+        .eventually("cancel_requested", |e| e["event"] == "cancel_requested")
         .await;
-    fx.wait_event("the lingering handler cancelled", |e| {
-        e["event"] == "cancelled" && e["tag"] == "expire-1"
-    })
-    .await;
+    fx.log
+        .eventually("the lingering handler cancelled", |e| {
+            e["event"] == "cancelled" && e["tag"] == "expire-1"
+        })
+        .await;
     // The state outlives its operation by a grace period, so a late retry
     // hears how the operation ended.
-    invalid(
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
-            .await,
-        "operation_expired",
-    );
+    let r = op
+        .retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "operation_expired");
     settled(&gw).await;
     gw.stop().await;
 }
@@ -77,18 +88,22 @@ async fn a_client_gone_before_its_questions_were_delivered_is_client_disconnecte
     let gw = TestGateway::start(&fx.cfg().mrtr("gather = \"10s\"").build()).await;
     let op =
         Op::tool("ask_and_report", json!({"tag": "gone-1"})).meta(json!({"progressToken": "gone"}));
-    let mut resp = op.open(&gw, json!({})).await;
+    let mut stream = SseReader::new(op.open(&gw, json!({})).await);
     // The server reports progress after its question, so once the progress
     // arrives redmark holds the question, not yet delivered.
-    let progress = first_event(&mut resp).await;
+    let progress = stream
+        .next(Duration::from_secs(15))
+        .await
+        .expect("a first SSE message");
     assert_eq!(progress["method"], "notifications/progress", "{progress}");
     assert_eq!(progress["params"]["progressToken"], "gone");
-    drop(resp);
+    drop(stream);
     gw.wait_metric(&ops("ask_and_report", "client_disconnected"), 1.0)
         .await;
     // Nobody will answer: the question hears `cancel` and the call is cancelled.
-    assert_eq!(fx.answer("gone-1").await["action"], "cancel");
-    fx.wait_event("cancel_requested", |e| e["event"] == "cancel_requested")
+    assert_eq!(fx.log.answer("gone-1").await["action"], "cancel");
+    fx.log
+        .eventually("cancel_requested", |e| e["event"] == "cancel_requested")
         .await;
     settled(&gw).await;
     gw.stop().await;
@@ -105,7 +120,8 @@ async fn a_server_crash_while_waiting_is_upstream_lost() {
     );
     let asked = input_required("tools/call", &op.start(&gw).await);
     std::fs::write(&trigger, b"").expect("write trigger");
-    fx.wait_event("crashing", |e| e["event"] == "crashing")
+    fx.log
+        .eventually("crashing", |e| e["event"] == "crashing")
         .await;
     gw.wait_metric(&ops("crash_while_asking", "upstream_lost"), 1.0)
         .await;
@@ -116,8 +132,8 @@ async fn a_server_crash_while_waiting_is_upstream_lost() {
             json!({"elicitation-1": accept("too late")}),
         )
         .await;
-    refused(&r, 200, -32603, "upstream_lost");
-    assert!(fx.tagged("answer", "lost-1").is_empty());
+    assert_error(&r, 200, -32603, "upstream_lost");
+    assert!(fx.log.tagged("answer", "lost-1").is_empty());
     settled(&gw).await;
 
     // The route is not stuck: a new call gets a new session.
@@ -140,11 +156,12 @@ async fn an_upstream_error_after_the_answer_is_relayed() {
     let r = op
         .retry(&gw, &asked.state, json!({"elicitation-1": accept("Eve")}))
         .await;
-    let err = refused(&r, 200, -32001, "upstream_error");
+    let err = assert_error(&r, 200, -32001, "upstream_error");
     assert_eq!(err["message"], "fixture failure after accept");
     // The server's own `data`, kept under `data.upstream`: redmark owns `data.reason`.
     assert_eq!(err["data"]["upstream"]["tag"], "err-1");
-    assert_eq!(fx.answer("err-1").await["action"], "accept");
+    assert!(err["data"].get("tag").is_none(), "{err}");
+    assert_eq!(fx.log.answer("err-1").await["action"], "accept");
     assert_eq!(
         gw.metric(&ops("ask_then_error", "upstream_error")).await,
         Some(1.0)
@@ -158,24 +175,18 @@ async fn one_round_more_than_max_rounds_is_rounds_exhausted() {
     let fx = Fixture::new();
     let gw = TestGateway::start(&fx.cfg().mrtr("max_rounds = 2").build()).await;
     let op = Op::tool("rounds", json!({"tag": "many-1", "n": 3}));
-    let asked = input_required("tools/call", &op.start(&gw).await);
-    assert_eq!(asked.keys(), ["elicitation-1"]);
-    let asked = input_required(
-        "tools/call",
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("1")}))
-            .await,
-    );
-    assert_eq!(asked.keys(), ["elicitation-2"]);
-    let r = op
-        .retry(&gw, &asked.state, json!({"elicitation-2": accept("2")}))
+    let resps = op
+        .walk(&gw, 2, |round, asked| {
+            let key = format!("elicitation-{round}");
+            assert_eq!(asked.keys(), [key.as_str()]);
+            asked.reply(&key, accept(&round.to_string()))
+        })
         .await;
-    refused(&r, 200, -32603, "rounds_exhausted");
+    assert_error(&resps[2], 200, -32603, "rounds_exhausted");
     // The third question, never put to the client, heard `cancel`.
-    fx.wait_event("three answers", |_| {
-        fx.tagged("answer", "many-1").len() == 3
-    })
-    .await;
+    fx.log.answers_at_least("many-1", 3).await;
     let actions: Vec<_> = fx
+        .log
         .tagged("answer", "many-1")
         .iter()
         .map(|e| e["action"].clone())
@@ -208,14 +219,14 @@ async fn malformed_answers_are_refused_by_key_and_the_operation_survives() {
         let r = op
             .retry(&gw, &asked.state, json!({"elicitation-1": answer}))
             .await;
-        let err = invalid(&r, "malformed_input_response");
+        let err = assert_error(&r, 200, -32602, "malformed_input_response");
         assert_eq!(err["data"]["key"], "elicitation-1", "{answer}: {err}");
         assert!(
             err["message"].as_str().unwrap().contains("elicitation-1"),
             "{err}"
         );
     }
-    assert!(fx.tagged("answer", "bad-1").is_empty());
+    assert!(fx.log.tagged("answer", "bad-1").is_empty());
     let done = op
         .retry(&gw, &asked.state, json!({"elicitation-1": accept("fine")}))
         .await;
@@ -238,16 +249,17 @@ async fn a_question_pushed_between_rounds_hears_cancel_when_nobody_answers() {
     assert_eq!(asked.keys(), ["elicitation-1"]);
     // The second question arrives while redmark waits for the client's retry.
     std::fs::write(&trigger, b"").expect("write trigger");
-    fx.wait_event("the second question", |e| {
-        e["event"] == "asking" && e["message"] == "Second?"
-    })
-    .await;
+    fx.log
+        .eventually("the second question", |e| {
+            e["event"] == "asking" && e["message"] == "Second?"
+        })
+        .await;
     gw.wait_metric(&ops("late_pair", "operation_expired"), 1.0)
         .await;
     // Neither question is left waiting: both hear `cancel`.
-    fx.wait_event("two answers", |_| fx.tagged("answer", "late-1").len() == 2)
-        .await;
-    for e in fx.tagged("answer", "late-1") {
+    let heard = fx.log.answers_at_least("late-1", 2).await;
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    for e in fx.log.tagged("answer", "late-1") {
         assert_eq!(e["action"], "cancel", "{e}");
     }
     settled(&gw).await;
@@ -272,14 +284,13 @@ async fn a_server_that_finishes_between_rounds_hands_its_result_to_the_retry() {
         .await;
     assert_eq!(output(&r), json!({"tag": "imp-1", "gave_up": true}));
     // The server gave up on its question: the late answer never reaches it.
-    assert!(fx.tagged("answer", "imp-1").is_empty());
-    assert_eq!(fx.tagged("gave_up", "imp-1").len(), 1);
+    assert!(fx.log.tagged("answer", "imp-1").is_empty());
+    assert_eq!(fx.log.tagged("gave_up", "imp-1").len(), 1);
     // That state has now been used: once, like every state.
-    invalid(
-        &op.retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
-            .await,
-        "state_replayed",
-    );
+    let r = op
+        .retry(&gw, &asked.state, json!({"elicitation-1": accept("late")}))
+        .await;
+    assert_error(&r, 200, -32602, "state_replayed");
     gw.stop().await;
 }
 
@@ -290,11 +301,12 @@ async fn a_silent_server_is_upstream_timeout() {
     let r = Op::tool("hang", json!({"tag": "silent-1"}))
         .start(&gw)
         .await;
-    refused(&r, 504, -32603, "upstream_timeout");
-    fx.wait_event("the call cancelled", |e| {
-        e["event"] == "cancelled" && e["tag"] == "silent-1"
-    })
-    .await;
+    assert_error(&r, 504, -32603, "upstream_timeout");
+    fx.log
+        .eventually("the call cancelled", |e| {
+            e["event"] == "cancelled" && e["tag"] == "silent-1"
+        })
+        .await;
     assert_eq!(gw.metric(&ops("hang", "upstream_timeout")).await, Some(1.0));
     settled(&gw).await;
     gw.stop().await;
@@ -307,9 +319,9 @@ async fn too_many_waiting_operations_is_too_many_pending() {
     let first = Op::tool("ask", json!({"tag": "tmp-1"}));
     let asked = input_required("tools/call", &first.start(&gw).await);
     let r = Op::tool("ask", json!({"tag": "tmp-2"})).start(&gw).await;
-    refused(&r, 429, -32603, "too_many_pending");
+    assert_error(&r, 429, -32603, "too_many_pending");
     // The refused operation's question was never put to anyone: it heard `cancel`.
-    assert_eq!(fx.answer("tmp-2").await["action"], "cancel");
+    assert_eq!(fx.log.answer("tmp-2").await["action"], "cancel");
     assert_eq!(gw.metric(&ops("ask", "too_many_pending")).await, Some(1.0));
     // The waiting one is unaffected.
     let done = first

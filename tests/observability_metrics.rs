@@ -3,18 +3,31 @@
 //! names, values), scraped by a real Prometheus, and checked against every
 //! metric the Grafana dashboard (examples/grafana/redmark.json) queries.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod observability_support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::ready;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{TestGateway, repo, rooms_bin, toml_str};
-use observability_support::{Client, Operation, PATIENCE};
+use common::{
+    PATIENCE, TestGateway, eventually, eventually_within, listening_ports, repo, rooms_bin,
+    toml_str,
+};
+use observability_support::{accept, client, tool_call};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use regex::Regex;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
 
@@ -39,39 +52,39 @@ async fn scrape(gw: &TestGateway) -> Exposition {
     parse(&gw.metrics().await)
 }
 
-fn ticket<'a>(client: &'a Client, prefix: &'a str) -> Operation<'a> {
-    Operation {
-        client,
-        tool: "create_ticket",
-        arguments: json!({"title": "metrics scenario"}),
-        meta: Map::new(),
-        headers: Vec::new(),
-        id_prefix: prefix,
-    }
+fn ticket(prefix: &str) -> common::Op {
+    tool_call(
+        "create_ticket",
+        json!({"title": "metrics scenario"}),
+        prefix,
+    )
 }
 
 /// Two operations: 9 (re-asked) then 3, completed in two rounds; and 9 three
 /// times, ended by policy_invalid_answer in three. In between, while the first
 /// waits for its answer, one operation is pending.
 async fn scenario(gw: &TestGateway) {
-    let client = Client::new(gw.url.clone());
-    let op = ticket(&client, "ok");
-    let asked = op.first().await;
+    let client = client(gw.url.clone());
+    let op = ticket("ok");
+    let asked = op.start(&client).await;
     let pending = scrape(gw).await;
     assert_eq!(gauge(&pending, "redmark_pending_operations", &[]), 1.0);
     // Hold mode: the operation keeps its upstream session leased between rounds.
     let leased = [("route", "rooms"), ("state", "leased")];
     assert_eq!(gauge(&pending, "redmark_upstream_sessions", &leased), 1.0);
-    let reasked = op
-        .answer(&asked, 1, "priority", &json!({"priority": 9}))
+    let priorities = [9, 3];
+    let resps = op
+        .walk_on(&client, asked, 2, |round, q| {
+            accept(q, "priority", json!({"priority": priorities[round - 1]}))
+        })
         .await;
-    let done = op
-        .answer(&reasked, 2, "priority", &json!({"priority": 3}))
-        .await;
-    assert_eq!(done.result()["structuredContent"]["priority"], 3);
+    assert_eq!(resps[2].result()["structuredContent"]["priority"], 3);
 
-    let answers = [9, 9, 9].map(|p| ("priority", json!({"priority": p})));
-    let resps = ticket(&client, "bad").run(&answers).await;
+    let resps = ticket("bad")
+        .walk(&client, 3, |_, q| {
+            accept(q, "priority", json!({"priority": 9}))
+        })
+        .await;
     assert_eq!(resps[3].reason(), "policy_invalid_answer");
     // The client hears the ending before it is counted; the lease goes back
     // after that: once nothing is leased, every metric of both is recorded.
@@ -358,15 +371,12 @@ fn by_outcome(answer: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_real_prometheus_scrapes_the_admin_listener() {
-    common::ensure_deps();
-    let gw = TestGateway::start(&rooms_with_policy()).await;
-    scenario(&gw).await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let target = gw.admin.trim_start_matches("http://").to_owned();
-    let config = dir.path().join("prometheus.yml");
+/// A real Prometheus scraping `admin` every second, its data and log in
+/// `dir`; returns it with the base URL of its HTTP API (on a port of its own
+/// choosing, read from /proc).
+async fn start_prometheus(dir: &Path, admin: &str) -> (tokio::process::Child, String) {
+    let target = admin.trim_start_matches("http://");
+    let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
@@ -374,41 +384,56 @@ async fn a_real_prometheus_scrapes_the_admin_listener() {
         ),
     )
     .unwrap();
-    let port = common::free_port();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let mut prometheus = tokio::process::Command::new("prometheus")
+    let log = dir.join("prometheus.log");
+    let prometheus = tokio::process::Command::new("prometheus")
         .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.listen-address=127.0.0.1:0")
         .arg(format!(
             "--storage.tsdb.path={}",
-            dir.path().join("data").display()
+            dir.join("data").display()
         ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
         .spawn()
         .expect("`prometheus` on PATH (scripts/setup-test-deps.sh installs it)");
+    let pid = prometheus.id().expect("prometheus runs");
+    let port = eventually("Prometheus to listen", || {
+        let ports = listening_ports(pid);
+        ready(match ports[..] {
+            [port] => Ok(port),
+            _ => Err(std::fs::read_to_string(&log).unwrap_or_default()),
+        })
+    })
+    .await;
+    (prometheus, format!("http://127.0.0.1:{port}"))
+}
 
-    let base = format!("http://127.0.0.1:{port}");
+#[tokio::test]
+async fn a_real_prometheus_scrapes_the_admin_listener() {
+    common::ensure_deps();
+    let gw = TestGateway::start(&rooms_with_policy()).await;
+    scenario(&gw).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut prometheus, base) = start_prometheus(dir.path(), &gw.admin).await;
+    let log_text =
+        || std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
     let http = reqwest::Client::new();
     let want = BTreeMap::from([
         ("completed".to_owned(), "1".to_owned()),
         ("policy_invalid_answer".to_owned(), "1".to_owned()),
     ]);
-    let deadline = tokio::time::Instant::now() + PATIENCE * 2;
-    let mut last = None;
-    while tokio::time::Instant::now() < deadline {
-        last = prom_query(&http, &base, "redmark_operations_total").await;
-        if last.as_ref().map(by_outcome).as_ref() == Some(&want) {
-            break;
+    let what = format!("Prometheus to have scraped {want:?}");
+    let answer = eventually_within(&what, PATIENCE * 2, || async {
+        match prom_query(&http, &base, "redmark_operations_total").await {
+            Some(answer) if by_outcome(&answer) == want => Ok(answer),
+            Some(answer) => Err(format!("{answer}\n{}", log_text())),
+            None => Err(format!("no answer\n{}", log_text())),
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let log_text =
-        || std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-    let answer = last.unwrap_or_else(|| panic!("Prometheus never answered:\n{}", log_text()));
-    assert_eq!(by_outcome(&answer), want, "{answer}\n{}", log_text());
+    })
+    .await;
     for r in answer["data"]["result"].as_array().unwrap() {
         assert_eq!(r["metric"]["route"], "rooms", "{r}");
         assert_eq!(r["metric"]["tool"], "create_ticket", "{r}");

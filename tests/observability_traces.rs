@@ -4,14 +4,23 @@
 //! attributes, error status for failed endings, gRPC export configured by
 //! `[telemetry]`, and no answered or argument value in any span, event or log.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod observability_support;
 
 use std::collections::BTreeSet;
 
+use common::{McpClient, RedmarkProcess, accepted};
 use observability_support::*;
 use regex::Regex;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// A ticket title no span, event or log line may contain.
 const TITLE: &str = "zebra-quokka printer fire 4417";
@@ -91,25 +100,23 @@ fn children<'a>(spans: &'a [SpanRec], parent: &SpanRec) -> Vec<&'a SpanRec> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
-    let receiver = Receiver::start(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = rooms_example_config(dir.path(), "");
-    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
+/// The trace context of the failing operation, sent in `_meta.traceparent`.
+const FAILING_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const FAILING_PARENT: &str = "b7ad6b7169203331";
 
-    // Priority 9 and 8 break `maximum = 5` (red-marked re-asks, max_reasks = 2); 3 completes.
-    let op = Operation {
-        client: &client,
-        tool: "create_ticket",
-        arguments: json!({"title": TITLE}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "tkt",
-    };
-    let answers = [9, 8, 3].map(|p| ("priority", json!({"priority": p})));
-    let resps = op.run(&answers).await;
+/// Two `create_ticket` operations of three rounds: 9 and 8 break `maximum = 5`
+/// (red-marked re-asks, max_reasks = 2) and 3 completes, under the caller's
+/// `traceparent` header; then 9 three times ends in policy_invalid_answer,
+/// the caller's context in `_meta.traceparent` this time.
+async fn two_ticket_operations(client: &McpClient) {
+    let op = tool_call("create_ticket", json!({"title": TITLE}), "tkt")
+        .header("traceparent", &client_traceparent());
+    let priorities = [9, 8, 3];
+    let resps = op
+        .walk(client, 3, |round, q| {
+            accept(q, "priority", json!({"priority": priorities[round - 1]}))
+        })
+        .await;
     assert_eq!(resps.len(), 4);
     for (resp, bad) in resps[1..3].iter().zip([9, 8]) {
         let message = resp.result()["inputRequests"]["priority"]["params"]["message"]
@@ -125,48 +132,25 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     assert_eq!(done["resultType"], "complete", "{done}");
     assert_eq!(done["structuredContent"]["priority"], 3, "{done}");
 
-    // The same, failing: 9 three times ends in policy_invalid_answer; the
-    // caller's context comes in `_meta.traceparent` this time.
-    let failing_trace = "0af7651916cd43dd8448eb211c80319c";
-    let failing_parent = "b7ad6b7169203331";
-    let mut meta = Map::new();
-    meta.insert(
-        "traceparent".into(),
-        json!(format!("00-{failing_trace}-{failing_parent}-01")),
-    );
-    let op = Operation {
-        meta,
-        headers: Vec::new(),
-        id_prefix: "bad",
-        ..op
-    };
-    let answers = [9, 9, 9].map(|p| ("priority", json!({"priority": p})));
-    let resps = op.run(&answers).await;
+    let op = tool_call("create_ticket", json!({"title": TITLE}), "bad")
+        .meta(json!({"traceparent": format!("00-{FAILING_TRACE}-{FAILING_PARENT}-01")}));
+    let resps = op
+        .walk(client, 3, |_, q| {
+            accept(q, "priority", json!({"priority": 9}))
+        })
+        .await;
     assert_eq!(
         resps[3].reason(),
         "policy_invalid_answer",
         "{:?}",
         resps[3].last()
     );
+}
 
-    receiver
-        .wait_for("both operations' roots", |s| {
-            root_of(s, "create_ticket").len() == 2
-        })
-        .await;
-    gw.stop().await;
-    let spans = receiver.spans();
-    assert!(
-        receiver
-            .calls()
-            .iter()
-            .all(|c| c == "/v1/traces application/x-protobuf"),
-        "{:?}",
-        receiver.calls()
-    );
-
-    // One root per operation, each parented to its caller's span.
-    let roots = root_of(&spans, "create_ticket");
+/// The completed operation's root: in the caller's trace, parented to the
+/// caller's span, with the MCP names and redmark's attributes; every span of
+/// that trace hangs directly under it.
+fn completed_root<'a>(spans: &'a [SpanRec], roots: &[&'a SpanRec]) -> &'a SpanRec {
     let root = *roots
         .iter()
         .find(|r| r.trace_id == CLIENT_TRACE)
@@ -197,7 +181,7 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
 
     // Exactly one trace: every span of it hangs directly under the root, and
     // nothing of this operation is anywhere else.
-    let trace = trace_of(&spans, CLIENT_TRACE);
+    let trace = trace_of(spans, CLIENT_TRACE);
     for s in &trace {
         assert!(
             s.span_id == root.span_id || s.parent == root.span_id,
@@ -206,7 +190,7 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
             s.parent
         );
     }
-    let under_root = children(&spans, root);
+    let under_root = children(spans, root);
     assert_eq!(under_root.len() + 1, trace.len());
     assert_eq!(
         spans
@@ -219,7 +203,14 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         "one root for the operation"
     );
 
-    // Four HTTP round trips (the call and three retries), rounds 1 to 4.
+    root
+}
+
+/// Under the completed root: four HTTP round trips (rounds 1 to 4, request
+/// ids tkt-a to tkt-d), one upstream call, and one question re-asked twice
+/// with a red mark, then accepted; nothing else.
+fn under_the_completed_root(spans: &[SpanRec], root: &SpanRec) {
+    let under_root = children(spans, root);
     let mut trips: Vec<&&SpanRec> = under_root
         .iter()
         .filter(|s| s.attrs.contains_key("redmark.round"))
@@ -231,6 +222,20 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         assert_eq!(trip.name, "tools/call create_ticket");
         assert_eq!(trip.kind, KIND_SERVER);
         assert_eq!(trip.str("mcp.method.name"), "tools/call");
+        // Every MCP request span carries the semantic conventions' attributes, not only the root.
+        assert_eq!(
+            trip.str("gen_ai.tool.name"),
+            "create_ticket",
+            "{:?}",
+            trip.attrs
+        );
+        assert_eq!(
+            trip.str("mcp.protocol.version"),
+            "2026-07-28",
+            "{:?}",
+            trip.attrs
+        );
+        assert!(!trip.attrs.contains_key("error.type"), "{:?}", trip.attrs);
         let letter = char::from(b'a' + i as u8);
         assert_eq!(trip.str("jsonrpc.request.id"), format!("tkt-{letter}"));
     }
@@ -244,6 +249,7 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
     let up = upstream[0];
     assert_eq!(up.name, "tools/call create_ticket");
     assert_eq!(up.str("mcp.method.name"), "tools/call");
+    assert_eq!(up.str("gen_ai.tool.name"), "create_ticket");
     assert!(
         up.str("mcp.protocol.version").starts_with("2025-"),
         "{:?}",
@@ -278,13 +284,41 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         trips.len() + upstream.len() + questions.len(),
         under_root.len()
     );
+}
 
+#[tokio::test]
+async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    two_ticket_operations(&client(gw.url("/mcp/rooms"))).await;
+    receiver
+        .wait_for("both operations' roots", |s| {
+            root_of(s, "create_ticket").len() == 2
+        })
+        .await;
+    gw.stop().await;
+    let spans = receiver.spans();
+    assert!(
+        receiver
+            .calls()
+            .iter()
+            .all(|c| c == "/v1/traces application/x-protobuf"),
+        "{:?}",
+        receiver.calls()
+    );
+
+    // One root per operation, each parented to its caller's span.
+    let roots = root_of(&spans, "create_ticket");
+    let root = completed_root(&spans, &roots);
+    under_the_completed_root(&spans, root);
     // The failing operation: its own trace, error status and error.type.
     let failed = *roots
         .iter()
-        .find(|r| r.trace_id == failing_trace)
+        .find(|r| r.trace_id == FAILING_TRACE)
         .expect("a root in the second caller's trace");
-    assert_eq!(failed.parent, failing_parent);
+    assert_eq!(failed.parent, FAILING_PARENT);
     assert_eq!(failed.status, STATUS_ERROR);
     assert_eq!(failed.str("error.type"), "policy_invalid_answer");
     assert_eq!(failed.str("redmark.outcome"), "policy_invalid_answer");
@@ -294,8 +328,20 @@ async fn a_three_round_operation_is_one_trace_under_the_callers_span() {
         .collect();
     assert_eq!(fq.len(), 1);
     assert_eq!(fq[0].str("redmark.outcome"), "invalid");
+    // The round trip that heard the refusal is itself an error span, with the reason.
+    let refused: Vec<&SpanRec> = children(&spans, failed)
+        .into_iter()
+        .filter(|s| s.attrs.contains_key("redmark.round") && s.attrs.contains_key("error.type"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0].str("error.type"), "policy_invalid_answer");
+    assert_eq!(refused[0].status, STATUS_ERROR);
+    assert_eq!(refused[0].str("gen_ai.tool.name"), "create_ticket");
     assert_eq!(fq[0].str("redmark.policy.verdict"), "policy_invalid_answer");
-    assert_ne!(op_id, failed.str("redmark.operation.id"));
+    assert_ne!(
+        root.str("redmark.operation.id"),
+        failed.str("redmark.operation.id")
+    );
 
     assert_no_leak(&spans, &[TITLE, "zebra", "4417"], &[9, 8, 3]);
 }
@@ -339,18 +385,15 @@ async fn the_upstream_request_carries_the_upstream_spans_traceparent() {
         ),
     )
     .unwrap();
-    let gw = Gateway::start(&config, false, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp"));
-    let op = Operation {
-        client: &client,
-        tool: "echo_meta",
-        arguments: json!({"secret_argument": "argument-value-5521"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "echo",
-    };
-    let resps = op.run(&[]).await;
-    let text = resps[0].result()["content"][0]["text"]
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp"));
+    let op = tool_call(
+        "echo_meta",
+        json!({"secret_argument": "argument-value-5521"}),
+        "echo",
+    )
+    .header("traceparent", &client_traceparent());
+    let text = op.start(&client).await.result()["content"][0]["text"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -394,18 +437,15 @@ async fn grpc_export_is_configured_by_the_telemetry_section() {
     );
     let config = rooms_example_config(dir.path(), &extra);
     let env = [("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned())];
-    let gw = Gateway::start(&config, false, &env).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-18", "hour": 11, "room_hint": "nook"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "grpc",
-    };
-    let resps = op.run(&[]).await;
-    assert_eq!(resps[0].result()["resultType"], "complete");
+    let gw = RedmarkProcess::start(&config, false, &env).await;
+    let client = client(gw.url("/mcp/rooms"));
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-18", "hour": 11, "room_hint": "nook"}),
+        "grpc",
+    )
+    .header("traceparent", &client_traceparent());
+    assert_eq!(op.start(&client).await.result()["resultType"], "complete");
     gw.stop().await;
     // Stopped: everything it will ever export has been received.
     let spans = receiver.spans();
@@ -438,17 +478,15 @@ async fn the_sampler_variable_is_honoured() {
     let config = rooms_example_config(dir.path(), "");
     let mut env = otel_env(&receiver);
     env.push(("OTEL_TRACES_SAMPLER", "always_off".into()));
-    let gw = Gateway::start(&config, false, &env).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-18", "hour": 12, "room_hint": "nook"}),
-        meta: Map::new(),
-        headers: vec![("traceparent", client_traceparent())],
-        id_prefix: "off",
-    };
-    assert_eq!(op.run(&[]).await[0].result()["resultType"], "complete");
+    let gw = RedmarkProcess::start(&config, false, &env).await;
+    let client = client(gw.url("/mcp/rooms"));
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-18", "hour": 12, "room_hint": "nook"}),
+        "off",
+    )
+    .header("traceparent", &client_traceparent());
+    assert_eq!(op.start(&client).await.result()["resultType"], "complete");
     gw.stop().await;
     let spans = receiver.spans();
     assert!(spans.is_empty(), "always_off exported {spans:#?}");
@@ -464,45 +502,52 @@ fn json_lines(stderr: &[String]) -> Vec<Value> {
         .collect()
 }
 
+/// A booking whose hint names people and places (Studio B is taken at 09:00
+/// that day: the server asks `room`, then `alternative`), and a ticket whose
+/// priority, given in advance without `requestState`, breaks a rule: red-marked,
+/// then 2.
+async fn booking_and_an_advance_answer(client: &McpClient) {
+    let hint = "the big room for the okapi-lantern offsite";
+    let op = tool_call(
+        "book_room",
+        json!({"day": "2026-09-17", "hour": 9, "room_hint": hint}),
+        "log",
+    );
+    let answers = [
+        ("room", json!({"room_id": "studio-b"})),
+        ("alternative", json!({"choice": "nook"})),
+    ];
+    let resps = op
+        .walk(client, 2, |round, q| {
+            let (key, content) = &answers[round - 1];
+            accept(q, key, content.clone())
+        })
+        .await;
+    let done = resps.last().unwrap().result();
+    assert_eq!(done["structuredContent"]["room_id"], "nook", "{done}");
+    let advance = tool_call("create_ticket", json!({"title": TITLE}), "adv");
+    let first = advance
+        .send(
+            client,
+            json!({"inputResponses": {"priority": accepted(json!({"priority": 9000009}))}}),
+        )
+        .await;
+    let done = advance
+        .walk_on(client, first, 1, |_, q| {
+            accept(q, "priority", json!({"priority": 2}))
+        })
+        .await;
+    assert_eq!(done[1].result()["structuredContent"]["priority"], 2);
+}
+
 #[tokio::test]
 async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
     let receiver = Receiver::start(false).await;
     let dir = tempfile::tempdir().unwrap();
     let config = rooms_example_config(dir.path(), "");
-    let gw = Gateway::start(&config, true, &otel_env(&receiver)).await;
-    let client = Client::new(gw.url("/mcp/rooms"));
-    // Studio B is taken at 09:00 that day: the server asks `room`, then `alternative`.
-    let hint = "the big room for the okapi-lantern offsite";
-    let op = Operation {
-        client: &client,
-        tool: "book_room",
-        arguments: json!({"day": "2026-09-17", "hour": 9, "room_hint": hint}),
-        meta: Map::new(),
-        headers: Vec::new(),
-        id_prefix: "log",
-    };
-    let answers = [
-        ("room", json!({"room_id": "studio-b"})),
-        ("alternative", json!({"choice": "nook"})),
-    ];
-    let resps = op.run(&answers).await;
-    let done = resps.last().unwrap().result();
-    assert_eq!(done["structuredContent"]["room_id"], "nook", "{done}");
-    // An answer given in advance (no requestState) that breaks a rule: red-marked, then 2.
-    let mut params = json!({
-        "name": "create_ticket",
-        "arguments": {"title": TITLE},
-        "inputResponses": {"priority": {"action": "accept", "content": {"priority": 9000009}}},
-        "_meta": common::meta(json!({"elicitation": {}})),
-    });
-    let asked = client.post("adv-a", "tools/call", &params, &[]).await;
-    let asked = asked.result();
-    assert_eq!(asked["resultType"], "input_required", "{asked}");
-    params["requestState"] = asked["requestState"].clone();
-    params["inputResponses"] =
-        json!({"priority": {"action": "accept", "content": {"priority": 2}}});
-    let done = client.post("adv-b", "tools/call", &params, &[]).await;
-    assert_eq!(done.result()["structuredContent"]["priority"], 2);
+    let gw = RedmarkProcess::start(&config, true, &otel_env(&receiver)).await;
+    let client = client(gw.url("/mcp/rooms"));
+    booking_and_an_advance_answer(&client).await;
 
     let stderr = gw.stop().await;
     let spans = receiver.spans();

@@ -3,16 +3,20 @@
 //! seed's -1 and 4e9, `max_reasks`, `on_invalid = "error"`, dropped extra
 //! fields, decline and cancel. Every test asserts on what the fixture received.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod policy_support;
 
 use common::*;
 use policy_support::*;
 use serde_json::{Value, json};
-
-fn accept(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
-}
 
 /// Asks `form` once, answers `bad` (re-asked with a red mark containing
 /// every part of `mark`), then `good`, which the server receives.
@@ -25,14 +29,21 @@ async fn reask_then_accept(
     mark: &[&str],
     good: Value,
 ) {
-    let call = Call::ask(&form, "Fill this in", tag);
-    let first = asked(&call.start(gw).await);
+    let call = ask(&form, "Fill this in", tag);
+    let resps = call
+        .walk(gw, 2, |round, q| {
+            let content = if round == 1 { &bad } else { &good };
+            reply(q, accepted(content.clone()))
+        })
+        .await;
+    let first = asked(&resps[0]);
     assert_eq!(first.message(), "Fill this in");
-    let again = asked(&call.answer(gw, &first, accept(bad.clone())).await);
+    let again = asked(&resps[1]);
     // The same question, under the same key, with the red mark after the server's words.
-    assert_eq!(again.key, first.key, "{tag}");
+    assert_eq!(again.key(), first.key(), "{tag}");
     assert_eq!(
-        again.request["params"]["requestedSchema"], first.request["params"]["requestedSchema"],
+        again.request()["params"]["requestedSchema"],
+        first.request()["params"]["requestedSchema"],
         "{tag}"
     );
     let message = again.message();
@@ -43,12 +54,12 @@ async fn reask_then_accept(
     for part in mark {
         assert!(message.contains(part), "{tag}: {part:?} not in {message:?}");
     }
-    let out = output(&call.answer(gw, &again, accept(good.clone())).await);
+    let out = output(&resps[2]);
     assert_eq!(out["content"], good, "{tag}");
     // The invalid answer never reached the server; the valid one did, once.
     assert_eq!(
-        fx.answers(tag).iter().map(received).collect::<Vec<_>>(),
-        [accept(good)],
+        fx.log.answers(tag).iter().map(received).collect::<Vec<_>>(),
+        [accepted(good)],
         "{tag}: bad answer was {bad}"
     );
 }
@@ -58,7 +69,7 @@ type SchemaCase<'a> = (&'a str, Value, &'a [&'a str], Value, &'a [&'a str], Valu
 
 #[tokio::test]
 async fn the_servers_own_schema_is_enforced_on_a_client_that_claims_it_validated() {
-    let fx = Fixture::new("");
+    let fx = Fixture::with_policy("");
     let gw = fx.gateway().await;
     let int = json!({"n": {"type": "integer", "minimum": 1, "maximum": 5}});
     let text = json!({"s": {"type": "string", "minLength": 2, "maxLength": 4}});
@@ -98,30 +109,33 @@ const TRANSFER: &str = "[tool.transfer.fields.amount]\nminimum = 0\nmaximum = 10
 
 #[tokio::test]
 async fn the_seeds_minus_one_and_four_billion_get_red_marks() {
-    let fx = Fixture::new(TRANSFER);
+    let fx = Fixture::with_policy(TRANSFER);
     let gw = fx.gateway().await;
-    let call = Call::new("transfer", json!({"tag": "seed"}));
-    let q = asked(&call.start(&gw).await);
-    let q = asked(&call.answer(&gw, &q, accept(json!({"amount": -1}))).await);
+    let call = tool("transfer", json!({"tag": "seed"}));
+    let amounts = [json!(-1), json!(4_000_000_000u64), json!(250)];
+    let resps = call
+        .walk(&gw, 3, |round, q| {
+            reply(q, accepted(json!({"amount": amounts[round - 1]})))
+        })
+        .await;
     assert_eq!(
-        q.message(),
+        asked(&resps[1]).message(),
         "How much?\n\n✗ amount must be at least 0; -1 was given."
-    );
-    let q = asked(
-        &call
-            .answer(&gw, &q, accept(json!({"amount": 4_000_000_000u64})))
-            .await,
     );
     // The red mark replaces the previous one.
     assert_eq!(
-        q.message(),
+        asked(&resps[2]).message(),
         "How much?\n\n✗ amount must be at most 100000; 4000000000 was given."
     );
-    let out = output(&call.answer(&gw, &q, accept(json!({"amount": 250}))).await);
+    let out = output(&resps[3]);
     assert_eq!(out["content"], json!({"amount": 250}));
     assert_eq!(
-        fx.answers("seed").iter().map(received).collect::<Vec<_>>(),
-        [accept(json!({"amount": 250}))]
+        fx.log
+            .answers("seed")
+            .iter()
+            .map(received)
+            .collect::<Vec<_>>(),
+        [accepted(json!({"amount": 250}))]
     );
     gw.wait_metric(&rejections("transfer", "policy_invalid_answer"), 2.0)
         .await;
@@ -130,15 +144,17 @@ async fn the_seeds_minus_one_and_four_billion_get_red_marks() {
 
 #[tokio::test]
 async fn after_max_reasks_the_call_fails_and_the_server_hears_cancel() {
-    let fx = Fixture::new(&format!("[defaults]\nmax_reasks = 1\n{TRANSFER}"));
+    let fx = Fixture::with_policy(&format!("[defaults]\nmax_reasks = 1\n{TRANSFER}"));
     let gw = fx.gateway().await;
-    let call = Call::new("transfer", json!({"tag": "twice"}));
-    let q = asked(&call.start(&gw).await);
-    let q = asked(&call.answer(&gw, &q, accept(json!({"amount": -1}))).await);
-    let r = call
-        .answer(&gw, &q, accept(json!({"amount": 4_000_000_000u64})))
+    let call = tool("transfer", json!({"tag": "twice"}));
+    let amounts = [json!(-1), json!(4_000_000_000u64)];
+    let resps = call
+        .walk(&gw, 2, |round, q| {
+            reply(q, accepted(json!({"amount": amounts[round - 1]})))
+        })
         .await;
-    let data = refused(&r, "policy_invalid_answer");
+    let r = &resps[2];
+    let data = assert_error(r, 200, -32602, "policy_invalid_answer").data();
     assert_eq!(r.error()["code"], -32602, "{}", r.raw);
     assert_eq!(
         (&data["field"], &data["rule"]),
@@ -149,7 +165,7 @@ async fn after_max_reasks_the_call_fails_and_the_server_hears_cancel() {
         "amount must be at most 100000; 4000000000 was given"
     );
     assert_eq!(
-        received(&fx.answer("twice").await),
+        received(&fx.log.only_answer("twice").await),
         json!({"action": "cancel"})
     );
     // One rejection per invalid answer: the re-ask and the final one.
@@ -160,30 +176,30 @@ async fn after_max_reasks_the_call_fails_and_the_server_hears_cancel() {
 
 #[tokio::test]
 async fn on_invalid_error_fails_at_once_and_the_server_hears_cancel() {
-    let fx = Fixture::new(&format!(
+    let fx = Fixture::with_policy(&format!(
         "[defaults]\nmax_reasks = 5\n[tool.transfer]\non_invalid = \"error\"\n{TRANSFER}"
     ));
     let gw = fx.gateway().await;
-    let call = Call::new("transfer", json!({"tag": "err"}));
+    let call = tool("transfer", json!({"tag": "err"}));
     let q = asked(&call.start(&gw).await);
-    let r = call.answer(&gw, &q, accept(json!({"amount": -1}))).await;
-    let data = refused(&r, "policy_invalid_answer");
+    let r = call.answer(&gw, &q, accepted(json!({"amount": -1}))).await;
+    let data = assert_error(&r, 200, -32602, "policy_invalid_answer").data();
     assert_eq!(
         (&data["field"], &data["rule"]),
         (&json!("amount"), &json!("minimum"))
     );
     assert_eq!(
-        received(&fx.answer("err").await),
+        received(&fx.log.only_answer("err").await),
         json!({"action": "cancel"})
     );
     // Another tool keeps the default (re-ask).
-    let call = Call::ask(
+    let call = ask(
         &schema(json!({"n": {"type": "integer", "maximum": 3}}), &[]),
         "n?",
         "other",
     );
     let q = asked(&call.start(&gw).await);
-    let q = asked(&call.answer(&gw, &q, accept(json!({"n": 4}))).await);
+    let q = asked(&call.answer(&gw, &q, accepted(json!({"n": 4}))).await);
     assert!(
         q.message().contains("n must be at most 3"),
         "{}",
@@ -195,38 +211,38 @@ async fn on_invalid_error_fails_at_once_and_the_server_hears_cancel() {
 
 #[tokio::test]
 async fn fields_the_server_did_not_ask_for_never_reach_it() {
-    let fx = Fixture::new(TRANSFER);
+    let fx = Fixture::with_policy(TRANSFER);
     let gw = fx.gateway().await;
-    let call = Call::new("transfer", json!({"tag": "extra"}));
+    let call = tool("transfer", json!({"tag": "extra"}));
     let q = asked(&call.start(&gw).await);
     let sent = json!({"amount": 5, "injected": "DROP TABLE", "role": "admin", "list": ["a"], "flag": true});
-    let out = output(&call.answer(&gw, &q, accept(sent)).await);
+    let out = output(&call.answer(&gw, &q, accepted(sent)).await);
     assert_eq!(out["content"], json!({"amount": 5}));
-    let got = fx.answer("extra").await;
-    assert_eq!(received(&got), accept(json!({"amount": 5})));
-    let raw = std::fs::read_to_string(&fx.log).unwrap();
+    let got = fx.log.only_answer("extra").await;
+    assert_eq!(received(&got), accepted(json!({"amount": 5})));
+    let raw = std::fs::read_to_string(&fx.log.path).unwrap();
     assert!(!raw.contains("injected") && !raw.contains("admin"), "{raw}");
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn decline_and_cancel_pass_unvalidated() {
-    let fx = Fixture::new(&format!(
+    let fx = Fixture::with_policy(&format!(
         "{TRANSFER}[tool.ask.fields.code]\nrequired = true\npattern = '^[A-Z]{{3}}$'\n"
     ));
     let gw = fx.gateway().await;
     for action in ["decline", "cancel"] {
-        let call = Call::new("transfer", json!({"tag": action}));
+        let call = tool("transfer", json!({"tag": action}));
         let q = asked(&call.start(&gw).await);
         let out = output(&call.answer(&gw, &q, json!({"action": action})).await);
         assert_eq!(out["action"], action);
         assert_eq!(
-            received(&fx.answer(action).await),
+            received(&fx.log.only_answer(action).await),
             json!({"action": action})
         );
         // A field the policy requires is not required of a refusal.
         let tag = format!("{action}-required");
-        let call = Call::ask(
+        let call = ask(
             &schema(json!({"code": {"type": "string"}}), &["code"]),
             "Code?",
             &tag,
@@ -257,7 +273,7 @@ maximum = 12
 [tool.ask.fields.mail]
 format = "email"
 "#;
-    let fx = Fixture::new(policy);
+    let fx = Fixture::with_policy(policy);
     let gw = fx.gateway().await;
     let props = json!({
         "code": {"type": "string"}, "day": {"type": "string"}, "room": {"type": "string", "enum": ["atrium", "studio-b", "nook"]},
@@ -289,44 +305,47 @@ format = "email"
 
 #[tokio::test]
 async fn sensitive_values_are_never_echoed() {
-    let fx = Fixture::new(
+    let fx = Fixture::with_policy(
         "[defaults]\nsecret_fields = \"allow\"\non_invalid = \"reask\"\nmax_reasks = 1\n\
          [tool.ask.fields.pin]\nmin_length = 6\nsensitive = true\n\
          [tool.ask.fields.password]\nmin_length = 8\n",
     );
     let gw = fx.gateway().await;
     for (tag, field, value) in [("pin", "pin", "1234"), ("pw", "password", "hunter2")] {
-        let call = Call::ask(
+        let call = ask(
             &schema(json!({field: {"type": "string"}}), &[]),
             "Secret?",
             tag,
         );
         let q = asked(&call.start(&gw).await);
-        let q = asked(&call.answer(&gw, &q, accept(json!({field: value}))).await);
+        let q = asked(&call.answer(&gw, &q, accepted(json!({field: value}))).await);
         assert!(q.message().contains(field), "{}", q.message());
         assert!(!q.message().contains(value), "{}", q.message());
-        let r = call.answer(&gw, &q, accept(json!({field: value}))).await;
-        refused(&r, "policy_invalid_answer");
+        let r = call.answer(&gw, &q, accepted(json!({field: value}))).await;
+        assert_error(&r, 200, -32602, "policy_invalid_answer");
         assert!(!r.raw.contains(value), "{}", r.raw);
-        assert_eq!(received(&fx.answer(tag).await), json!({"action": "cancel"}));
+        assert_eq!(
+            received(&fx.log.only_answer(tag).await),
+            json!({"action": "cancel"})
+        );
     }
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn answers_given_in_advance_are_held_to_the_same_rules() {
-    let fx = Fixture::new(&format!("[tool.transfer]\nkeys = [\"amount\"]\n{TRANSFER}"));
+    let fx = Fixture::with_policy(&format!("[tool.transfer]\nkeys = [\"amount\"]\n{TRANSFER}"));
     let gw = fx.gateway().await;
     // inputResponses on the first request, without requestState: checked like any answer.
-    let call = Call::new("transfer", json!({"tag": "adv-bad"}));
+    let call = tool("transfer", json!({"tag": "adv-bad"}));
     let r = call
         .send(
             &gw,
-            json!({"inputResponses": {"amount": accept(json!({"amount": 4_000_000_000u64}))}}),
+            json!({"inputResponses": {"amount": accepted(json!({"amount": 4_000_000_000u64}))}}),
         )
         .await;
     let q = asked(&r);
-    assert_eq!(q.key, "amount");
+    assert_eq!(q.key(), "amount");
     assert!(
         q.message()
             .ends_with("✗ amount must be at most 100000; 4000000000 was given."),
@@ -335,21 +354,22 @@ async fn answers_given_in_advance_are_held_to_the_same_rules() {
     );
     gw.wait_metric(&rejections("transfer", "policy_invalid_answer"), 1.0)
         .await;
-    let out = output(&call.answer(&gw, &q, accept(json!({"amount": 7}))).await);
+    let out = output(&call.answer(&gw, &q, accepted(json!({"amount": 7}))).await);
     assert_eq!(out["content"], json!({"amount": 7}));
     assert_eq!(
-        fx.answers("adv-bad")
+        fx.log
+            .answers("adv-bad")
             .iter()
             .map(received)
             .collect::<Vec<_>>(),
-        [accept(json!({"amount": 7}))]
+        [accepted(json!({"amount": 7}))]
     );
     // A valid answer in advance goes straight through.
-    let call = Call::new("transfer", json!({"tag": "adv-ok"}));
+    let call = tool("transfer", json!({"tag": "adv-ok"}));
     let r = call
         .send(
             &gw,
-            json!({"inputResponses": {"amount": accept(json!({"amount": 99, "x": 1}))}}),
+            json!({"inputResponses": {"amount": accepted(json!({"amount": 99, "x": 1}))}}),
         )
         .await;
     assert_eq!(output(&r)["content"], json!({"amount": 99}));
@@ -359,17 +379,17 @@ async fn answers_given_in_advance_are_held_to_the_same_rules() {
 #[tokio::test]
 async fn a_required_rule_binds_only_questions_that_ask_for_the_field() {
     // One tool, two questions: only the one whose form has `code` must carry it.
-    let fx = Fixture::new("[tool.ask.fields.code]\nrequired = true\n");
+    let fx = Fixture::with_policy("[tool.ask.fields.code]\nrequired = true\n");
     let gw = fx.gateway().await;
-    let call = Call::ask(
+    let call = ask(
         &schema(json!({"note": {"type": "string"}}), &[]),
         "Note?",
         "no-code",
     );
     let q = asked(&call.start(&gw).await);
-    let out = output(&call.answer(&gw, &q, accept(json!({"note": "hi"}))).await);
+    let out = output(&call.answer(&gw, &q, accepted(json!({"note": "hi"}))).await);
     assert_eq!(out["content"], json!({"note": "hi"}));
-    let call = Call::ask(
+    let call = ask(
         &schema(
             json!({"code": {"type": "string"}, "note": {"type": "string"}}),
             &[],
@@ -378,7 +398,7 @@ async fn a_required_rule_binds_only_questions_that_ask_for_the_field() {
         "code",
     );
     let q = asked(&call.start(&gw).await);
-    let q = asked(&call.answer(&gw, &q, accept(json!({"note": "hi"}))).await);
+    let q = asked(&call.answer(&gw, &q, accepted(json!({"note": "hi"}))).await);
     assert!(
         q.message().ends_with("✗ code is required."),
         "{}",

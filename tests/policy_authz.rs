@@ -2,12 +2,19 @@
 //! one route, one allowed and one denied the same answer; every CEL variable
 //! (principal, tool, field, value, content); fail-closed evaluation.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod policy_support;
 
 use common::*;
 use policy_support::*;
-use redmark::config::key_digest_hex;
 use serde_json::{Value, json};
 
 const FRAN: &str = "key-fran-facilities-0123456789";
@@ -15,47 +22,38 @@ const DANA: &str = "key-dana-design-0123456789";
 
 /// Two principals: fran (facilities) and dana (design).
 fn principals() -> String {
-    format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"fran\"\ngroups = [\"facilities\"]\n\
-         [[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"dana\"\ngroups = [\"design\", \"staff\"]\n",
-        key_digest_hex(FRAN),
-        key_digest_hex(DANA)
-    )
-}
-
-fn accept(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
+    api_key(FRAN, "fran", &["facilities"]) + &api_key(DANA, "dana", &["design", "staff"])
 }
 
 #[tokio::test]
 async fn the_atrium_is_for_facilities_only() {
     // The shipped policy, as written.
     let rooms = std::fs::read_to_string(repo().join("policies/rooms.toml")).unwrap();
-    let fx = Fixture::new(&rooms);
+    let fx = Fixture::with_policy(&rooms);
     let gw = TestGateway::start(&fx.config(&principals())).await;
 
-    let call = Call::new("book_room", json!({"tag": "fran"})).key(FRAN);
+    let call = tool("book_room", json!({"tag": "fran"})).key(FRAN);
     let q = asked(&call.start(&gw).await);
-    assert_eq!(q.key, "room", "the policy's key name");
+    assert_eq!(q.key(), "room", "the policy's key name");
     let out = output(
         &call
-            .answer(&gw, &q, accept(json!({"room_id": "atrium"})))
+            .answer(&gw, &q, accepted(json!({"room_id": "atrium"})))
             .await,
     );
     assert_eq!(out["content"], json!({"room_id": "atrium"}));
     assert_eq!(
-        received(&fx.answer("fran").await),
-        accept(json!({"room_id": "atrium"}))
+        received(&fx.log.only_answer("fran").await),
+        accepted(json!({"room_id": "atrium"}))
     );
 
     // Same route, same question, same answer; another principal.
-    let call = Call::new("book_room", json!({"tag": "dana"})).key(DANA);
+    let call = tool("book_room", json!({"tag": "dana"})).key(DANA);
     let q = asked(&call.start(&gw).await);
     let r = call
-        .answer(&gw, &q, accept(json!({"room_id": "atrium"})))
+        .answer(&gw, &q, accepted(json!({"room_id": "atrium"})))
         .await;
     // Denied for good, although re-asks are left (on_invalid = "reask", max_reasks = 2).
-    let data = refused(&r, "policy_denied");
+    let data = assert_error(&r, 200, -32602, "policy_denied").data();
     assert_eq!(data["field"], "room_id");
     assert_eq!(
         r.error()["message"],
@@ -63,28 +61,26 @@ async fn the_atrium_is_for_facilities_only() {
     );
     assert_eq!(r.error()["code"], -32602);
     assert_eq!(
-        received(&fx.answer("dana").await),
+        received(&fx.log.only_answer("dana").await),
         json!({"action": "cancel"})
     );
     gw.wait_metric(&rejections("book_room", "policy_denied"), 1.0)
         .await;
 
     // dana may book another room.
-    let call = Call::new("book_room", json!({"tag": "dana-nook"})).key(DANA);
+    let call = tool("book_room", json!({"tag": "dana-nook"})).key(DANA);
     let q = asked(&call.start(&gw).await);
     let out = output(
         &call
-            .answer(&gw, &q, accept(json!({"room_id": "nook"})))
+            .answer(&gw, &q, accepted(json!({"room_id": "nook"})))
             .await,
     );
     assert_eq!(out["content"], json!({"room_id": "nook"}));
 
     // No key at all: nobody is asked anything.
-    let r = Call::new("book_room", json!({"tag": "nobody"}))
-        .start(&gw)
-        .await;
+    let r = tool("book_room", json!({"tag": "nobody"})).start(&gw).await;
     assert_eq!(r.status, 401, "{}", r.raw);
-    assert!(fx.answers("nobody").is_empty());
+    assert!(fx.log.answers("nobody").is_empty());
     gw.stop().await;
 }
 
@@ -103,7 +99,7 @@ authz_message = "only your own team"
 [tool.ask.fields.note]
 authz = 'field == "note" && tool.name == "ask" && tool.arguments.tag != "locked" && content.team == "staff"'
 "#;
-    let fx = Fixture::new(policy);
+    let fx = Fixture::with_policy(policy);
     let gw = TestGateway::start(&fx.config(&principals())).await;
     let form = schema(
         json!({"amount": {"type": "number"}, "team": {"type": "string"}, "note": {"type": "string"}}),
@@ -124,20 +120,24 @@ authz = 'field == "note" && tool.name == "ask" && tool.arguments.tag != "locked"
     ];
     let denied = cases.iter().filter(|c| c.3.is_some()).count();
     for (tag, key, content, verdict) in cases {
-        let call = Call::ask(&form, "Details?", tag).key(key);
+        let call = ask(&form, "Details?", tag).key(key);
         let q = asked(&call.start(&gw).await);
-        let r = call.answer(&gw, &q, accept(content.clone())).await;
+        let r = call.answer(&gw, &q, accepted(content.clone())).await;
         match verdict {
             None => {
                 assert_eq!(output(&r)["content"], content, "{tag}");
-                assert_eq!(received(&fx.answer(tag).await), accept(content), "{tag}");
+                assert_eq!(
+                    received(&fx.log.only_answer(tag).await),
+                    accepted(content),
+                    "{tag}"
+                );
             }
             Some((field, message)) => {
-                let data = refused(&r, "policy_denied");
+                let data = assert_error(&r, 200, -32602, "policy_denied").data();
                 assert_eq!(data["field"], field, "{tag}");
                 assert_eq!(r.error()["message"], message, "{tag}");
                 assert_eq!(
-                    received(&fx.answer(tag).await),
+                    received(&fx.log.only_answer(tag).await),
                     json!({"action": "cancel"}),
                     "{tag}"
                 );
@@ -152,25 +152,29 @@ authz = 'field == "note" && tool.name == "ask" && tool.arguments.tag != "locked"
 #[tokio::test]
 async fn a_rule_that_cannot_evaluate_denies() {
     // `content.missing` is an error at run time, not false: fail closed.
-    let fx =
-        Fixture::new("[tool.ask.fields.x]\nauthz = 'content.missing == 1 || value == \"never\"'\n");
+    let fx = Fixture::with_policy(
+        "[tool.ask.fields.x]\nauthz = 'content.missing == 1 || value == \"never\"'\n",
+    );
     let gw = fx.gateway().await;
-    let call = Call::ask(&schema(json!({"x": {"type": "string"}}), &[]), "x?", "err");
+    let call = ask(&schema(json!({"x": {"type": "string"}}), &[]), "x?", "err");
     let q = asked(&call.start(&gw).await);
-    let r = call.answer(&gw, &q, accept(json!({"x": "a"}))).await;
-    assert_eq!(refused(&r, "policy_denied")["field"], "x");
+    let r = call.answer(&gw, &q, accepted(json!({"x": "a"}))).await;
     assert_eq!(
-        received(&fx.answer("err").await),
+        assert_error(&r, 200, -32602, "policy_denied").data()["field"],
+        "x"
+    );
+    assert_eq!(
+        received(&fx.log.only_answer("err").await),
         json!({"action": "cancel"})
     );
     // Anonymous callers are a principal too, with no groups.
-    let fx = Fixture::new(
+    let fx = Fixture::with_policy(
         "[tool.ask.fields.x]\nauthz = 'principal.name == \"anonymous\" && size(principal.groups) == 0'\n",
     );
     let gw2 = fx.gateway().await;
-    let call = Call::ask(&schema(json!({"x": {"type": "string"}}), &[]), "x?", "anon");
+    let call = ask(&schema(json!({"x": {"type": "string"}}), &[]), "x?", "anon");
     let q = asked(&call.start(&gw2).await);
-    let out = output(&call.answer(&gw2, &q, accept(json!({"x": "a"}))).await);
+    let out = output(&call.answer(&gw2, &q, accepted(json!({"x": "a"}))).await);
     assert_eq!(out["content"], json!({"x": "a"}));
     gw.stop().await;
     gw2.stop().await;

@@ -1,6 +1,14 @@
 //! `redmark check --config FILE` reports policy problems with the policy
 //! file's own name and line, and exits non-zero (issue 4).
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use std::path::Path;
 use std::process::Command;
 

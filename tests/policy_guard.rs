@@ -3,6 +3,14 @@
 //! values are refused before any client sees them, and the server is never
 //! left waiting: the tests assert on what the fixture server received.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod policy_support;
 
@@ -22,7 +30,7 @@ fn server_heard_error(answer: &Value, reason: &str) {
 
 #[tokio::test]
 async fn non_flat_forms_are_refused_and_the_server_hears_an_error() {
-    let fx = Fixture::new("");
+    let fx = Fixture::with_policy("");
     let gw = fx.gateway().await;
     let cases = [
         (
@@ -43,18 +51,16 @@ async fn non_flat_forms_are_refused_and_the_server_hears_an_error() {
         ("ref", json!({"r": {"$ref": "#/$defs/x"}}), "r"),
     ];
     for (tag, props, field) in cases {
-        let r = Call::ask(&schema(props, &[]), "Nested?", tag)
-            .start(&gw)
-            .await;
+        let r = ask(&schema(props, &[]), "Nested?", tag).start(&gw).await;
         // Never an InputRequiredResult: the question does not reach the client.
-        let data = refused(&r, "policy_schema_not_flat");
+        let data = assert_error(&r, 200, -32603, "policy_schema_not_flat").data();
         assert_eq!(data["field"], field, "{}", r.raw);
         assert!(
             r.messages.iter().all(|m| m.get("result").is_none()),
             "{}",
             r.raw
         );
-        server_heard_error(&fx.answer(tag).await, "policy_schema_not_flat");
+        server_heard_error(&fx.log.only_answer(tag).await, "policy_schema_not_flat");
     }
     gw.wait_metric(&rejections("ask", "policy_schema_not_flat"), 4.0)
         .await;
@@ -63,27 +69,30 @@ async fn non_flat_forms_are_refused_and_the_server_hears_an_error() {
 
 #[tokio::test]
 async fn on_refused_decline_answers_the_server_decline() {
-    let fx = Fixture::new("[defaults]\non_refused = \"decline\"\n");
+    let fx = Fixture::with_policy("[defaults]\non_refused = \"decline\"\n");
     let gw = fx.gateway().await;
     let nested = schema(
         json!({"a": {"type": "object", "properties": {"b": {"type": "string"}}}}),
         &[],
     );
-    let r = Call::ask(&nested, "Nested?", "n1").start(&gw).await;
-    assert_eq!(refused(&r, "policy_schema_not_flat")["field"], "a");
+    let r = ask(&nested, "Nested?", "n1").start(&gw).await;
     assert_eq!(
-        received(&fx.answer("n1").await),
+        assert_error(&r, 200, -32603, "policy_schema_not_flat").data()["field"],
+        "a"
+    );
+    assert_eq!(
+        received(&fx.log.only_answer("n1").await),
         json!({"action": "decline"})
     );
-    let r = Call::new(
+    let r = tool(
         "ask_url",
         json!({"url": "http://auth.example.com/login", "tag": "u1"}),
     )
     .start(&gw)
     .await;
-    refused(&r, "policy_url_not_allowed");
+    assert_error(&r, 200, -32603, "policy_url_not_allowed");
     assert_eq!(
-        received(&fx.answer("u1").await),
+        received(&fx.log.only_answer("u1").await),
         json!({"action": "decline"})
     );
     gw.stop().await;
@@ -91,7 +100,7 @@ async fn on_refused_decline_answers_the_server_decline() {
 
 #[tokio::test]
 async fn secrets_in_forms_are_refused_with_a_pointer_to_url_mode() {
-    let fx = Fixture::new("");
+    let fx = Fixture::with_policy("");
     let gw = fx.gateway().await;
     let cases = [
         ("s1", json!({"password": {"type": "string"}}), "password"),
@@ -117,18 +126,18 @@ async fn secrets_in_forms_are_refused_with_a_pointer_to_url_mode() {
         ),
     ];
     for (tag, props, field) in cases {
-        let r = Call::ask(&schema(props, &[]), "Credentials?", tag)
+        let r = ask(&schema(props, &[]), "Credentials?", tag)
             .start(&gw)
             .await;
-        let data = refused(&r, "policy_secret_request");
+        let data = assert_error(&r, 200, -32603, "policy_secret_request").data();
         assert_eq!(data["field"], field, "{}", r.raw);
         let message = r.error()["message"].as_str().unwrap_or_default();
         assert!(message.contains("URL mode"), "{message}");
-        server_heard_error(&fx.answer(tag).await, "policy_secret_request");
+        server_heard_error(&fx.log.only_answer(tag).await, "policy_secret_request");
     }
     // Words that merely contain a secret word are not secrets.
     let fine = schema(json!({"tokens_used": {"type": "integer"}}), &[]);
-    let call = Call::ask(&fine, "How many tokens?", "fine");
+    let call = ask(&fine, "How many tokens?", "fine");
     let q = asked(&call.start(&gw).await);
     let out = output(
         &call
@@ -147,9 +156,9 @@ async fn secrets_in_forms_are_refused_with_a_pointer_to_url_mode() {
 
 #[tokio::test]
 async fn secret_fields_allow_lets_the_question_through() {
-    let fx = Fixture::new("[defaults]\nsecret_fields = \"allow\"\n");
+    let fx = Fixture::with_policy("[defaults]\nsecret_fields = \"allow\"\n");
     let gw = fx.gateway().await;
-    let call = Call::ask(
+    let call = ask(
         &schema(json!({"password": {"type": "string"}}), &[]),
         "Password?",
         "a1",
@@ -161,8 +170,8 @@ async fn secret_fields_allow_lets_the_question_through() {
 }
 
 /// Starts `ask_url` for `url`: `Ok` with the question, or `Err` with the response.
-async fn url_question(gw: &TestGateway, url: &str, tag: &str) -> (Call, Result<Asked, Resp>) {
-    let call = Call::new("ask_url", json!({"url": url, "tag": tag}));
+async fn url_question(gw: &TestGateway, url: &str, tag: &str) -> (Op, Result<Asked, Resp>) {
+    let call = tool("ask_url", json!({"url": url, "tag": tag}));
     let r = call.start(gw).await;
     let out = if r.last().get("result").is_some() {
         Ok(asked(&r))
@@ -174,7 +183,7 @@ async fn url_question(gw: &TestGateway, url: &str, tag: &str) -> (Call, Result<A
 
 #[tokio::test]
 async fn url_mode_needs_https_except_on_loopback() {
-    let fx = Fixture::new("");
+    let fx = Fixture::with_policy("");
     let gw = fx.gateway().await;
     for (tag, url) in [
         ("ok-https", "https://auth.example.com/login"),
@@ -184,8 +193,8 @@ async fn url_mode_needs_https_except_on_loopback() {
     ] {
         let (call, q) = url_question(&gw, url, tag).await;
         let q = q.unwrap_or_else(|r| panic!("{url} refused: {}", r.raw));
-        assert_eq!(q.request["params"]["mode"], "url");
-        assert_eq!(q.request["params"]["url"], url);
+        assert_eq!(q.request()["params"]["mode"], "url");
+        assert_eq!(q.request()["params"]["url"], url);
         let r = call.answer(&gw, &q, json!({"action": "accept"})).await;
         assert_eq!(output(&r)["action"], "accept");
     }
@@ -196,8 +205,8 @@ async fn url_mode_needs_https_except_on_loopback() {
     ] {
         let (_, q) = url_question(&gw, url, tag).await;
         let r = q.expect_err(url);
-        refused(&r, "policy_url_not_allowed");
-        server_heard_error(&fx.answer(tag).await, "policy_url_not_allowed");
+        assert_error(&r, 200, -32603, "policy_url_not_allowed");
+        server_heard_error(&fx.log.only_answer(tag).await, "policy_url_not_allowed");
     }
     gw.wait_metric(&rejections("ask_url", "policy_url_not_allowed"), 3.0)
         .await;
@@ -206,7 +215,8 @@ async fn url_mode_needs_https_except_on_loopback() {
 
 #[tokio::test]
 async fn url_mode_hosts_must_be_on_the_allow_list() {
-    let fx = Fixture::new("[defaults]\nurl_hosts = [\"auth.example.com\", \"127.0.0.1\"]\n");
+    let fx =
+        Fixture::with_policy("[defaults]\nurl_hosts = [\"auth.example.com\", \"127.0.0.1\"]\n");
     let gw = fx.gateway().await;
     for url in [
         "https://auth.example.com/x",
@@ -224,32 +234,28 @@ async fn url_mode_hosts_must_be_on_the_allow_list() {
     ] {
         let (_, q) = url_question(&gw, url, url).await;
         let r = q.expect_err(url);
-        refused(&r, "policy_url_not_allowed");
-        server_heard_error(&fx.answer(url).await, "policy_url_not_allowed");
+        assert_error(&r, 200, -32603, "policy_url_not_allowed");
+        server_heard_error(&fx.log.only_answer(url).await, "policy_url_not_allowed");
     }
     gw.stop().await;
 }
 
 #[tokio::test]
 async fn more_than_max_questions_per_operation_are_refused() {
-    let fx = Fixture::new("[defaults]\nmax_questions = 5\n[tool.ask_many]\nmax_questions = 2\n");
+    let fx =
+        Fixture::with_policy("[defaults]\nmax_questions = 5\n[tool.ask_many]\nmax_questions = 2\n");
     let gw = fx.gateway().await;
-    let call = Call::new("ask_many", json!({"n": 3, "tag": "m3"}));
-    let mut r = call.start(&gw).await;
-    for name in ["first", "second"] {
-        let q = asked(&r);
-        r = call
-            .answer(
-                &gw,
-                &q,
-                json!({"action": "accept", "content": {"name": name}}),
-            )
-            .await;
-    }
+    let call = tool("ask_many", json!({"n": 3, "tag": "m3"}));
+    let names = ["first", "second"];
+    let resps = call
+        .walk(&gw, 2, |round, q| {
+            reply(q, accepted(json!({"name": names[round - 1]})))
+        })
+        .await;
     // The third question is refused: the retry that answered the second hears why.
-    let data = refused(&r, "policy_too_many_questions");
+    let data = assert_error(&resps[2], 200, -32603, "policy_too_many_questions").data();
     assert!(data.get("field").is_none(), "{data}");
-    let got = fx.wait_answers("m3", 3).await;
+    let got = fx.log.answers_at_least("m3", 3).await;
     assert_eq!(
         got.iter().map(received).collect::<Vec<_>>()[..2],
         [
@@ -259,19 +265,14 @@ async fn more_than_max_questions_per_operation_are_refused() {
     );
     server_heard_error(&got[2], "policy_too_many_questions");
     // Within the limit a call completes.
-    let call = Call::new("ask_many", json!({"n": 2, "tag": "m2"}));
-    let mut r = call.start(&gw).await;
-    for _ in 0..2 {
-        let q = asked(&r);
-        r = call
-            .answer(
-                &gw,
-                &q,
-                json!({"action": "accept", "content": {"name": "x"}}),
-            )
-            .await;
-    }
-    assert_eq!(output(&r)["answers"].as_array().map(Vec::len), Some(2));
+    let call = tool("ask_many", json!({"n": 2, "tag": "m2"}));
+    let resps = call
+        .walk(&gw, 2, |_, q| reply(q, accepted(json!({"name": "x"}))))
+        .await;
+    assert_eq!(
+        output(&resps[2])["answers"].as_array().map(Vec::len),
+        Some(2)
+    );
     gw.wait_metric(&rejections("ask_many", "policy_too_many_questions"), 1.0)
         .await;
     gw.stop().await;
@@ -279,11 +280,9 @@ async fn more_than_max_questions_per_operation_are_refused() {
 
 #[tokio::test]
 async fn model_owned_values_become_a_precise_tool_error() {
-    let fx = Fixture::new("[tool.book_meeting]\nmodel_owned = [\"room_id\"]\n");
+    let fx = Fixture::with_policy("[tool.book_meeting]\nmodel_owned = [\"room_id\"]\n");
     let gw = fx.gateway().await;
-    let r = Call::new("book_meeting", json!({"tag": "mo"}))
-        .start(&gw)
-        .await;
+    let r = tool("book_meeting", json!({"tag": "mo"})).start(&gw).await;
     assert_eq!(r.status, 200, "{}", r.raw);
     assert_response_schema("tools/call", r.last());
     let result = r.result();
@@ -300,13 +299,13 @@ async fn model_owned_values_become_a_precise_tool_error() {
         assert!(text.contains(part), "{part:?} missing from {text:?}");
     }
     assert_eq!(
-        received(&fx.answer("mo").await),
+        received(&fx.log.only_answer("mo").await),
         json!({"action": "cancel"})
     );
     gw.wait_metric(&rejections("book_meeting", "policy_model_owned"), 1.0)
         .await;
     // The same question from another tool is for a person.
-    let call = Call::new("book_room", json!({"tag": "br"}));
+    let call = tool("book_room", json!({"tag": "br"}));
     let q = asked(&call.start(&gw).await);
     let r = call.answer(&gw, &q, json!({"action": "decline"})).await;
     assert_eq!(output(&r)["action"], "decline");

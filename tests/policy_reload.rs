@@ -3,6 +3,14 @@
 //! counts a failed reload, and operations in flight keep the policy they
 //! started with. Reloads are awaited through `redmark_policy_reloads_total`.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 mod policy_support;
 
@@ -21,12 +29,12 @@ fn accept(amount: u32) -> Value {
 /// Runs one `transfer` answering `amount`: `Ok` with what the server received,
 /// or `Err` with the red mark of the re-ask (the re-ask is then cancelled).
 async fn transfer(fx: &Fixture, gw: &TestGateway, tag: &str, amount: u32) -> Result<Value, String> {
-    let call = Call::new("transfer", json!({"tag": tag}));
+    let call = tool("transfer", json!({"tag": tag}));
     let q = asked(&call.start(gw).await);
     let r = call.answer(gw, &q, accept(amount)).await;
     if r.result()["resultType"] == "complete" {
         output(&r);
-        return Ok(received(&fx.answer(tag).await));
+        return Ok(received(&fx.log.only_answer(tag).await));
     }
     let again = asked(&r);
     let mark = again.message().to_owned();
@@ -37,7 +45,7 @@ async fn transfer(fx: &Fixture, gw: &TestGateway, tag: &str, amount: u32) -> Res
 
 #[tokio::test]
 async fn an_edited_policy_is_picked_up_without_a_restart() {
-    let fx = Fixture::new(&transfer_max(100));
+    let fx = Fixture::with_policy(&transfer_max(100));
     let gw = fx.gateway().await;
     let mark = transfer(&fx, &gw, "before", 150).await.unwrap_err();
     assert!(
@@ -60,7 +68,7 @@ async fn an_edited_policy_is_picked_up_without_a_restart() {
 
 #[tokio::test]
 async fn a_broken_policy_keeps_the_previous_one_in_force() {
-    let fx = Fixture::new(&transfer_max(100));
+    let fx = Fixture::with_policy(&transfer_max(100));
     let gw = fx.gateway().await;
     for (i, broken) in [
         "[tool.transfer.fields.amount]\nminimum = 0\nmaximun = 1000\n",
@@ -86,7 +94,7 @@ async fn a_broken_policy_keeps_the_previous_one_in_force() {
         );
     }
     // A policy file that disappears is a failed reload too.
-    std::fs::remove_file(&fx.policy).unwrap();
+    std::fs::remove_file(fx.policy_path()).unwrap();
     gw.wait_metric(&reloads("failed"), 5.0).await;
     let mark = transfer(&fx, &gw, "removed", 150).await.unwrap_err();
     assert!(mark.contains("at most 100; 150 was given"), "{mark}");
@@ -100,10 +108,10 @@ async fn a_broken_policy_keeps_the_previous_one_in_force() {
 
 #[tokio::test]
 async fn operations_in_flight_keep_the_policy_they_started_with() {
-    let fx = Fixture::new(&transfer_max(100));
+    let fx = Fixture::with_policy(&transfer_max(100));
     let gw = fx.gateway().await;
     // Asked under maximum 100...
-    let loose = Call::new("transfer", json!({"tag": "inflight-loose"}));
+    let loose = tool("transfer", json!({"tag": "inflight-loose"}));
     let q_loose = asked(&loose.start(&gw).await);
 
     fx.write_policy(&transfer_max(10));
@@ -111,10 +119,13 @@ async fn operations_in_flight_keep_the_policy_they_started_with() {
     // ...answered after the reload to maximum 10: the operation's own policy decides.
     let out = output(&loose.answer(&gw, &q_loose, accept(50)).await);
     assert_eq!(out["content"], json!({"amount": 50}));
-    assert_eq!(received(&fx.answer("inflight-loose").await), accept(50));
+    assert_eq!(
+        received(&fx.log.only_answer("inflight-loose").await),
+        accept(50)
+    );
 
     // A new operation gets the new policy.
-    let strict = Call::new("transfer", json!({"tag": "inflight-strict"}));
+    let strict = tool("transfer", json!({"tag": "inflight-strict"}));
     let q_strict = asked(&strict.start(&gw).await);
     fx.write_policy(&transfer_max(1000));
     gw.wait_metric(&reloads("ok"), 2.0).await;
@@ -131,7 +142,8 @@ async fn operations_in_flight_keep_the_policy_they_started_with() {
     let r = strict.answer(&gw, &again, accept(10)).await;
     assert_eq!(output(&r)["content"], json!({"amount": 10}));
     assert_eq!(
-        fx.answers("inflight-strict")
+        fx.log
+            .answers("inflight-strict")
             .iter()
             .map(received)
             .collect::<Vec<_>>(),

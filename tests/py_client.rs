@@ -1,6 +1,14 @@
 //! A real 2026-07-28 client (PyPI `mcp` 2.3.0, `Client(url, mode="2026-07-28")`)
 //! listing and calling tools through redmark, in front of real legacy servers.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 
 use common::*;
@@ -91,10 +99,7 @@ async fn python_client_through_the_gateway_to_server_everything_over_http() {
 #[tokio::test]
 async fn python_client_with_an_api_key() {
     let key = "test-key-123";
-    let auth = format!(
-        "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"alice\"\ngroups = [\"facilities\"]\n",
-        redmark::config::key_digest_hex(key)
-    );
+    let auth = api_key(key, "alice", &["facilities"]);
     let gw = TestGateway::start(&rooms_config(&auth)).await;
     let ok = py_client(&gw.url, &json!({"steps": [{"op": "list_tools"}], "headers": {"Authorization": format!("Bearer {key}")}})).await;
     assert_eq!(step(&ok, 0)["ok"], true, "{ok:?}");

@@ -4,6 +4,14 @@
 //! 4.7 of them on the redundant ones. The log is written by the real
 //! [`AuditSink`] (rotating, hashing principals) and read by the real binary.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, SystemTime};

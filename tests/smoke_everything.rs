@@ -1,6 +1,14 @@
 //! The basic relay against a real third-party legacy server
 //! (`@modelcontextprotocol/server-everything`), over stdio and HTTP.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 
 use common::*;

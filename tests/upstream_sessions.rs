@@ -7,6 +7,14 @@
 //! Most tests drive `tests/fixtures/legacy_server.py` (FastMCP from
 //! mcp==1.30.0), which writes what happened to it to a JSON-lines log.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 #[path = "fixtures/legacy_fixture.rs"]
 mod legacy_fixture;
@@ -14,10 +22,6 @@ mod legacy_fixture;
 use common::*;
 use legacy_fixture::*;
 use serde_json::json;
-use tokio::process::Command;
-
-const IDLE: &str = r#"redmark_upstream_sessions{route="main",state="idle"}"#;
-const LEASED: &str = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
 
 fn tool_names(resp: &Resp) -> Vec<String> {
     resp.result()["tools"]
@@ -51,8 +55,8 @@ async fn capability_profile_decides_which_tools_server_everything_offers() {
     );
 
     // One session per profile, both back in the pool.
-    gw.wait_metric(LEASED, 0.0).await;
-    gw.wait_metric(IDLE, 2.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.wait_metric(&sessions("idle"), 2.0).await;
     gw.stop().await;
 }
 
@@ -95,8 +99,8 @@ async fn the_server_sees_exactly_the_declared_capabilities() {
     // The same profile again reuses its idle session.
     let again = whoami(&gw, cases[2].0.clone()).await;
     assert_eq!(again["pid"].as_u64(), Some(pids[2]));
-    gw.wait_metric(LEASED, 0.0).await;
-    gw.wait_metric(IDLE, cases.len() as f64).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.wait_metric(&sessions("idle"), cases.len() as f64).await;
     gw.stop().await;
 }
 
@@ -127,8 +131,8 @@ async fn leases_come_back_after_concurrent_calls() {
         assert_eq!(resp.status, 200, "{:?}", resp.raw);
         assert_eq!(resp.result()["content"][0]["text"], format!("Echo: m{i}"));
     }
-    gw.wait_metric(LEASED, 0.0).await;
-    let idle = gw.metric(IDLE).await.expect("idle sample");
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    let idle = gw.metric(&sessions("idle")).await.expect("idle sample");
     assert!(
         (1.0..=f64::from(per_principal)).contains(&idle),
         "idle sessions: {idle}"
@@ -145,37 +149,29 @@ async fn a_crashed_stdio_server_is_replaced() {
     let crash = call_tool(&gw, "crash", json!({}), json!({})).await;
     assert_response_schema("tools/call", crash.last());
     assert_eq!(crash.reason(), "upstream_lost", "{:?}", crash.raw);
-    fx.wait_event("crash started", |e| {
-        e["event"] == "started" && e["tool"] == "crash"
-    })
-    .await;
-    gw.wait_metric(LEASED, 0.0).await;
-    gw.wait_metric(IDLE, 0.0).await;
+    fx.log
+        .eventually("crash started", |e| {
+            e["event"] == "started" && e["tool"] == "crash"
+        })
+        .await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.wait_metric(&sessions("idle"), 0.0).await;
 
     let after = whoami(&gw, json!({})).await["pid"].as_u64().expect("pid");
     assert_ne!(before, after, "a new process serves the next call");
-    gw.wait_metric(IDLE, 1.0).await;
+    gw.wait_metric(&sessions("idle"), 1.0).await;
     gw.stop().await;
-}
-
-async fn everything_http_on(port: u16) -> ChildGuard {
-    let mut cmd = Command::new("node");
-    cmd.arg(everything_js())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string());
-    spawn_until(cmd, "listening on port").await
 }
 
 #[tokio::test]
 async fn streamable_http_upstream_survives_a_server_restart() {
-    let port = free_port();
-    let mut server = everything_http_on(port).await;
+    let (mut server, port) = everything_http_on(0).await;
     let gw = TestGateway::start(&http_config(&format!("http://127.0.0.1:{port}/mcp"), "")).await;
     for i in 0..3 {
         let r = call_tool(&gw, "echo", json!({"message": format!("h{i}")}), json!({})).await;
         assert_eq!(r.result()["content"][0]["text"], format!("Echo: h{i}"));
     }
-    gw.wait_metric(IDLE, 1.0).await;
+    gw.wait_metric(&sessions("idle"), 1.0).await;
 
     server.0.kill().await.expect("kill server-everything");
     // The idle session's server is gone: the call that finds out says so.
@@ -190,9 +186,11 @@ async fn streamable_http_upstream_survives_a_server_restart() {
     let down = call_tool(&gw, "echo", json!({"message": "x"}), json!({})).await;
     assert_eq!(down.reason(), "upstream_unavailable", "{:?}", down.raw);
     assert_eq!(down.status, 502);
-    gw.wait_metric(LEASED, 0.0).await;
-    gw.wait_metric(IDLE, 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.wait_metric(&sessions("idle"), 0.0).await;
 
+    // Back at the address the gateway was configured with: a fixed port,
+    // the one the first server had (free since it was killed).
     let _server = everything_http_on(port).await;
     let back = call_tool(&gw, "echo", json!({"message": "back"}), json!({})).await;
     assert_eq!(
@@ -214,14 +212,15 @@ async fn a_full_pool_answers_busy_until_the_session_is_back() {
 
     let slow = gw.request(
         "tools/call",
-        json!({"name": "slow", "arguments": {"seconds": 3}, "_meta": meta(json!({}))}),
+        json!({"name": "slow", "arguments": {"seconds": 1}, "_meta": meta(json!({}))}),
     );
     let slow = tokio::spawn(async move { read_resp(slow.send().await.expect("POST")).await });
-    fx.wait_event("slow started", |e| {
-        e["event"] == "started" && e["tool"] == "slow"
-    })
-    .await;
-    gw.wait_metric(LEASED, 1.0).await;
+    fx.log
+        .eventually("slow started", |e| {
+            e["event"] == "started" && e["tool"] == "slow"
+        })
+        .await;
+    gw.wait_metric(&sessions("leased"), 1.0).await;
 
     let busy = call_tool(&gw, "whoami", json!({}), json!({})).await;
     assert_eq!(busy.status, 503, "{:?}", busy.raw);
@@ -229,11 +228,11 @@ async fn a_full_pool_answers_busy_until_the_session_is_back() {
     assert_schema("JSONRPCErrorResponse", busy.last());
 
     let slow = slow.await.expect("slow task");
-    assert_eq!(slow.result()["content"][0]["text"], "slept 3");
+    assert_eq!(slow.result()["content"][0]["text"], "slept 1");
     let me = whoami(&gw, json!({})).await;
     assert!(me["pid"].is_u64());
-    gw.wait_metric(LEASED, 0.0).await;
-    gw.wait_metric(IDLE, 1.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.wait_metric(&sessions("idle"), 1.0).await;
     gw.stop().await;
 }
 
@@ -242,14 +241,15 @@ async fn idle_sessions_are_reaped_and_their_servers_end() {
     let fx = Fixture::new();
     let gw = TestGateway::start(&fx.config("", "idle_timeout = \"200ms\"")).await;
     let pid = whoami(&gw, json!({})).await["pid"].as_u64().expect("pid");
-    gw.wait_metric(IDLE, 0.0).await;
-    gw.wait_metric(LEASED, 0.0).await;
+    gw.wait_metric(&sessions("idle"), 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     wait_gone(pid).await;
     // spec 2025-11-25 transports.mdx "stdio" shutdown: close stdin, and let the server exit by itself.
-    fx.wait_event("exit after stdin EOF", |e| {
-        e["event"] == "exit" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("exit after stdin EOF", |e| {
+            e["event"] == "exit" && e["pid"] == pid
+        })
+        .await;
     // The next call starts a fresh session.
     let next = whoami(&gw, json!({})).await["pid"].as_u64().expect("pid");
     assert_ne!(next, pid);
@@ -266,7 +266,8 @@ async fn graceful_shutdown_finishes_the_call_in_flight() {
     );
     let slow = tokio::spawn(async move { read_resp(slow.send().await.expect("POST")).await });
     let started = fx
-        .wait_event("slow started", |e| {
+        .log
+        .eventually("slow started", |e| {
             e["event"] == "started" && e["tool"] == "slow"
         })
         .await;
@@ -281,13 +282,15 @@ async fn graceful_shutdown_finishes_the_call_in_flight() {
         "{:?}",
         slow.raw
     );
-    fx.wait_event("slow finished", |e| {
-        e["event"] == "finished" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("slow finished", |e| {
+            e["event"] == "finished" && e["pid"] == pid
+        })
+        .await;
     wait_gone(pid).await;
-    fx.wait_event("exit after stdin EOF", |e| {
-        e["event"] == "exit" && e["pid"] == pid
-    })
-    .await;
+    fx.log
+        .eventually("exit after stdin EOF", |e| {
+            e["event"] == "exit" && e["pid"] == pid
+        })
+        .await;
 }

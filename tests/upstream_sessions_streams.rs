@@ -6,6 +6,14 @@
 //! The server is `tests/fixtures/legacy_server.py`, which logs what happened
 //! to it (started, cancelled, ...) in a JSON-lines file.
 
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 #[path = "fixtures/legacy_fixture.rs"]
 mod legacy_fixture;
@@ -18,8 +26,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const IDLE: &str = r#"redmark_upstream_sessions{route="main",state="idle"}"#;
-const LEASED: &str = r#"redmark_upstream_sessions{route="main",state="leased"}"#;
 const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -84,7 +90,8 @@ async fn abandon_a_slow_call(gw: &TestGateway, fx: &Fixture, streamed: bool) -> 
     };
     let mut conn = raw_call(gw, 1, "slow", json!({"seconds": 30}), meta).await;
     let started = fx
-        .wait_event("slow started", |e| {
+        .log
+        .eventually("slow started", |e| {
             e["event"] == "started" && e["tool"] == "slow"
         })
         .await;
@@ -100,20 +107,22 @@ async fn abandon_a_slow_call(gw: &TestGateway, fx: &Fixture, streamed: bool) -> 
     drop(conn);
 
     let cancelled = fx
-        .wait_event("slow cancelled", |e| {
+        .log
+        .eventually("slow cancelled", |e| {
             e["event"] == "cancelled" && e["tool"] == "slow"
         })
         .await;
     assert_eq!(cancelled["request_id"], started["request_id"]);
     assert_eq!(cancelled["pid"], started["pid"]);
     // Cancelled by notifications/cancelled, not merely by the session ending.
-    fx.wait_event("notifications/cancelled for slow", |e| {
-        e["event"] == "cancel_requested"
-            && e["request_id"] == started["request_id"]
-            && e["pid"] == started["pid"]
-    })
-    .await;
-    gw.wait_metric(LEASED, 0.0).await;
+    fx.log
+        .eventually("notifications/cancelled for slow", |e| {
+            e["event"] == "cancel_requested"
+                && e["request_id"] == started["request_id"]
+                && e["pid"] == started["pid"]
+        })
+        .await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     started
 }
 
@@ -122,13 +131,13 @@ async fn cancelled_when_the_client_leaves(streamed: bool) {
     let gw = TestGateway::start(&fx.config("", "")).await;
     let started = abandon_a_slow_call(&gw, &fx, streamed).await;
     // The session that carried the abandoned call is not reused.
-    gw.wait_metric(IDLE, 0.0).await;
+    gw.wait_metric(&sessions("idle"), 0.0).await;
     let next = whoami(&gw, json!({})).await;
     assert_ne!(next["pid"], started["pid"]);
     assert!(
-        !fx.events().iter().any(|e| e["event"] == "finished"),
+        !fx.log.events().iter().any(|e| e["event"] == "finished"),
         "{:?}",
-        fx.events()
+        fx.log.events()
     );
     gw.stop().await;
 }
@@ -222,7 +231,8 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
 
     let listen_id = json!("listen-1");
     let params = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}, "_meta": meta(json!({}))});
-    let resp = request_with_id(&gw, listen_id.clone(), "subscriptions/listen", params)
+    let resp = gw
+        .request_with_id(listen_id.clone(), "subscriptions/listen", &params)
         .send()
         .await
         .expect("POST listen");
@@ -264,7 +274,7 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
     assert_eq!(call.result()["content"][0]["text"], "I am fresh_tool");
 
     drop(listen);
-    gw.wait_metric(LEASED, 0.0).await;
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     gw.stop().await;
 }
 
@@ -275,13 +285,11 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_fixture_over_streamable_http() {
     let fx = Fixture::new();
-    let port = free_port();
     let mut cmd = tokio::process::Command::new(legacy_python());
     cmd.arg(Fixture::script())
-        .arg("--http")
-        .arg(port.to_string())
-        .env("FIXTURE_LOG", &fx.log);
-    let _server = spawn_until(cmd, "Uvicorn running").await;
+        .args(["--http", "0"])
+        .env("FIXTURE_LOG", &fx.log.path);
+    let (_server, port) = spawn_listening(cmd, "Uvicorn running").await;
     let gw = TestGateway::start(&http_config(&format!("http://127.0.0.1:{port}/mcp"), "")).await;
 
     let caps = json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}});

@@ -9,11 +9,11 @@
 //!   over stdio, a server that also speaks 2026-07-28 natively.
 #![allow(dead_code)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
 
 use crate::common::*;
-use crate::mrtr_e2e_support::{Output, three_calls};
+use crate::mrtr_e2e_support::{Fronted, ThreeWays, fastmcp_register, ts_sdk_survey};
 
 /// The extra servers of the interoperability tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,136 +24,52 @@ pub enum Extra {
     Py2Stdio,
 }
 
-/// A gateway whose `/mcp` route fronts one `Extra` server; a server process of
-/// its own (HTTP) is killed when this is dropped.
-pub struct ExtraFronted {
-    pub gw: TestGateway,
-    pub server: Extra,
-    _peer: Option<ChildGuard>,
-}
-
 impl Extra {
-    pub async fn front(self) -> ExtraFronted {
+    /// A gateway whose `/mcp` route fronts this server; a server process of
+    /// its own (HTTP) is killed when the `Fronted` is dropped.
+    pub async fn front(self) -> Fronted {
         ensure_deps();
         let (config, peer) = match self {
             Extra::TsGetStream => {
-                let port = free_port();
                 let mut cmd = Command::new("node");
-                cmd.arg(repo().join("tests/fixtures/interop_ts_get_stream.mjs"))
-                    .env("PORT", port.to_string())
+                cmd.arg(fixture_file("interop_ts_get_stream.mjs"))
+                    .env("PORT", "0")
                     .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
-                let peer = spawn_until(cmd, "interop-ts-get-stream listening on port").await;
+                let ready = "interop-ts-get-stream listening on port";
+                let (peer, port) = spawn_listening(cmd, ready).await;
                 let url = format!("http://127.0.0.1:{port}/mcp");
                 (http_config(&url, ""), Some(peer))
             }
             Extra::Py2Stdio => {
                 let py = client_python();
-                let script = repo().join("tests/fixtures/interop_py2_server.py");
+                let script = fixture_file("interop_py2_server.py");
                 let command = [py.to_str().unwrap(), script.to_str().unwrap()];
                 (stdio_config(&command, ""), None)
             }
         };
-        ExtraFronted {
-            gw: TestGateway::start(&config).await,
-            server: self,
-            _peer: peer,
-        }
+        Fronted::new(TestGateway::start(&config).await, None, peer)
     }
 
-    /// The tool that asks.
-    pub fn tool(self) -> &'static str {
-        match self {
-            Extra::TsGetStream => "survey",
-            Extra::Py2Stdio => "register",
-        }
-    }
-
-    pub fn arguments(self) -> Value {
-        match self {
-            Extra::TsGetStream => json!({"topic": "the new coffee machine"}),
-            Extra::Py2Stdio => json!({"event": "the launch party"}),
-        }
-    }
-
-    /// The content an accepting user gives.
-    pub fn accept(self) -> Value {
-        match self {
-            Extra::TsGetStream => json!({"rating": 4, "comment": "strong"}),
-            Extra::Py2Stdio => json!({"name": "Ada", "guests": 2}),
-        }
-    }
-
-    /// The question the tool asks, and its one required field.
-    pub fn question(self) -> (&'static str, &'static str) {
-        match self {
-            Extra::TsGetStream => ("What do you think of the new coffee machine?", "rating"),
-            Extra::Py2Stdio => ("Who is coming to the launch party?", "name"),
-        }
-    }
-
-    /// What the server must report for accept, decline and cancel, in order.
-    pub fn received(self) -> [Value; 3] {
+    /// The tool that asks, its question, and what the server must report.
+    pub fn three_ways(self) -> ThreeWays {
         match self {
             // Each question was pushed while the gateway's GET stream was open.
-            Extra::TsGetStream => [
-                json!({"action": "accept", "content": self.accept(), "getStreamOpen": true}),
-                json!({"action": "decline", "content": null, "getStreamOpen": true}),
-                json!({"action": "cancel", "content": null, "getStreamOpen": true}),
-            ],
+            Extra::TsGetStream => {
+                let mut cell = ts_sdk_survey();
+                cell.mode = None;
+                for r in &mut cell.received {
+                    r["getStreamOpen"] = json!(true);
+                }
+                cell
+            }
             // A legacy session: redmark initialized it with 2025-11-25.
-            Extra::Py2Stdio => [
-                json!({"action": "accept", "data": self.accept(), "protocolVersion": "2025-11-25"}),
-                json!({"action": "decline", "data": null, "protocolVersion": "2025-11-25"}),
-                json!({"action": "cancel", "data": null, "protocolVersion": "2025-11-25"}),
-            ],
-        }
-    }
-
-    /// A client-driver script: three calls answered accept, decline, cancel.
-    pub fn script(self) -> Value {
-        three_calls(self.tool(), self.arguments(), self.accept())
-    }
-}
-
-impl ExtraFronted {
-    pub async fn stop(self) {
-        self.gw.stop().await;
-    }
-
-    /// Waits (bounded) until the gateway counted `n` operations of the server's
-    /// tool that ended `outcome`.
-    pub async fn counted(&self, outcome: &str, n: f64) {
-        let tool = self.server.tool();
-        let sample = format!(
-            "redmark_operations_total{{route=\"main\",tool=\"{tool}\",outcome=\"{outcome}\"}}"
-        );
-        self.gw.wait_metric(&sample, n).await;
-    }
-
-    /// Waits until the three operations ended completed, declined and cancelled.
-    pub async fn counted_three_ways(&self) {
-        for outcome in ["completed", "declined", "cancelled"] {
-            self.counted(outcome, 1.0).await;
-        }
-    }
-
-    /// Checks the output of `Extra::script` from either client driver: one
-    /// question per call, and the server received accept (with the content),
-    /// decline and cancel.
-    pub async fn three_ways_outcomes(&self, out: &Output) {
-        let (message, required) = self.server.question();
-        for step in 0..3 {
-            let asked = out.asked_in(step);
-            assert_eq!(asked.len(), 1, "{asked:#?}");
-            assert_eq!(asked[0]["message"], message);
-            assert_eq!(asked[0]["requestedSchema"]["required"], json!([required]));
-            if let Some(key) = out.key_of(asked[0]) {
-                assert_eq!(key, "elicitation-1");
+            Extra::Py2Stdio => {
+                let mut cell = fastmcp_register();
+                for r in &mut cell.received {
+                    r["protocolVersion"] = json!("2025-11-25");
+                }
+                cell
             }
         }
-        for (step, want) in self.server.received().iter().enumerate() {
-            assert_eq!(&out.received(step), want, "step {step}");
-        }
-        self.counted_three_ways().await;
     }
 }

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Client, Fronted, Output, three_calls};
+use crate::common::assert_contains;
 
 // ---------------------------------------------------------------------------
 // server-everything: `trigger-elicitation-request` (no arguments) asks for a
@@ -29,65 +30,40 @@ pub async fn everything_outcomes(out: &Output, fronted: &Fronted) {
         tools.iter().any(|t| t == EVERYTHING_TOOL),
         "listed once the client declares elicitation: {tools:?}"
     );
-    for step in 1..=3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "one question per call: {asked:?}");
-        let q = asked[0];
-        assert_eq!(
-            q["message"],
-            "Please provide inputs for the following fields:"
-        );
+    // No policy: each question gets the first default key.
+    let message = "Please provide inputs for the following fields:";
+    for q in out.one_question_each(1..=3, message, "elicitation-1") {
         assert_eq!(q["requestedSchema"]["required"], json!(["name"]), "{q}");
         assert_eq!(q["requestedSchema"]["properties"]["name"]["type"], "string");
-        if let Some(key) = out.key_of(q) {
-            assert_eq!(
-                key, "elicitation-1",
-                "no policy: the first question's default key"
-            );
-        }
     }
     let accepted = out.texts(1);
     assert_eq!(
         accepted[0], "✅ User provided the requested information!",
         "{accepted:?}"
     );
-    assert!(accepted[1].contains("- Name: Ada Lovelace"), "{accepted:?}");
-    assert!(
-        accepted[1].contains("- Agreed to terms: true"),
-        "{accepted:?}"
-    );
-    assert!(
-        accepted[1].contains("- Favorite Integer: 7"),
-        "{accepted:?}"
-    );
-    assert!(
-        accepted[2].contains("\"action\": \"accept\""),
-        "{accepted:?}"
-    );
+    let details = [
+        "- Name: Ada Lovelace",
+        "- Agreed to terms: true",
+        "- Favorite Integer: 7",
+    ];
+    assert_contains(&accepted[1], &details);
+    assert_contains(&accepted[2], &["\"action\": \"accept\""]);
 
     let declined = out.texts(2);
     assert_eq!(
         declined[0],
         "❌ User declined to provide the requested information."
     );
-    assert!(
-        declined[1].contains("\"action\": \"decline\""),
-        "{declined:?}"
-    );
+    assert_contains(&declined[1], &["\"action\": \"decline\""]);
     assert!(!declined.join("\n").contains("Ada"), "{declined:?}");
 
     let cancelled = out.texts(3);
     assert_eq!(cancelled[0], "⚠️ User cancelled the elicitation dialog.");
-    assert!(
-        cancelled[1].contains("\"action\": \"cancel\""),
-        "{cancelled:?}"
-    );
+    assert_contains(&cancelled[1], &["\"action\": \"cancel\""]);
     for step in 1..=3 {
         assert_ne!(out.result(step)["isError"], true, "{}", out.step(step));
     }
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted(EVERYTHING_TOOL, outcome, 1.0).await;
-    }
+    fronted.counted_three_ways(EVERYTHING_TOOL).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -237,23 +213,15 @@ pub fn ticket_script() -> Value {
 /// Checks `ticket_script`: one priority question per call; the server created
 /// a ticket with priority 4, then heard decline, then cancel.
 pub async fn ticket_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        let q = asked[0];
-        assert_eq!(
-            q["message"],
-            "What priority (1-5) should the ticket 'Printer on fire' have?"
-        );
+    // The key is named by policies/rooms.toml.
+    let message = "What priority (1-5) should the ticket 'Printer on fire' have?";
+    for q in out.one_question_each(0..3, message, "priority") {
         let priority = &q["requestedSchema"]["properties"]["priority"];
         assert_eq!(priority["type"], "integer", "{q}");
         assert_eq!(
             (priority["minimum"].as_i64(), priority["maximum"].as_i64()),
             (Some(1), Some(5))
         );
-        if let Some(key) = out.key_of(q) {
-            assert_eq!(key, "priority", "named by policies/rooms.toml");
-        }
     }
     let created = out.result(0);
     assert_eq!(created["structuredContent"]["priority"], 4, "{created}");
@@ -270,9 +238,7 @@ pub async fn ticket_outcomes(out: &Output, fronted: &Fronted) {
         out.step(1)
     );
     assert_eq!(out.text(2), "Ticket creation cancelled.");
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("create_ticket", outcome, 1.0).await;
-    }
+    fronted.counted_three_ways("create_ticket").await;
 }
 
 /// Without the elicitation capability the rooms server never asks: its own
@@ -287,78 +253,94 @@ pub fn rooms_fallback(out: &Output, step: usize) {
         ),
         "{text}"
     );
-    assert!(text.contains("nothing was booked"), "{text}");
+    assert_contains(&text, &["nothing was booked"]);
     assert!(out.elicitations().is_empty(), "{:#?}", out.lines);
 }
 
 // ---------------------------------------------------------------------------
 // The fixtures report exactly what they received as JSON text.
 
-pub fn legacy_py_script() -> Value {
-    three_calls(
-        "register",
-        json!({"event": "the launch party"}),
-        json!({"name": "Ada", "guests": 2}),
-    )
+/// A server tool that asks one question per call, called three times and
+/// answered accept, decline and cancel: what the client must be asked, and
+/// what the server must report it received.
+pub struct ThreeWays {
+    pub tool: &'static str,
+    pub arguments: Value,
+    /// The content an accepting user gives.
+    pub accept: Value,
+    pub message: &'static str,
+    /// The form's one required field.
+    pub required: &'static str,
+    /// The form mode the client must see, where the server marks it.
+    pub mode: Option<&'static str>,
+    /// What the server reports for accept, decline and cancel.
+    pub received: [Value; 3],
 }
 
-pub async fn legacy_py_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        assert_eq!(asked[0]["message"], "Who is coming to the launch party?");
-        assert_eq!(asked[0]["requestedSchema"]["required"], json!(["name"]));
-        if let Some(key) = out.key_of(asked[0]) {
-            assert_eq!(key, "elicitation-1");
+impl ThreeWays {
+    /// A client-driver script: the three calls and their answers.
+    pub fn script(&self) -> Value {
+        three_calls(self.tool, self.arguments.clone(), self.accept.clone())
+    }
+
+    /// Runs `script` with `client` through `fronted`, checks its outcomes and
+    /// returns the output.
+    pub async fn run(&self, fronted: &Fronted, client: Client) -> Output {
+        let out = fronted.run(client, &self.script()).await;
+        self.outcomes(&out, fronted).await;
+        out
+    }
+
+    /// Checks `script`'s output from either client driver: one question per
+    /// call, what the server received, and the three endings counted.
+    pub async fn outcomes(&self, out: &Output, fronted: &Fronted) {
+        for q in out.one_question_each(0..3, self.message, "elicitation-1") {
+            assert_eq!(q["requestedSchema"]["required"], json!([self.required]));
+            if let Some(mode) = self.mode {
+                // The server marks its form; redmark relays the mode as sent.
+                assert_eq!(q["params"]["mode"], mode, "{q}");
+            }
         }
-    }
-    assert_eq!(
-        out.received(0),
-        json!({"action": "accept", "data": {"name": "Ada", "guests": 2}})
-    );
-    assert_eq!(out.received(1), json!({"action": "decline", "data": null}));
-    assert_eq!(out.received(2), json!({"action": "cancel", "data": null}));
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("register", outcome, 1.0).await;
-    }
-}
-
-pub fn legacy_ts_script() -> Value {
-    three_calls(
-        "survey",
-        json!({"topic": "the new coffee machine"}),
-        json!({"rating": 4, "comment": "strong"}),
-    )
-}
-
-pub async fn legacy_ts_outcomes(out: &Output, fronted: &Fronted) {
-    for step in 0..3 {
-        let asked = out.asked_in(step);
-        assert_eq!(asked.len(), 1, "{asked:#?}");
-        assert_eq!(
-            asked[0]["message"],
-            "What do you think of the new coffee machine?"
-        );
-        assert_eq!(asked[0]["requestedSchema"]["required"], json!(["rating"]));
-        // elicitInput marks its form; redmark relays the mode as sent.
-        assert_eq!(asked[0]["params"]["mode"], "form", "{}", asked[0]);
-        if let Some(key) = out.key_of(asked[0]) {
-            assert_eq!(key, "elicitation-1");
+        for (step, want) in self.received.iter().enumerate() {
+            assert_eq!(&out.received(step), want, "step {step}");
         }
+        fronted.counted_three_ways(self.tool).await;
     }
-    assert_eq!(
-        out.received(0),
-        json!({"action": "accept", "content": {"rating": 4, "comment": "strong"}})
-    );
-    assert_eq!(
-        out.received(1),
-        json!({"action": "decline", "content": null})
-    );
-    assert_eq!(
-        out.received(2),
-        json!({"action": "cancel", "content": null})
-    );
-    for outcome in ["completed", "declined", "cancelled"] {
-        fronted.counted("survey", outcome, 1.0).await;
+}
+
+/// tests/fixtures/e2e_legacy_py.py's `register` (FastMCP's `ctx.elicit`).
+pub fn fastmcp_register() -> ThreeWays {
+    let accept = json!({"name": "Ada", "guests": 2});
+    ThreeWays {
+        tool: "register",
+        arguments: json!({"event": "the launch party"}),
+        message: "Who is coming to the launch party?",
+        required: "name",
+        mode: None,
+        received: [
+            json!({"action": "accept", "data": accept}),
+            json!({"action": "decline", "data": null}),
+            json!({"action": "cancel", "data": null}),
+        ],
+        accept,
+    }
+}
+
+/// tests/fixtures/e2e_legacy_ts.mjs's `survey` (the npm sdk's `elicitInput`,
+/// which marks its form).
+pub fn ts_sdk_survey() -> ThreeWays {
+    let accept = json!({"rating": 4, "comment": "strong"});
+    ThreeWays {
+        tool: "survey",
+        arguments: json!({"topic": "the new coffee machine"}),
+        message: "What do you think of the new coffee machine?",
+        required: "rating",
+        mode: Some("form"),
+        received: [
+            json!({"action": "accept", "content": accept}),
+            json!({"action": "decline", "content": null}),
+            json!({"action": "cancel", "content": null}),
+        ],
+        accept,
     }
 }

@@ -110,6 +110,27 @@ impl Output {
         panic!("no output for step {i}: {:#?}", self.lines)
     }
 
+    /// Asserts each call of `steps` was asked exactly one question, with
+    /// `message`, under `key` where the client shows keys; returns them.
+    pub fn one_question_each(
+        &self,
+        steps: impl IntoIterator<Item = usize>,
+        message: &str,
+        key: &str,
+    ) -> Vec<&Value> {
+        let mut questions = Vec::new();
+        for step in steps {
+            let asked = self.asked_in(step);
+            assert_eq!(asked.len(), 1, "one question in step {step}: {asked:#?}");
+            assert_eq!(asked[0]["message"], message, "step {step}");
+            if let Some(shown) = self.key_of(asked[0]) {
+                assert_eq!(shown, key, "step {step}");
+            }
+            questions.push(asked[0]);
+        }
+        questions
+    }
+
     /// Every elicitation the client saw.
     pub fn elicitations(&self) -> Vec<&Value> {
         self.lines
@@ -161,6 +182,16 @@ pub struct Fronted {
 }
 
 impl Fronted {
+    /// A gateway whose scripts run as the principal of `key` unless told
+    /// otherwise, with the server process `peer` if it runs on its own.
+    pub fn new(gw: TestGateway, key: Option<&'static str>, peer: Option<ChildGuard>) -> Fronted {
+        Fronted {
+            gw,
+            key,
+            _peer: peer,
+        }
+    }
+
     pub async fn stop(self) {
         self.gw.stop().await;
     }
@@ -185,10 +216,14 @@ impl Fronted {
 
     /// Waits (bounded) until the gateway counted `n` operations of `tool` that ended `outcome`.
     pub async fn counted(&self, tool: &str, outcome: &str, n: f64) {
-        let sample = format!(
-            "redmark_operations_total{{route=\"main\",tool=\"{tool}\",outcome=\"{outcome}\"}}"
-        );
-        self.gw.wait_metric(&sample, n).await;
+        self.gw.wait_metric(&ops(tool, outcome), n).await;
+    }
+
+    /// Waits until three operations of `tool` ended completed, declined and cancelled.
+    pub async fn counted_three_ways(&self, tool: &str) {
+        for outcome in ["completed", "declined", "cancelled"] {
+            self.counted(tool, outcome, 1.0).await;
+        }
     }
 }
 
@@ -212,40 +247,7 @@ pub enum Server {
 }
 
 fn fixture(name: &str) -> String {
-    repo()
-        .join("tests/fixtures")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// The rooms example binary. Only a whole `cargo test` builds examples; when
-/// a single test target runs (`cargo test --test mrtr_e2e`), build it here once.
-pub fn rooms_example() -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    let bin = rooms_bin();
-    BUILT.get_or_init(|| {
-        if bin.exists() {
-            return;
-        }
-        // rooms_bin() is <target>/<profile>/examples/rooms.
-        let profile_dir = bin.parent().and_then(|p| p.parent()).expect("profile dir");
-        let target_dir = profile_dir.parent().expect("target dir");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = std::process::Command::new(cargo);
-        build
-            .current_dir(repo())
-            .args(["build", "--example", "rooms", "--target-dir"])
-            .arg(target_dir);
-        if profile_dir.file_name().is_some_and(|p| p == "release") {
-            build.arg("--release");
-        }
-        let status = build.status().expect("run cargo build --example rooms");
-        assert!(status.success(), "cargo build --example rooms failed");
-    });
-    assert!(bin.exists(), "no rooms example at {}", bin.display());
-    bin
+    fixture_file(name).to_str().unwrap().to_owned()
 }
 
 /// API key of `alice`, in the `facilities` group (policies/rooms.toml lets
@@ -258,17 +260,11 @@ pub const BOB: &str = "e2e-bob-key";
 /// policy, for the principals `alice` (facilities) and `bob`.
 pub fn rooms_policy_config() -> String {
     let policy = repo().join("policies/rooms.toml");
-    let bin = rooms_example();
-    let key = |key: &str, principal: &str, groups: &str| {
-        format!(
-            "[[auth.api_key]]\nsha256 = \"{}\"\nprincipal = \"{principal}\"\ngroups = [{groups}]\n",
-            redmark::config::key_digest_hex(key)
-        )
-    };
+    let bin = rooms_bin();
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n{}{}\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [{}]\n",
-        key(ALICE, "alice", "\"facilities\""),
-        key(BOB, "bob", ""),
+        api_key(ALICE, "alice", &["facilities"]),
+        api_key(BOB, "bob", &[]),
         toml_str(policy.to_str().unwrap()),
         toml_str(bin.to_str().unwrap()),
     )
@@ -296,12 +292,9 @@ impl Server {
                 (stdio_config(&[py.to_str().unwrap(), &script], ""), None)
             }
             Server::LegacyPyHttp => {
-                let port = free_port();
                 let mut cmd = Command::new(legacy_python());
-                cmd.arg(fixture("e2e_legacy_py.py"))
-                    .arg("--http")
-                    .arg(port.to_string());
-                let guard = spawn_until(cmd, "Uvicorn running on").await;
+                cmd.arg(fixture("e2e_legacy_py.py")).args(["--http", "0"]);
+                let (guard, port) = spawn_listening(cmd, "Uvicorn running on").await;
                 let url = format!("http://127.0.0.1:{port}/mcp");
                 (http_config(&url, ""), Some(guard))
             }
@@ -310,11 +303,9 @@ impl Server {
                 (stdio_config(&["node", &script, "stdio"], ""), None)
             }
             Server::LegacyTsHttp => {
-                let port = free_port();
                 let mut cmd = Command::new("node");
-                cmd.arg(fixture("e2e_legacy_ts.mjs"))
-                    .env("PORT", port.to_string());
-                let guard = spawn_until(cmd, "e2e-legacy-ts listening on port").await;
+                cmd.arg(fixture("e2e_legacy_ts.mjs")).env("PORT", "0");
+                let (guard, port) = spawn_listening(cmd, "e2e-legacy-ts listening on port").await;
                 let url = format!("http://127.0.0.1:{port}/mcp");
                 (http_config(&url, ""), Some(guard))
             }
@@ -326,10 +317,7 @@ impl Server {
             }
             _ => config,
         };
-        Fronted {
-            gw: TestGateway::start(&config).await,
-            key: (self == Server::Rooms).then_some(ALICE),
-            _peer: peer,
-        }
+        let key = (self == Server::Rooms).then_some(ALICE);
+        Fronted::new(TestGateway::start(&config).await, key, peer)
     }
 }

@@ -1,17 +1,15 @@
-//! Shared helpers for the observability tests: the real `redmark` binary in
-//! front of the rooms example, a 2026-07-28 client that walks an operation
-//! through its rounds, and an OTLP trace receiver (HTTP/protobuf, or gRPC
-//! framed by hand over HTTP/2) that decodes what redmark exports with the
-//! `opentelemetry-proto` messages.
+//! What the observability tests share beyond tests/common: the rooms
+//! example's config as a user runs it, the caller's trace context, and an
+//! OTLP trace receiver (HTTP/protobuf, or gRPC framed by hand over HTTP/2)
+//! that decodes what redmark exports with the `opentelemetry-proto` messages.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::future::ready;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -23,15 +21,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message;
-use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::common::{Resp, mcp_post, meta, read_resp, repo, rooms_bin, toml_str};
-
-/// How long any bounded wait in these tests may take.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+use crate::common::{
+    Asked, McpClient, Op, PATIENCE, accepted, eventually, repo, rooms_bin, toml_str,
+};
 
 /// The client's trace: `traceparent` = `00-{CLIENT_TRACE}-{CLIENT_SPAN}-01`.
 pub const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -39,6 +35,24 @@ pub const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 pub fn client_traceparent() -> String {
     format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")
+}
+
+/// A client of `url` whose requests are answered within [`PATIENCE`].
+pub fn client(url: String) -> McpClient {
+    McpClient::new(url).with_patience(PATIENCE)
+}
+
+/// A `tools/call` of `tool` by a client that declares elicitation, with
+/// request ids `{id_prefix}-a`, `{id_prefix}-b`, ...
+pub fn tool_call(tool: &str, arguments: Value, id_prefix: &str) -> Op {
+    Op::tool(tool, arguments)
+        .caps(json!({"elicitation": {}}))
+        .ids(id_prefix)
+}
+
+/// `inputResponses` accepting `content` for question `key` (which `asked` must ask).
+pub fn accept(asked: &Asked, key: &str, content: Value) -> Value {
+    asked.reply(key, accepted(content))
 }
 
 /// examples/rooms/redmark.toml as a user runs it, written to `dir` with its
@@ -65,211 +79,6 @@ pub fn rooms_example_config(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("redmark.toml");
     std::fs::write(&path, out).unwrap();
     path
-}
-
-/// The `redmark` binary serving on ephemeral ports; stderr is collected.
-pub struct Gateway {
-    child: tokio::process::Child,
-    /// `http://127.0.0.1:<port>`
-    pub base: String,
-    pub admin: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-    readers: Vec<JoinHandle<()>>,
-}
-
-impl Gateway {
-    /// `redmark [--log-format json] serve --listen 127.0.0.1:0 --admin 127.0.0.1:0 --config ...`
-    /// with `RUST_LOG=info`, no inherited `OTEL_*` and these variables.
-    pub async fn start(config: &Path, json_logs: bool, env: &[(&str, String)]) -> Gateway {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"));
-        if json_logs {
-            cmd.args(["--log-format", "json"]);
-        }
-        cmd.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-        // Whatever `OTEL_*` the developer's shell or CI carries: only what a test sets applies.
-        for (var, _) in std::env::vars().filter(|(k, _)| k.starts_with("OTEL_")) {
-            cmd.env_remove(var);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn redmark");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let err_lines = stderr.clone();
-        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
-        let err_reader = tokio::spawn(async move {
-            while let Ok(Some(line)) = err.next_line().await {
-                err_lines.lock().unwrap().push(line);
-            }
-        });
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = next_line(&mut out).await;
-        let Some(base) = first.strip_prefix("redmark listening on ") else {
-            panic!(
-                "unexpected first line {first:?}; stderr: {:?}",
-                stderr.lock().unwrap()
-            );
-        };
-        let base = base.to_owned();
-        let second = next_line(&mut out).await;
-        let admin = second
-            .strip_prefix("redmark admin on ")
-            .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
-            .to_owned();
-        // Keep reading stdout so a later write never meets a closed pipe.
-        let out_reader =
-            tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
-        Gateway {
-            child,
-            base,
-            admin,
-            stderr,
-            readers: vec![err_reader, out_reader],
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// SIGTERM (redmark flushes its traces on the way out), a clean exit, and
-    /// every stderr line it wrote.
-    pub async fn stop(mut self) -> Vec<String> {
-        let pid = self.child.id().expect("still running");
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = tokio::time::timeout(PATIENCE, self.child.wait())
-            .await
-            .expect("redmark exits after SIGTERM")
-            .unwrap();
-        for r in std::mem::take(&mut self.readers) {
-            let _ = tokio::time::timeout(PATIENCE, r).await;
-        }
-        let lines = self.stderr.lock().unwrap().clone();
-        assert!(exit.success(), "redmark exited with {exit}: {lines:#?}");
-        lines
-    }
-}
-
-async fn next_line(out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
-    tokio::time::timeout(PATIENCE, out.next_line())
-        .await
-        .expect("redmark printed its addresses in time")
-        .unwrap()
-        .unwrap_or_default()
-}
-
-/// A 2026-07-28 client posting to one endpoint.
-pub struct Client {
-    pub http: reqwest::Client,
-    pub url: String,
-}
-
-impl Client {
-    pub fn new(url: String) -> Client {
-        Client {
-            http: reqwest::Client::new(),
-            url,
-        }
-    }
-
-    /// One request with headers mirrored from the body, plus `extra` headers.
-    pub async fn post(
-        &self,
-        id: &str,
-        method: &str,
-        params: &Value,
-        extra: &[(&str, &str)],
-    ) -> Resp {
-        let mut rb = mcp_post(&self.http, &self.url, json!(id), method, params);
-        for (k, v) in extra {
-            rb = rb.header(*k, *v);
-        }
-        let resp = tokio::time::timeout(PATIENCE, rb.send())
-            .await
-            .expect("answered in time")
-            .expect("POST");
-        read_resp(resp).await
-    }
-}
-
-/// One logical `tools/call`, walked through its rounds.
-pub struct Operation<'a> {
-    pub client: &'a Client,
-    pub tool: &'a str,
-    pub arguments: Value,
-    /// Extra `_meta` entries (e.g. `traceparent`) on every request.
-    pub meta: Map<String, Value>,
-    /// Extra HTTP headers on every request.
-    pub headers: Vec<(&'a str, String)>,
-    /// Request ids are `{id_prefix}-a`, `{id_prefix}-b`, ... (no digits to mistake for answers).
-    pub id_prefix: &'a str,
-}
-
-impl Operation<'_> {
-    fn params(&self) -> Value {
-        let mut m = meta(json!({"elicitation": {}}));
-        m.as_object_mut().unwrap().extend(self.meta.clone());
-        json!({"name": self.tool, "arguments": self.arguments, "_meta": m})
-    }
-
-    fn headers(&self) -> Vec<(&str, &str)> {
-        self.headers.iter().map(|(k, v)| (*k, v.as_str())).collect()
-    }
-
-    /// The first request (id `{id_prefix}-a`).
-    pub async fn first(&self) -> Resp {
-        let id = format!("{}-a", self.id_prefix);
-        self.client
-            .post(&id, "tools/call", &self.params(), &self.headers())
-            .await
-    }
-
-    /// Retry number `n` (1, 2, ...) after `last`, which must be
-    /// `input_required`, answering `key` with `content` (accepted).
-    pub async fn answer(&self, last: &Resp, n: usize, key: &str, content: &Value) -> Resp {
-        let last = last.result();
-        assert_eq!(last["resultType"], "input_required", "retry {n}: {last}");
-        assert!(
-            last["inputRequests"].get(key).is_some(),
-            "no {key} in {last}"
-        );
-        let mut params = self.params();
-        params["requestState"] = last["requestState"].clone();
-        params["inputResponses"] = json!({key: {"action": "accept", "content": content}});
-        let id = format!("{}-{}", self.id_prefix, char::from(b'a' + n as u8));
-        self.client
-            .post(&id, "tools/call", &params, &self.headers())
-            .await
-    }
-
-    /// The first request, then one retry per entry of `answers` (input key,
-    /// accepted content), each with the latest `requestState`. Every response
-    /// but the last must be `input_required`; all are returned.
-    pub async fn run(&self, answers: &[(&str, Value)]) -> Vec<Resp> {
-        let mut out = vec![self.first().await];
-        for (n, (key, content)) in answers.iter().enumerate() {
-            let next = self.answer(out.last().unwrap(), n + 1, key, content).await;
-            out.push(next);
-        }
-        out
-    }
 }
 
 // ---------------------------------------------------------------- OTLP ----
@@ -454,53 +263,53 @@ impl Receiver {
         out
     }
 
-    /// Polls (bounded) until `done` holds for the spans received.
+    /// Waits (bounded) until `done` holds for the spans received.
     pub async fn wait_for(&self, what: &str, done: impl Fn(&[SpanRec]) -> bool) -> Vec<SpanRec> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
+        eventually(what, || {
             let spans = self.spans();
-            if done(&spans) {
-                return spans;
-            }
-            if tokio::time::Instant::now() > deadline {
+            ready(if done(&spans) {
+                Ok(spans)
+            } else {
                 let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-                panic!(
-                    "waited {PATIENCE:?} for {what}; received {names:?} via {:?}",
-                    self.calls()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+                Err(format!("received {names:?} via {:?}", self.calls()))
+            })
+        })
+        .await
     }
 }
 
-/// `"{path} {content-type}"`
-fn describe(req: &Request<Incoming>) -> String {
+/// An export call: `"{path} {content-type}"`, whether it is a POST to
+/// `path`, and its whole body.
+async fn read_call(req: Request<Incoming>, path: &str) -> (String, bool, Bytes) {
     let ct = req
         .headers()
         .get("content-type")
-        .and_then(|v| v.to_str().ok());
-    format!("{} {}", req.uri().path(), ct.unwrap_or_default())
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let call = format!("{} {ct}", req.uri().path());
+    let ok = req.method() == Method::POST && req.uri().path() == path;
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes);
+    (call, ok, body.unwrap_or_default())
+}
+
+fn record(store: &Mutex<Store>, call: &str, request: ExportTraceServiceRequest) {
+    let mut s = store.lock().unwrap();
+    s.calls.push(call.to_owned());
+    s.requests.push(request);
 }
 
 async fn http_export(
     req: Request<Incoming>,
     store: Arc<Mutex<Store>>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let call = describe(&req);
-    let ok = req.method() == Method::POST && req.uri().path() == "/v1/traces";
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let decoded = ExportTraceServiceRequest::decode(body);
-    let status = match (ok, decoded) {
-        (true, Ok(r)) => {
-            let mut s = store.lock().unwrap();
-            s.calls.push(call);
-            s.requests.push(r);
+    let (call, ok, body) = read_call(req, "/v1/traces").await;
+    let status = match ExportTraceServiceRequest::decode(body) {
+        Ok(r) if ok => {
+            record(&store, &call, r);
             StatusCode::OK
         }
         _ => StatusCode::BAD_REQUEST,
@@ -521,14 +330,7 @@ async fn grpc_export(
     req: Request<Incoming>,
     store: Arc<Mutex<Store>>,
 ) -> Result<Response<GrpcBody>, Infallible> {
-    let call = describe(&req);
-    let right_path = req.uri().path() == GRPC_PATH;
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let (call, right_path, body) = read_call(req, GRPC_PATH).await;
     // Length-prefixed messages: 1 byte compressed flag, 4 bytes big-endian length.
     let mut rest = &body[..];
     let mut grpc_status = if right_path { "0" } else { "12" }; // 12: UNIMPLEMENTED
@@ -539,11 +341,7 @@ async fn grpc_export(
             break;
         };
         match ExportTraceServiceRequest::decode(msg) {
-            Ok(r) => {
-                let mut s = store.lock().unwrap();
-                s.calls.push(call.clone());
-                s.requests.push(r);
-            }
+            Ok(r) => record(&store, &call, r),
             Err(_) => grpc_status = "3",
         }
         rest = &rest[5 + len..];
