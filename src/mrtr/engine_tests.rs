@@ -174,6 +174,14 @@ fn state(reply: &Value) -> String {
         .to_owned()
 }
 
+/// The keys of a round's `inputRequests`, in order.
+fn keys(reply: &Value) -> Vec<&str> {
+    reply["result"]["inputRequests"]
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 fn reason(reply: &Value) -> &str {
     reply["error"]["data"]["reason"]
         .as_str()
@@ -240,11 +248,7 @@ async fn pushes_within_the_gather_window_are_asked_in_one_round() {
     let (connector, _events) = scripted(Duration::from_millis(5));
     let gw = gateway("[mrtr]\ngather = \"20ms\"\n", "", connector);
     let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
-    let keys: Vec<&String> = first["result"]["inputRequests"]
-        .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_default();
-    assert_eq!(keys, ["elicitation-1", "elicitation-2"], "{first}");
+    assert_eq!(keys(&first), ["elicitation-1", "elicitation-2"], "{first}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -252,18 +256,10 @@ async fn a_push_after_the_gather_window_is_a_round_of_its_own() {
     let (connector, _events) = scripted(Duration::from_millis(50));
     let gw = gateway("[mrtr]\ngather = \"20ms\"\n", "", connector);
     let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
-    let keys: Vec<&String> = first["result"]["inputRequests"]
-        .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_default();
-    assert_eq!(keys, ["elicitation-1"], "{first}");
+    assert_eq!(keys(&first), ["elicitation-1"], "{first}");
     let retry = json!({"requestState": state(&first), "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "a"}}}});
     let (_, second) = call(&gw, 2, "ask_two", retry).await;
-    let keys: Vec<&String> = second["result"]["inputRequests"]
-        .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_default();
-    assert_eq!(keys, ["elicitation-2"], "{second}");
+    assert_eq!(keys(&second), ["elicitation-2"], "{second}");
 }
 
 #[tokio::test(start_paused = true)]
