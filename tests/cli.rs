@@ -138,3 +138,34 @@ async fn serve_answers_then_stops_gracefully_on_sigterm() {
         );
     }
 }
+
+#[tokio::test]
+async fn sighup_without_a_policy_file_does_not_end_the_gateway() {
+    // SIGHUP's default action ends a process: logrotate's `kill -HUP` must not.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("redmark.toml");
+    std::fs::write(&config, rooms_config("")).unwrap();
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    eventually("the SIGHUP was handled", || async {
+        let lines = gw.stderr_lines();
+        if lines
+            .iter()
+            .any(|l| l.contains("SIGHUP: no policy files to reload"))
+        {
+            Ok(())
+        } else {
+            Err(format!("stderr so far: {lines:?}"))
+        }
+    })
+    .await;
+    let client = McpClient::new(gw.url("/mcp"));
+    let resp = client.rpc("tools/list", json!({}), json!({})).await;
+    assert!(resp.result()["tools"].is_array(), "{:?}", resp.raw);
+    // `stop` asserts a clean exit on SIGTERM: not killed by the SIGHUP.
+    gw.stop().await;
+}

@@ -109,15 +109,15 @@ fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn 
     }
 }
 
-/// Watches every route's policy until `stop` turns true.
+/// Watches every route's policy until `stop` turns true. SIGHUP is always
+/// handled here, even with no policy file: its default action ends the
+/// process, and a logrotate `postrotate kill -HUP` must not take the gateway down.
 pub fn watch(
     handles: Vec<(String, Arc<PolicyHandle>)>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     on_reload: OnReload,
 ) {
-    if handles.iter().all(|(_, h)| h.path().is_none()) {
-        return;
-    }
+    let files = handles.iter().filter(|(_, h)| h.path().is_some()).count();
     tokio::spawn(async move {
         #[cfg(unix)]
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
@@ -135,11 +135,14 @@ pub fn watch(
             let hangup = std::future::pending::<Option<()>>();
             tokio::select! {
                 _ = hangup => {
-                    for (route, h) in &handles {
+                    if files == 0 {
+                        tracing::info!("SIGHUP: no policy files to reload; changes to redmark.toml take effect on restart");
+                    }
+                    for (route, h) in handles.iter().filter(|(_, h)| h.path().is_some()) {
                         reload_logged(route, h, "SIGHUP", on_reload.as_ref());
                     }
                 }
-                _ = tick.tick() => {
+                _ = tick.tick(), if files > 0 => {
                     for (route, h) in &handles {
                         if h.changed() {
                             reload_logged(route, h, "file changed", on_reload.as_ref());

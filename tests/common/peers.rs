@@ -271,6 +271,11 @@ impl RedmarkProcess {
         format!("{}{path}", self.base)
     }
 
+    /// What it has written to stderr so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
     /// SIGTERM (redmark flushes its traces on the way out), a clean exit, and
     /// every stderr line it wrote.
     pub async fn stop(self) -> Vec<String> {
