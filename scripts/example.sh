@@ -14,7 +14,8 @@ if [[ "${1:-}" != "--demo" ]]; then
     exec target/debug/redmark serve --config "$CONFIG"
 fi
 
-target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 --admin 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>/dev/null &
+LOG=target/redmark-demo.log
+target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 --admin 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; rm -f /tmp/redmark-demo.$$' EXIT
 for _ in $(seq 100); do
@@ -50,3 +51,10 @@ R2=$(post tools/call book_room '{"jsonrpc":"2.0","id":8,"method":"tools/call","p
 echo "$R2"
 echo "--- retry with the alternative: nook"
 post tools/call book_room '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{'"$ARGS"',"inputResponses":{"alternative":{"action":"accept","content":{"choice":"nook"}}},"requestState":"'"$(echo "$R2" | state_of)"'",'"$ELICIT_META"'}}'
+
+echo "--- what the questions cost people (redmark report --audit target/rooms-audit.jsonl)"
+kill -TERM $PID 2>/dev/null || true
+wait $PID 2>/dev/null || true
+target/debug/redmark report --audit target/rooms-audit.jsonl || true
+echo "--- the gateway's own log ($LOG)"
+cat "$LOG"

@@ -166,10 +166,17 @@ pub fn build(
         .clone()
         .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
     let audit = match &config.audit {
-        Some(cfg) => AuditSink::start(cfg.get_ref()).map_err(|source| StartError::Audit {
-            path: cfg.get_ref().path.clone(),
-            source,
-        })?,
+        Some(cfg) => {
+            let mut cfg = cfg.get_ref().clone();
+            // Like every path in the config: relative to the config file's directory.
+            if cfg.path.as_os_str() != "-" && cfg.path.is_relative() {
+                cfg.path = config.base_dir.join(&cfg.path);
+            }
+            AuditSink::start(&cfg).map_err(|source| StartError::Audit {
+                path: cfg.path.clone(),
+                source,
+            })?
+        }
         None => AuditSink::disabled(),
     };
     let shutdown = tokio::sync::watch::channel(false).0;

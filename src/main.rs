@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use redmark::config::Config;
-use redmark::telemetry::logging::{self, LogFormat};
+use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
 
 /// redmark: an MCP gateway that lets 2026-07-28 hosts use legacy MCP servers,
 /// including the questions (elicitations) those servers push mid-call.
@@ -19,6 +19,9 @@ struct Cli {
     /// Log format on stderr (filter with RUST_LOG, e.g. RUST_LOG=redmark=debug).
     #[arg(long, global = true, value_enum, default_value = "human")]
     log_format: LogFormat,
+    /// Colour in the human log format: auto (only when stderr is a terminal), always, never.
+    #[arg(long, global = true, value_enum, default_value = "auto")]
+    log_color: LogColor,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,9 +69,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let style = LogStyle {
+        format: cli.log_format,
+        color: cli.log_color,
+    };
     // `serve` sets up logging together with trace export, inside its runtime.
     if !matches!(cli.command, Command::Serve { .. }) {
-        logging::init(cli.log_format);
+        logging::init(style);
     }
     match cli.command {
         Command::Check { config } => {
@@ -125,7 +132,7 @@ fn main() -> ExitCode {
             config,
             listen,
             admin,
-        } => match serve(config, listen, admin, cli.log_format) {
+        } => match serve(config, listen, admin, style) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("redmark: {e:#}");
@@ -139,7 +146,7 @@ fn serve(
     path: PathBuf,
     listen: Option<SocketAddr>,
     admin: Option<SocketAddr>,
-    log_format: LogFormat,
+    log_style: LogStyle,
 ) -> anyhow::Result<()> {
     let config = Config::load(&path);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -149,7 +156,7 @@ fn serve(
         Err(_) => Default::default(),
     };
     let _telemetry =
-        runtime.block_on(async { redmark::telemetry::traces::init(&telemetry, log_format) })?;
+        runtime.block_on(async { redmark::telemetry::traces::init(&telemetry, log_style) })?;
     let mut config = config.map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(addr) = listen {
         config.server.listen = toml::Spanned::new(0..0, addr.to_string());

@@ -167,5 +167,10 @@ async fn sighup_without_a_policy_file_does_not_end_the_gateway() {
     let resp = client.rpc("tools/list", json!({}), json!({})).await;
     assert!(resp.result()["tools"].is_array(), "{:?}", resp.raw);
     // `stop` asserts a clean exit on SIGTERM: not killed by the SIGHUP.
-    gw.stop().await;
+    let lines = gw.stop().await;
+    // stderr is a pipe here: `--log-color auto` writes no ANSI escapes into it.
+    assert!(
+        lines.iter().all(|l| !l.contains('\u{1b}')),
+        "colour codes in a redirected log: {lines:?}"
+    );
 }

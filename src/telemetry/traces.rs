@@ -19,7 +19,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use super::logging::LogFormat;
+use super::logging::LogStyle;
 
 /// `[telemetry]`: where traces go. Unset fields fall back to the `OTEL_*` variables.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -65,14 +65,14 @@ fn env(name: &str) -> Option<String> {
 
 /// Installs logging (and, when an endpoint is configured, trace export) for
 /// the process. Must run inside the Tokio runtime (gRPC export uses it).
-pub fn init(config: &TelemetryConfig, format: LogFormat) -> Result<TelemetryGuard, TelemetryError> {
+pub fn init(config: &TelemetryConfig, style: LogStyle) -> Result<TelemetryGuard, TelemetryError> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let endpoint = config
         .otlp_endpoint
         .clone()
         .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
         .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"));
-    let fmt = super::logging::fmt_layer(format);
+    let fmt = super::logging::fmt_layer(style);
     let Some(endpoint) = endpoint else {
         let _ = tracing_subscriber::registry().with(fmt).try_init();
         return Ok(TelemetryGuard { provider: None });
