@@ -49,10 +49,15 @@ use crate::telemetry::metrics::Metrics;
 
 /// Refusals (`503 too_many_connections`) being written at once; beyond them a
 /// connection over the cap is closed without an answer.
-pub const REFUSALS_IN_FLIGHT: usize = 64;
+pub const REFUSALS_IN_FLIGHT: usize = 128;
+
+/// How long a refusal waits for the client's request head before answering
+/// anyway: a real client sends it at once, an idle socket must not hold one
+/// of the few refusal slots for long.
+const REFUSAL_HEAD_WAIT: Duration = Duration::from_millis(250);
 
 /// How long a refusal may take to write its answer and read what the client
-/// had already sent (so closing does not reset the connection under the answer).
+/// sends after it (so closing does not reset the connection under the answer).
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
 /// How much of a refused connection's request is read before it is answered.
@@ -195,9 +200,9 @@ fn refusal_bytes(max_connections: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Answers a connection over the cap and closes it, within twice [`REFUSAL_LINGER`]:
-/// first what the client sends is read (up to the end of a request head, or
-/// [`REFUSAL_READ_BYTES`], or the linger) so that a client is answered after
+/// Answers a connection over the cap and closes it, within
+/// [`REFUSAL_HEAD_WAIT`] + [`REFUSAL_LINGER`]: first what the client sends is
+/// read (up to the end of a request head, [`REFUSAL_READ_BYTES`], or the wait) so that a client is answered after
 /// its request as HTTP clients expect, then the answer is written, and what
 /// else comes is read and discarded until the client closes or the linger
 /// ends (closing with unread data would reset the connection under the answer).
@@ -209,7 +214,7 @@ fn refuse(mut stream: TcpStream, refusals: &Arc<Semaphore>, answer: Bytes) {
         let _permit = permit;
         let mut seen = Vec::new();
         let mut chunk = [0u8; 4096];
-        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+        let _ = tokio::time::timeout(REFUSAL_HEAD_WAIT, async {
             while seen.len() < REFUSAL_READ_BYTES && !seen.windows(4).any(|w| w == b"\r\n\r\n") {
                 match stream.read(&mut chunk).await {
                     Ok(0) | Err(_) => return,

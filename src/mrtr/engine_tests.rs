@@ -382,5 +382,9 @@ async fn a_client_that_never_reads_does_not_hold_the_call_past_call_timeout() {
         relayed <= crate::mrtr::start::STREAM_DEPTH,
         "{relayed} notifications queued for a client that did not read"
     );
-    assert_eq!(relayed + dropped, FLOOD, "every notification relayed or counted");
+    assert_eq!(
+        relayed + dropped,
+        FLOOD,
+        "every notification relayed or counted"
+    );
 }
