@@ -299,6 +299,10 @@ impl Drop for InFlight {
 /// A stream whose writes fail once one has made no progress for `timeout`:
 /// a client that stops reading cannot hold a connection (and what is queued
 /// for it) forever. Progress of any write resets the clock.
+/// The connection then closes, which drops the response stream: the operation
+/// behind it ends as `client_disconnected` and cancels its upstream call
+/// (spec 2026-07-28 basic/patterns/cancellation.mdx: "The server MUST treat a
+/// client disconnect as cancellation of that request").
 pub struct Stalled<T> {
     io: T,
     timeout: Duration,

@@ -361,7 +361,11 @@ impl Operation {
                         if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params) {
                             match client.notify(n) {
                                 Notified::Queued => {}
+                                // spec 2026-07-28 basic/patterns/progress.mdx "Implementation Notes":
+                                // "Both parties SHOULD implement rate limiting to prevent flooding".
                                 Notified::Dropped => self.dropped_one(),
+                                // spec cancellation.mdx: "The server MUST treat a client disconnect
+                                // as cancellation of that request" (the ending cancels upstream).
                                 Notified::Closed => return Drive::End(Ending::ClientDisconnected),
                             }
                         }
