@@ -207,6 +207,7 @@ pub fn build(
         config.server.allowed_origins.clone(),
         authenticator,
         config.server.max_body_bytes,
+        config.server.body_read_timeout,
     );
     Ok(Arc::new(Gateway {
         routes,
@@ -324,14 +325,14 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     }
     tracing::info!(%addr, admin = ?admin_addr, "redmark listening");
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(
-        gateway.clone(),
-        listener,
-        admin,
-        config.server.max_connections,
-        config.server.shutdown_grace,
-        stopped,
-    ));
+    let limits = front::server::Limits {
+        max_connections: config.server.max_connections,
+        header_read_timeout: config.server.header_read_timeout,
+        send_timeout: config.server.send_timeout,
+        grace: config.server.shutdown_grace,
+        metrics: Some(gateway.metrics.clone()),
+    };
+    let task = tokio::spawn(serve(gateway.clone(), listener, admin, limits, stopped));
     Ok(Running {
         addr,
         admin_addr,
@@ -345,18 +346,23 @@ async fn serve(
     gw: Arc<Gateway>,
     listener: TcpListener,
     admin: Option<TcpListener>,
-    max_connections: usize,
-    grace: std::time::Duration,
+    limits: front::server::Limits,
     stopped: oneshot::Receiver<()>,
 ) {
+    // The admin listener: the same timeouts, its own small cap, not counted.
+    let admin_limits = front::server::Limits {
+        max_connections: 256,
+        grace: std::time::Duration::from_secs(1),
+        metrics: None,
+        ..limits.clone()
+    };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
     let admin_task = admin.map(|listener| {
         let gw = gw.clone();
         tokio::spawn(front::server::serve(
             listener,
             move |req| front::admin::handle(gw.clone(), req),
-            256,
-            std::time::Duration::from_secs(1),
+            admin_limits,
             async move {
                 let _ = admin_stopped.await;
             },
@@ -367,8 +373,7 @@ async fn serve(
     front::server::serve(
         listener,
         move |req| front::http::handle(handler_gw.clone(), req),
-        max_connections,
-        grace,
+        limits,
         async move {
             let _ = stopped.await;
             tracing::info!("shutting down: no new connections; finishing in-flight requests");

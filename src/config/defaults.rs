@@ -13,6 +13,18 @@ pub fn keepalive() -> Duration {
 pub fn max_connections() -> usize {
     4096
 }
+/// nginx `client_header_timeout` (60s); its `keepalive_timeout` is 75s.
+pub fn header_read_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+/// nginx `client_body_timeout` (60s), here for the whole body, not per read.
+pub fn body_read_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+/// nginx `send_timeout` (60s): between two successful writes.
+pub fn send_timeout() -> Duration {
+    Duration::from_secs(60)
+}
 pub fn init_timeout() -> Duration {
     Duration::from_secs(20)
 }

@@ -83,9 +83,23 @@ pub struct ServerConfig {
     /// Interval of SSE keep-alive comments on open response streams.
     #[serde(default = "defaults::keepalive", with = "humantime_serde")]
     pub sse_keepalive: Duration,
-    /// Most client connections served at once.
+    /// Most client connections served at once; connections beyond it are
+    /// answered 503 `too_many_connections` (`Retry-After`) and closed.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// Time a client has to send a complete request head, counted from the
+    /// connection's start or the end of the previous response (so it is also
+    /// the keep-alive idle timeout); then the connection is closed.
+    #[serde(default = "defaults::header_read_timeout", with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// Time a client has to send the whole request body once its head is in;
+    /// then it gets 408 `body_timeout`.
+    #[serde(default = "defaults::body_read_timeout", with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// Longest a write to a client may make no progress (a client that does
+    /// not read its response); then the connection is closed.
+    #[serde(default = "defaults::send_timeout", with = "humantime_serde")]
+    pub send_timeout: Duration,
     /// This node's name in sealed state (which replica holds an operation); default: random.
     #[serde(default)]
     pub node_id: Option<String>,
@@ -342,6 +356,16 @@ impl Config {
             out.push((
                 self.server.listen.span(),
                 "max_body_bytes must be positive".into(),
+            ));
+        }
+        if self.server.max_connections == 0
+            || self.server.header_read_timeout.is_zero()
+            || self.server.body_read_timeout.is_zero()
+            || self.server.send_timeout.is_zero()
+        {
+            out.push((
+                self.server.listen.span(),
+                "max_connections, header_read_timeout, body_read_timeout and send_timeout must be positive".into(),
             ));
         }
         if let Some(auth) = &self.auth {

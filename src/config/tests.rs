@@ -82,3 +82,42 @@ fn relative_program_resolves_against_config_dir() {
     };
     assert_eq!(program, PathBuf::from("/etc/redmark/../bin/server"));
 }
+
+#[test]
+fn connection_bounds_default_to_a_reverse_proxys_and_must_be_positive() {
+    let c = parse(GOOD).unwrap();
+    assert_eq!(c.server.header_read_timeout, Duration::from_secs(60));
+    assert_eq!(c.server.body_read_timeout, Duration::from_secs(60));
+    assert_eq!(c.server.send_timeout, Duration::from_secs(60));
+    assert_eq!(c.server.max_connections, 4096);
+    let set = GOOD.replace(
+        "admin = \"127.0.0.1:9464\"",
+        "admin = \"127.0.0.1:9464\"\nheader_read_timeout = \"2s\"\nbody_read_timeout = \"3s\"\nsend_timeout = \"4s\"",
+    );
+    let c = parse(&set).unwrap();
+    assert_eq!(
+        (
+            c.server.header_read_timeout,
+            c.server.body_read_timeout,
+            c.server.send_timeout
+        ),
+        (
+            Duration::from_secs(2),
+            Duration::from_secs(3),
+            Duration::from_secs(4)
+        )
+    );
+    for zero in [
+        "header_read_timeout = \"0s\"",
+        "body_read_timeout = \"0s\"",
+        "send_timeout = \"0s\"",
+        "max_connections = 0",
+    ] {
+        let bad = GOOD.replace(
+            "admin = \"127.0.0.1:9464\"",
+            &format!("admin = \"127.0.0.1:9464\"\n{zero}"),
+        );
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("must be positive"), "{zero}: {e}");
+    }
+}

@@ -2,7 +2,8 @@
 //! Each POST goes through the [`pipeline`] (one documented step per check),
 //! then [`dispatch`] answers it with JSON or SSE. Nothing below imports this.
 //!
-//! - [`server`]: accept loops, connection cap, graceful shutdown.
+//! - [`server`]: accept loops, connection cap and refusals, timeouts for slow
+//!   and greedy clients (idle, head, stalled writes), graceful shutdown.
 //! - [`http`]: one request: route, pipeline, dispatch, metrics.
 //! - [`pipeline`]: the ordered steps, and how to add one.
 //! - [`dispatch`]: by method: discovery, lists, operations, subscriptions ([`listen`]).

@@ -1,43 +1,104 @@
 //! Accept loops for the client and admin listeners, with a cap on open
-//! connections and a graceful shutdown: stop accepting, let in-flight
-//! requests finish up to a deadline, then cut what is left.
+//! connections, timeouts for slow and greedy clients, and a graceful
+//! shutdown: stop accepting, let in-flight requests finish up to a deadline,
+//! then cut what is left.
+//!
+//! The bounds on one connection ([`Limits`]; README "Slow and greedy clients"):
+//! - **Connections**: at most `max_connections` are served; one beyond is
+//!   accepted, answered `503` `too_many_connections` with `Retry-After`, and
+//!   closed (at most [`REFUSALS_IN_FLIGHT`] such answers at once; past that
+//!   the connection is closed without one). Waiting in the accept queue for a
+//!   permit instead would let idle sockets lock everyone out.
+//! - **Idle and slow heads**: a connection with no request in flight for
+//!   `header_read_timeout` is closed: one that never sends anything, one that
+//!   trickles its request head, one kept alive and unused. hyper's own
+//!   header-read timer (it needs the [`TokioTimer`]) does this for HTTP/1.1
+//!   heads; the connection's own idle watch covers what hyper does not: the
+//!   protocol sniffing before HTTP/1.1 or HTTP/2 is chosen, and idle HTTP/2.
+//! - **Slow readers**: a write to the client that makes no progress for
+//!   `send_timeout` fails, and the connection closes ([`Stalled`]). With the
+//!   bounded queues behind the SSE body (`mrtr::start::STREAM_DEPTH`), a
+//!   client that never reads its response costs a bounded amount of memory for
+//!   at most `send_timeout` after its last successful write.
+//! - Request bodies are bounded in the pipeline's `body` step
+//!   (`max_body_bytes`, `body_read_timeout`).
 
 use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::time::Sleep;
 
 use super::response::Body;
+use crate::protocol::{Reason, Reject};
+use crate::telemetry::metrics::Metrics;
+
+/// Refusals (`503 too_many_connections`) being written at once; beyond them a
+/// connection over the cap is closed without an answer.
+pub const REFUSALS_IN_FLIGHT: usize = 128;
+
+/// How long a refusal waits for the client's request head before answering
+/// anyway: a real client sends it at once, an idle socket must not hold one
+/// of the few refusal slots for long.
+const REFUSAL_HEAD_WAIT: Duration = Duration::from_millis(250);
+
+/// How long a refusal may take to write its answer and read what the client
+/// sends after it (so closing does not reset the connection under the answer).
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// How much of a refused connection's request is read before it is answered.
+const REFUSAL_READ_BYTES: usize = 16 * 1024;
+
+/// The bounds of one listener.
+#[derive(Clone)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub send_timeout: Duration,
+    /// After shutdown begins, how long open connections may still run.
+    pub grace: Duration,
+    /// Where open and refused connections are counted (the client listener).
+    pub metrics: Option<Arc<Metrics>>,
+}
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
-/// `grace` for open connections to finish.
+/// `limits.grace` for open connections to finish.
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
-    max_connections: usize,
-    grace: Duration,
+    limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(max_connections.max(1)));
-    let builder = Builder::new(TokioExecutor::new());
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
+    let refusal = Bytes::from(refusal_bytes(limits.max_connections));
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let mut saturated = false;
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -50,31 +111,332 @@ pub async fn serve<H, F>(
             },
             () = &mut shutdown => break,
         };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            if !saturated {
+                // Once per episode, not per connection: a flood must not flood the log.
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached; refusing new connections with 503"
+                );
+                saturated = true;
+            }
+            if let Some(m) = &limits.metrics {
+                m.record_connection_refused();
+            }
+            refuse(stream, &refusals, refusal.clone());
+            continue;
+        };
+        if saturated {
+            tracing::info!("below the connection limit again");
+            saturated = false;
+        }
         let _ = stream.set_nodelay(true);
+        let (activity, idle) = watch::channel(0usize);
+        let activity = Arc::new(activity);
         let handler = handler.clone();
         let service = service_fn(move |req| {
             let handler = handler.clone();
-            async move { Ok::<_, std::convert::Infallible>(handler(req).await) }
+            let busy = InFlight::start(activity.clone());
+            async move {
+                let resp = handler(req).await;
+                // In flight until the body is written (or dropped): SSE streams count.
+                Ok::<_, std::convert::Infallible>(
+                    resp.map(|body| Tracked { body, _busy: busy }.boxed_unsync()),
+                )
+            }
         });
+        let io = TokioIo::new(Stalled::new(stream, limits.send_timeout));
         let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .serve_connection_with_upgrades(io, service)
             .into_owned();
         let conn = graceful.watch(conn);
+        let header_read_timeout = limits.header_read_timeout;
+        let metrics = limits.metrics.clone();
+        if let Some(m) = &metrics {
+            m.add_client_connection(1);
+        }
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                () = idle_for(idle, header_read_timeout) => {
+                    tracing::debug!(%peer, "connection idle for header_read_timeout; closed");
+                }
+            }
+            if let Some(m) = &metrics {
+                m.add_client_connection(-1);
             }
             drop(permit);
         });
     }
     drop(listener);
-    if tokio::time::timeout(grace, graceful.shutdown())
+    if tokio::time::timeout(limits.grace, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!(
-            ?grace,
+            grace = ?limits.grace,
             "shutdown grace period over; cutting remaining connections"
         );
+    }
+}
+
+/// The answer to a connection over the cap: a complete HTTP/1.1 response,
+/// written before anything is read, so it costs no parsing.
+fn refusal_bytes(max_connections: usize) -> Vec<u8> {
+    let reject = Reject::new(
+        Reason::TooManyConnections,
+        format!("redmark is serving its maximum of {max_connections} connections; retry shortly"),
+    );
+    let body = reject.response(None).to_string();
+    let status = reject.status();
+    format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Answers a connection over the cap and closes it, within
+/// [`REFUSAL_HEAD_WAIT`] + [`REFUSAL_LINGER`]: first what the client sends is
+/// read (up to the end of a request head, [`REFUSAL_READ_BYTES`], or the wait) so that a client is answered after
+/// its request as HTTP clients expect, then the answer is written, and what
+/// else comes is read and discarded until the client closes or the linger
+/// ends (closing with unread data would reset the connection under the answer).
+fn refuse(mut stream: TcpStream, refusals: &Arc<Semaphore>, answer: Bytes) {
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        return; // Dropped: closed at once.
+    };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let _ = tokio::time::timeout(REFUSAL_HEAD_WAIT, async {
+            while seen.len() < REFUSAL_READ_BYTES && !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => seen.extend_from_slice(&chunk[..n]),
+                }
+            }
+        })
+        .await;
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            if stream.write_all(&answer).await.is_err() {
+                return;
+            }
+            let _ = stream.shutdown().await;
+            while let Ok(n) = stream.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
+}
+
+/// Resolves once no request has been in flight for `timeout` in a row.
+async fn idle_for(mut in_flight: watch::Receiver<usize>, timeout: Duration) {
+    loop {
+        let idle = *in_flight.borrow_and_update() == 0;
+        if idle {
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => return,
+                changed = in_flight.changed() => if changed.is_err() { return },
+            }
+        } else if in_flight.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is
+/// written or dropped (an SSE stream is in flight while it is open).
+struct Tracked {
+    body: Body,
+    _busy: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// One request in flight on a connection, until dropped.
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn start(count: Arc<watch::Sender<usize>>) -> Self {
+        count.send_modify(|n| *n += 1);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// A stream whose writes fail once one has made no progress for `timeout`:
+/// a client that stops reading cannot hold a connection (and what is queued
+/// for it) forever. Progress of any write resets the clock.
+/// The connection then closes, which drops the response stream: the operation
+/// behind it ends as `client_disconnected` and cancels its upstream call
+/// (spec 2026-07-28 basic/patterns/cancellation.mdx: "The server MUST treat a
+/// client disconnect as cancellation of that request").
+pub struct Stalled<T> {
+    io: T,
+    timeout: Duration,
+    stall: Pin<Box<Sleep>>,
+    armed: bool,
+}
+
+impl<T> Stalled<T> {
+    pub fn new(io: T, timeout: Duration) -> Self {
+        Self {
+            io,
+            timeout,
+            stall: Box::pin(tokio::time::sleep(timeout)),
+            armed: false,
+        }
+    }
+
+    fn progress<R>(
+        &mut self,
+        poll: Poll<io::Result<R>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<R>> {
+        match poll {
+            Poll::Ready(r) => {
+                self.armed = false;
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                if !self.armed {
+                    self.armed = true;
+                    let deadline = tokio::time::Instant::now() + self.timeout;
+                    self.stall.as_mut().reset(deadline);
+                }
+                match self.stall.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client read nothing for send_timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Stalled<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Stalled<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.progress(poll, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.progress(poll, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
+        self.progress(poll, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.progress(poll, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_complete_503_with_retry_after() {
+        let text = String::from_utf8(refusal_bytes(8)).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nretry-after: 1"), "{head}");
+        assert!(head.contains("\r\nconnection: close"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["data"]["reason"], "too_many_connections");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_makes_no_progress_fails_after_the_timeout() {
+        // A pipe whose reader never reads: writes block once its buffer is full.
+        let (writer, _reader) = tokio::io::duplex(16);
+        let mut io = Stalled::new(writer, Duration::from_secs(5));
+        io.write_all(&[0; 16]).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let err = io.write_all(&[0; 1]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_counts_only_time_with_nothing_in_flight() {
+        let (tx, rx) = watch::channel(0usize);
+        let tx = Arc::new(tx);
+        let busy = InFlight::start(tx.clone());
+        let started = tokio::time::Instant::now();
+        let idle = tokio::spawn(idle_for(rx, Duration::from_secs(2)));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!idle.is_finished(), "a request in flight is not idle");
+        drop(busy);
+        idle.await.unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(12));
     }
 }

@@ -21,6 +21,9 @@ use crate::telemetry::metrics::Metrics;
 use crate::upstream::pool::Connector;
 use crate::upstream::transport::memory::{self, Peer};
 
+/// Progress notifications the scripted `flood` tool sends before falling silent.
+const FLOOD: usize = 1000;
+
 /// What the scripted server saw, in order.
 type Events = mpsc::UnboundedReceiver<Value>;
 
@@ -48,7 +51,26 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                     }
                     "tools/list" => json!({"tools": [
                         {"name": "ask", "inputSchema": {"type": "object"}},
-                        {"name": "ask_two", "inputSchema": {"type": "object"}}]}),
+                        {"name": "ask_two", "inputSchema": {"type": "object"}},
+                        {"name": "flood", "inputSchema": {"type": "object"}}]}),
+                    "tools/call"
+                        if params.as_ref().and_then(|p| p.get("name")) == Some(&json!("flood")) =>
+                    {
+                        // FLOOD progress notifications at once, then silence.
+                        let token = params
+                            .as_ref()
+                            .and_then(|p| p.pointer("/_meta/progressToken"))
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        for i in 0..FLOOD {
+                            peer.send(Message::Notification {
+                                method: "notifications/progress".into(),
+                                params: Some(json!({"progressToken": token, "progress": i})),
+                            })
+                            .await;
+                        }
+                        continue;
+                    }
                     "tools/call" => {
                         let two =
                             params.as_ref().and_then(|p| p.get("name")) == Some(&json!("ask_two"));
@@ -281,5 +303,84 @@ async fn a_call_waits_lease_timeout_for_a_busy_session_then_hears_upstream_busy(
         started.elapsed(),
         Duration::from_secs(30),
         "waited exactly lease_timeout (paused time)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_never_reads_does_not_hold_the_call_past_call_timeout() {
+    let (connector, mut events) = scripted(Duration::ZERO);
+    let gw = gateway("", "call_timeout = \"5s\"\n", connector);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": "p"}}});
+    let req = http::Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "flood")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_else(|e| panic!("request: {e}"));
+    let started = tokio::time::Instant::now();
+    // The SSE response opens; nobody reads its body.
+    let resp = crate::front::http::handle(gw.clone(), req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    // The call still ends on call_timeout: the server hears cancel.
+    let cancelled = next(&mut events).await;
+    assert!(cancelled.get("cancelled").is_some(), "{cancelled}");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(5),
+        "ended exactly call_timeout after the server fell silent"
+    );
+    // The operation finishes (and returns its lease) without anyone reading.
+    let leased_none = r#"redmark_upstream_sessions{route="r",state="leased"} 0"#;
+    for _ in 0..1000 {
+        if gw.metrics.render().contains(leased_none) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let metrics = gw.metrics.render();
+    assert!(metrics.contains(leased_none), "{metrics}");
+    assert!(
+        metrics.contains(
+            r#"redmark_operations_total{route="r",tool="flood",outcome="upstream_timeout"} 1"#
+        ),
+        "{metrics}"
+    );
+    let dropped = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"redmark_notifications_dropped_total{route="r"} "#))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_default();
+    // What the queue held (one slot kept for the answer) reached the body; the rest was dropped.
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let mut decoder = crate::sse::Decoder::new(1 << 24);
+    let messages: Vec<Value> = decoder
+        .feed(&bytes)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| !e.data.is_empty())
+        .filter_map(|e| serde_json::from_str(&e.data).ok())
+        .collect();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(reason(&last), "upstream_timeout", "{last}");
+    let relayed = messages.len() - 1;
+    assert!(
+        relayed <= crate::mrtr::start::STREAM_DEPTH,
+        "{relayed} notifications queued for a client that did not read"
+    );
+    assert_eq!(
+        relayed + dropped,
+        FLOOD,
+        "every notification relayed or counted"
     );
 }

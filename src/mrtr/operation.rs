@@ -68,6 +68,39 @@ impl Client {
     async fn reject(&self, reject: &Reject) -> bool {
         self.send(Outgoing::reject(Some(&self.id), reject)).await
     }
+
+    /// Queues a notification without ever waiting for the client to read.
+    /// One slot of the queue stays free for the answer (an input request or
+    /// the final response), so [`Client::send`] never waits either: a client
+    /// that does not read cannot hold the operation (and its session) past
+    /// its timeouts, nor make it buffer without bound.
+    fn notify(&self, n: Value) -> Notified {
+        if self.tx.capacity() <= ANSWER_SLOTS {
+            return if self.tx.is_closed() {
+                Notified::Closed
+            } else {
+                Notified::Dropped
+            };
+        }
+        match self.tx.try_send(Outgoing::Notification(n)) {
+            Ok(()) => Notified::Queued,
+            Err(mpsc::error::TrySendError::Full(_)) => Notified::Dropped,
+            Err(mpsc::error::TrySendError::Closed(_)) => Notified::Closed,
+        }
+    }
+}
+
+/// Queue slots kept free for the answer to the attached request: the
+/// operation is the only sender on it and sends one answer per request.
+const ANSWER_SLOTS: usize = 1;
+
+/// What [`Client::notify`] did with a notification.
+#[derive(Debug, PartialEq)]
+enum Notified {
+    Queued,
+    /// The client is not reading; the notification is gone (and counted).
+    Dropped,
+    Closed,
 }
 
 /// What driving the call produced.
@@ -130,6 +163,8 @@ pub struct Operation {
     /// progress is relayed under the attached request's own token.
     upstream_progress: Option<Value>,
     started: Instant,
+    /// Notifications dropped because the client was not reading its stream.
+    dropped: u64,
 }
 
 /// Starts an operation for a fresh request and drives it to its end.
@@ -244,6 +279,7 @@ pub async fn begin(
         resume_tx,
         upstream_progress: req.ctx.progress_token.clone(),
         started: Instant::now(),
+        dropped: 0,
         engine,
         route,
     };
@@ -322,10 +358,16 @@ impl Operation {
                 Some(resume) = self.resumes.recv() => self.refuse_stale(resume).await,
                 step = self.call.next() => match step {
                     CallStep::Event(CallEvent::Notification { method, params }) => {
-                        if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params)
-                            && client.tx.send(Outgoing::Notification(n)).await.is_err()
-                        {
-                            return Drive::End(Ending::ClientDisconnected);
+                        if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params) {
+                            match client.notify(n) {
+                                Notified::Queued => {}
+                                // spec 2026-07-28 basic/patterns/progress.mdx "Implementation Notes":
+                                // "Both parties SHOULD implement rate limiting to prevent flooding".
+                                Notified::Dropped => self.dropped_one(),
+                                // spec cancellation.mdx: "The server MUST treat a client disconnect
+                                // as cancellation of that request" (the ending cancels upstream).
+                                Notified::Closed => return Drive::End(Ending::ClientDisconnected),
+                            }
                         }
                     }
                     CallStep::Event(CallEvent::ServerRequest { id, method, params }) => {
@@ -347,6 +389,16 @@ impl Operation {
                 }
             }
         }
+    }
+
+    /// Counts a notification the client's full queue could not take; logs
+    /// the first one only (the count is on the operation's end line).
+    fn dropped_one(&mut self) {
+        if self.dropped == 0 {
+            tracing::warn!(operation = %self.id, trace_id = %self.trace_id, route = %self.route.name, tool = %self.target,
+                "the client is not reading its response stream; dropping notifications");
+        }
+        self.dropped += 1;
     }
 
     fn completed(&self, outcome: Result<Value, ErrorObject>) -> Ending {
@@ -479,12 +531,20 @@ impl Operation {
         self.engine
             .metrics
             .record_rounds(&self.route.name, &self.target, self.round);
+        // Dropped here (the client did not read) and in the session's queue.
+        let dropped = self.dropped + self.call.dropped();
+        if dropped > 0 {
+            self.engine
+                .metrics
+                .record_notifications_dropped(&self.route.name, dropped);
+        }
         tracing::info!(
             operation = %self.id, trace_id = %self.trace_id,
             route = %self.route.name,
             tool = %self.target,
             outcome,
             rounds = self.round,
+            dropped_notifications = dropped,
             elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "operation ended"
         );

@@ -65,6 +65,11 @@ reasons! {
     NotAcceptable => "not_acceptable", NOT_ACCEPTABLE, code::INVALID_REQUEST, Client;
     BodyTooLarge => "body_too_large", PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, Client;
     BodyUnreadable => "body_unreadable", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    /// The body did not arrive within `body_read_timeout` (a trickle, or a
+    /// `Content-Length` longer than what was sent).
+    BodyTimeout => "body_timeout", REQUEST_TIMEOUT, code::INVALID_REQUEST, Client;
+    /// `max_connections` are open: 503 with `Retry-After`, then the connection is closed.
+    TooManyConnections => "too_many_connections", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     ParseError => "parse_error", BAD_REQUEST, code::PARSE_ERROR, Client;
     /// A JSON array (batch) or other non-object body.
     NotASingleMessage => "not_a_single_message", BAD_REQUEST, code::INVALID_REQUEST, Client;

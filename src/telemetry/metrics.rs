@@ -49,6 +49,11 @@ pub struct RejectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ToolLabels {
     pub route: String,
     pub tool: String,
@@ -65,6 +70,9 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     duration: Family<MethodLabels, Histogram>,
     sessions: Family<SessionLabels, Gauge>,
+    connections: Gauge,
+    refused: Counter,
+    dropped: Family<RouteLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -136,7 +144,28 @@ impl Metrics {
             "How long a person took to answer a question",
             answers.clone(),
         );
+        let connections = Gauge::default();
+        registry.register(
+            "client_connections",
+            "Client connections open on the 2026-07-28 listener",
+            connections.clone(),
+        );
+        let refused = Counter::default();
+        registry.register(
+            "connections_refused",
+            "Client connections refused (503 too_many_connections) because max_connections were open",
+            refused.clone(),
+        );
+        let dropped = Family::<RouteLabels, Counter>::default();
+        registry.register(
+            "notifications_dropped",
+            "Progress and log notifications dropped because the client was not reading its stream",
+            dropped.clone(),
+        );
         Self {
+            connections,
+            refused,
+            dropped,
             registry,
             rounds,
             answers,
@@ -212,6 +241,23 @@ impl Metrics {
                 tool: tool.into(),
             })
             .observe(seconds);
+    }
+
+    /// One client connection opened (`1`) or closed (`-1`).
+    pub fn add_client_connection(&self, delta: i64) {
+        self.connections.inc_by(delta);
+    }
+
+    pub fn record_connection_refused(&self) {
+        self.refused.inc();
+    }
+
+    pub fn record_notifications_dropped(&self, route: &str, n: u64) {
+        self.dropped
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .inc_by(n);
     }
 
     pub fn set_pending(&self, n: usize) {

@@ -22,8 +22,16 @@ use crate::protocol::profile::Profile;
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// Depth of a call's event queue. Pushed requests wait for room; progress and
-/// log notifications beyond it are dropped (and logged) rather than buffered forever.
+/// log notifications beyond it are dropped (counted, and logged once per call)
+/// rather than buffered forever.
 const CALL_QUEUE_DEPTH: usize = 64;
+
+/// Where the call in flight receives its events, and how many it missed.
+#[derive(Clone)]
+struct CallSink {
+    tx: mpsc::Sender<CallEvent>,
+    dropped: Arc<AtomicU64>,
+}
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -63,7 +71,7 @@ type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
 
 struct State {
     pending: Mutex<HashMap<i64, Waiter>>,
-    call_sink: Mutex<Option<mpsc::Sender<CallEvent>>>,
+    call_sink: Mutex<Option<CallSink>>,
     alive: AtomicBool,
     /// A call was abandoned mid-flight: late traffic for it could be mistaken
     /// for another operation's, so the session is not reused.
@@ -294,7 +302,11 @@ impl Session {
         params: Option<Value>,
     ) -> Result<Call, UpstreamError> {
         let (events_tx, events_rx) = mpsc::channel(CALL_QUEUE_DEPTH);
-        *lock(&self.state.call_sink) = Some(events_tx);
+        let dropped = Arc::new(AtomicU64::new(0));
+        *lock(&self.state.call_sink) = Some(CallSink {
+            tx: events_tx,
+            dropped: dropped.clone(),
+        });
         let (id, response) = self.register();
         if let Err(e) = self
             .send(Message::Request {
@@ -309,6 +321,7 @@ impl Session {
         }
         Ok(Call {
             upstream_id: id,
+            dropped,
             events: events_rx,
             response,
             session: self.clone(),
@@ -359,6 +372,8 @@ pub enum CallStep {
 /// The call in flight on a leased session.
 pub struct Call {
     pub upstream_id: i64,
+    /// Notifications dropped because the call's queue was full.
+    dropped: Arc<AtomicU64>,
     events: mpsc::Receiver<CallEvent>,
     response: oneshot::Receiver<Result<Value, ErrorObject>>,
     session: Arc<Session>,
@@ -368,6 +383,11 @@ pub struct Call {
 impl Call {
     pub fn session(&self) -> &Arc<Session> {
         &self.session
+    }
+
+    /// Notifications of this call dropped so far because its queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// The next event, or the final answer. The dispatcher queues events before
@@ -455,6 +475,7 @@ async fn dispatch(
                 let sink = lock(&state.call_sink).clone();
                 let delivered = match sink {
                     Some(sink) => sink
+                        .tx
                         .send(CallEvent::ServerRequest {
                             id: id.clone(),
                             method: method.clone(),
@@ -486,13 +507,16 @@ async fn dispatch(
                 match sink {
                     Some(sink) => {
                         if sink
+                            .tx
                             .try_send(CallEvent::Notification {
                                 method: method.clone(),
                                 params,
                             })
                             .is_err()
+                            // Once per call: a flood of notifications must not become a flood of log lines.
+                            && sink.dropped.fetch_add(1, Ordering::Relaxed) == 0
                         {
-                            tracing::warn!(route = %route, %method, "call event queue full; notification dropped");
+                            tracing::warn!(route = %route, %method, "call event queue full; dropping notifications (counted in the operation's end line)");
                         }
                     }
                     None => {

@@ -1,6 +1,11 @@
-//! Step 5: the body, read with a bound. A declared `Content-Length` over
+//! Step 5: the body, read with two bounds. A declared `Content-Length` over
 //! `max_body_bytes` is refused before anything is read; a body that turns out
-//! longer is cut off at the bound while streaming, never buffered whole.
+//! longer is cut off at the bound while streaming, never buffered whole. The
+//! whole body must arrive within `body_read_timeout` (a total, not per read,
+//! so a trickle of one byte a second is cut off too); a client that announces
+//! more than it sends, or trickles, gets 408 `body_timeout`.
+
+use std::time::Duration;
 
 use bytes::BytesMut;
 use http::header;
@@ -11,11 +16,22 @@ use crate::protocol::{Reason, Reject};
 
 pub struct ReadBody {
     max_bytes: usize,
+    timeout: Duration,
 }
 
 impl ReadBody {
-    pub fn new(max_bytes: usize) -> Self {
-        Self { max_bytes }
+    pub fn new(max_bytes: usize, timeout: Duration) -> Self {
+        Self { max_bytes, timeout }
+    }
+
+    fn too_slow(&self) -> Halt {
+        Halt::refuse(
+            None,
+            Reject::new(
+                Reason::BodyTimeout,
+                format!("the request body did not arrive within {:?}", self.timeout),
+            ),
+        )
     }
 
     fn too_large(&self) -> Halt {
@@ -41,9 +57,18 @@ impl Step for ReadBody {
         if declared.is_some_and(|n| n > self.max_bytes) {
             return Err(self.too_large());
         }
-        let Some(mut body) = cx.body.take() else {
+        let Some(body) = cx.body.take() else {
             return Ok(());
         };
+        cx.bytes = tokio::time::timeout(self.timeout, self.read(body))
+            .await
+            .map_err(|_| self.too_slow())??;
+        Ok(())
+    }
+}
+
+impl ReadBody {
+    async fn read(&self, mut body: super::RequestBody) -> Result<bytes::Bytes, Halt> {
         let mut bytes = BytesMut::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| {
@@ -62,7 +87,6 @@ impl Step for ReadBody {
                 bytes.extend_from_slice(&data);
             }
         }
-        cx.bytes = bytes.freeze();
-        Ok(())
+        Ok(bytes.freeze())
     }
 }

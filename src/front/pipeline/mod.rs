@@ -7,7 +7,7 @@
 //! | 2 | [`post_only`] | anything but POST (405, `Allow: POST`) |
 //! | 3 | [`authenticate`] | missing or invalid credentials (401); sets the principal |
 //! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
-//! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole |
+//! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
 //! | 6 | [`parse`] | not JSON, not one JSON-RPC request; a notification is answered 202 here |
 //! | 7 | [`protocol`] | missing or mismatched `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have |
 //! | 8 | [`meta`] | a missing `_meta`; builds the typed [`ClientRequest`] |
@@ -194,13 +194,14 @@ impl Pipeline {
         allowed_origins: Option<Vec<String>>,
         authenticator: Arc<dyn crate::front::auth::Authenticator>,
         max_body_bytes: usize,
+        body_read_timeout: std::time::Duration,
     ) -> Self {
         let mut steps: Vec<Box<dyn Step>> = vec![
             Box::new(origin::Origin::new(allowed_origins)),
             Box::new(post_only::PostOnly),
             Box::new(authenticate::Authenticate::new(authenticator)),
             Box::new(media::MediaTypes),
-            Box::new(body::ReadBody::new(max_body_bytes)),
+            Box::new(body::ReadBody::new(max_body_bytes, body_read_timeout)),
         ];
         steps.extend(Self::parsing().steps);
         steps.push(Box::new(known_tool::KnownTool));
