@@ -377,3 +377,97 @@ async fn sweep(table: Weak<Table>) {
         t.prune();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::protocol::shape::CacheScope;
+
+    fn table() -> Arc<Table> {
+        Table::new(8, Arc::new(Metrics::new()))
+    }
+
+    fn completed(text: &str) -> Tombstone {
+        Tombstone {
+            ending: Ending::Completed {
+                result: json!({"content": [{"type": "text", "text": text}]}),
+                declined: false,
+                cancelled: false,
+            },
+            consumed_round: 0,
+            until: Instant::now() + Duration::from_secs(60),
+            server_info: json!({"name": "s", "version": "1"}),
+        }
+    }
+
+    fn stamp(info: &Value) -> Stamp {
+        Stamp {
+            server_info: info.clone(),
+            ttl_ms: 0,
+            scope: CacheScope::Public,
+        }
+    }
+
+    fn body(out: Option<Outgoing>) -> Value {
+        match out {
+            Some(Outgoing::Final { body, .. }) => body,
+            other => panic!("a final answer, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_small_result_is_kept_and_a_large_one_only_as_its_outcome() {
+        let t = table();
+        t.end("small", completed("hi"));
+        t.end("large", completed(&"x".repeat(MAX_KEPT_BYTES_EACH)));
+        let id = Id::Number(1);
+        let small = t.tombstone("small").unwrap_or_else(|| panic!("kept"));
+        let b = body(small.reply(Method::ToolsCall, &id, stamp));
+        assert_eq!(b["result"]["content"][0]["text"], "hi", "{b}");
+        let large = t.tombstone("large").unwrap_or_else(|| panic!("kept"));
+        assert_eq!(large.outcome(), "completed");
+        let b = body(large.reply(Method::ToolsCall, &id, stamp));
+        assert_eq!(b["error"]["data"]["reason"], "operation_unknown", "{b}");
+        assert_eq!(b["error"]["data"]["outcome"], "completed", "{b}");
+        let (count, bytes) = t.remembered();
+        assert_eq!(count, 2);
+        assert!(bytes < 1024, "only the small one is kept whole: {bytes}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kept_results_never_exceed_the_byte_bound_in_all() {
+        let t = table();
+        let each = "x".repeat(MAX_KEPT_BYTES_EACH - 1024);
+        for i in 0..(2 * MAX_KEPT_BYTES / MAX_KEPT_BYTES_EACH) {
+            t.end(&format!("op{i}"), completed(&each));
+            assert!(t.remembered().1 <= MAX_KEPT_BYTES);
+        }
+        // The newest is whole; the oldest kept only its outcome.
+        let id = Id::Number(1);
+        let last = format!("op{}", 2 * MAX_KEPT_BYTES / MAX_KEPT_BYTES_EACH - 1);
+        let b = body(
+            t.tombstone(&last)
+                .and_then(|e| e.reply(Method::ToolsCall, &id, stamp)),
+        );
+        assert!(b.get("result").is_some(), "{b}");
+        let b = body(
+            t.tombstone("op0")
+                .and_then(|e| e.reply(Method::ToolsCall, &id, stamp)),
+        );
+        assert_eq!(b["error"]["data"]["outcome"], "completed", "{b}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_memories_are_swept_as_time_passes() {
+        let t = table();
+        for i in 0..100 {
+            t.end(&format!("op{i}"), completed("hi"));
+        }
+        assert_eq!(t.remembered().0, 100);
+        // Nothing else happens: no insert, no lookup. The sweeper alone prunes.
+        tokio::time::sleep(Duration::from_secs(60) + SWEEP_EVERY * 2).await;
+        assert_eq!(t.remembered(), (0, 0));
+    }
+}
