@@ -92,6 +92,18 @@ pub struct Session {
     upstream_session_id: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     ended: tokio::sync::watch::Receiver<bool>,
+    /// How long a message may wait for room in the outbound queue.
+    write_timeout: Duration,
+}
+
+/// The bounds of a session's waits on its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For the answer to `initialize` (`init_timeout`).
+    pub init: Duration,
+    /// For the server to take what redmark sends (`request_timeout`): a
+    /// server that stops reading is lost, not waited on forever.
+    pub write: Duration,
 }
 
 impl std::fmt::Debug for Session {
@@ -114,8 +126,9 @@ impl Session {
         route: Arc<str>,
         profile: Profile,
         notices: broadcast::Sender<Notice>,
-        init_timeout: Duration,
+        timeouts: Timeouts,
     ) -> Result<Arc<Session>, UpstreamError> {
+        let init_timeout = timeouts.init;
         let Link {
             outbound,
             inbound,
@@ -160,6 +173,7 @@ impl Session {
             upstream_session_id: session_id,
             shutdown: Mutex::new(Some(shutdown)),
             ended,
+            write_timeout: timeouts.write,
         };
         let params = json!({
             "protocolVersion": LEGACY_VERSIONS[0],
@@ -252,10 +266,23 @@ impl Session {
         if !self.is_alive() {
             return Err(self.lost());
         }
-        self.outbound
-            .send(msg.to_value())
-            .await
-            .map_err(|_| self.lost())
+        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg.to_value())).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.lost()),
+            Err(_) => {
+                // The queue stayed full: the server stopped reading. Waiting
+                // longer would only hold the operation (and its memory) forever.
+                lock(&self.state.lost_reason).get_or_insert_with(|| {
+                    format!(
+                        "the server stopped reading its input (nothing taken for {:?})",
+                        self.write_timeout
+                    )
+                });
+                tracing::warn!(route = %self.route, session = self.local_id, "upstream stopped reading; session closed");
+                self.close();
+                Err(self.lost())
+            }
+        }
     }
 
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
@@ -538,7 +565,8 @@ async fn dispatch(
     };
     state.alive.store(false, Ordering::Release);
     tracing::info!(route = %route, reason = %reason, "upstream session lost");
-    *lock(&state.lost_reason) = Some(reason);
+    // The first reason stands (a session closed for not reading says so).
+    lock(&state.lost_reason).get_or_insert(reason);
     // Dropping the waiters tells every caller the session is gone.
     lock(&state.pending).clear();
     lock(&state.call_sink).take();
@@ -558,7 +586,10 @@ mod tests {
             "r".into(),
             Profile::default(),
             notices,
-            Duration::from_secs(3),
+            Timeouts {
+                init: Duration::from_secs(3),
+                write: Duration::from_secs(3),
+            },
         ));
         let Some(Message::Request { method, .. }) = peer.recv().await else {
             panic!("initialize first")
