@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
 use crate::jsonrpc::Message;
@@ -81,21 +81,30 @@ pub fn spawn(
     let reader_tx = in_tx.clone();
     let reader_route = route.clone();
     tokio::spawn(async move {
-        let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_message_bytes));
+        // Lines as bytes: one that is not UTF-8 is a bad message, skipped like
+        // bad JSON, not the end of the session. One longer than
+        // `max_message_bytes` is: the message it carried is lost for good.
+        let codec =
+            AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
+        let mut lines = FramedRead::new(stdout, codec);
         while let Some(line) = lines.next().await {
             let line = match line {
                 Ok(line) => line,
                 Err(e) => {
-                    let _ = reader_tx
-                        .send(Inbound::Closed(format!("unreadable stdout: {e}")))
-                        .await;
+                    let why = match e {
+                        AnyDelimiterCodecError::MaxChunkLengthExceeded => format!(
+                            "the server wrote a message larger than max_message_bytes ({max_message_bytes})"
+                        ),
+                        AnyDelimiterCodecError::Io(e) => format!("unreadable stdout: {e}"),
+                    };
+                    let _ = reader_tx.send(Inbound::Closed(why)).await;
                     return;
                 }
             };
-            if line.trim().is_empty() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(&line)
+            match serde_json::from_slice::<Value>(&line)
                 .map_err(|e| e.to_string())
                 .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
             {
