@@ -52,7 +52,8 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                     "tools/list" => json!({"tools": [
                         {"name": "ask", "inputSchema": {"type": "object"}},
                         {"name": "ask_two", "inputSchema": {"type": "object"}},
-                        {"name": "flood", "inputSchema": {"type": "object"}}]}),
+                        {"name": "flood", "inputSchema": {"type": "object"}},
+                        {"name": "ask_and_finish", "inputSchema": {"type": "object"}}]}),
                     "tools/call"
                         if params.as_ref().and_then(|p| p.get("name")) == Some(&json!("flood")) =>
                     {
@@ -72,8 +73,28 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                         continue;
                     }
                     "tools/call" => {
-                        let two =
-                            params.as_ref().and_then(|p| p.get("name")) == Some(&json!("ask_two"));
+                        let name = params.as_ref().and_then(|p| p.get("name")).cloned();
+                        let two = name == Some(json!("ask_two"));
+                        // Asks, then answers the call by itself a moment later.
+                        if name == Some(json!("ask_and_finish")) {
+                            let params = json!({"mode": "form", "message": "q", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}});
+                            peer.send(Message::Request {
+                                id: Id::String(format!("f{next}")),
+                                method: "elicitation/create".into(),
+                                params: Some(params),
+                            })
+                            .await;
+                            next += 1;
+                            tokio::time::sleep(gap).await;
+                            peer.send(Message::Response {
+                                id,
+                                outcome: Ok(
+                                    json!({"content": [{"type": "text", "text": "finished"}]}),
+                                ),
+                            })
+                            .await;
+                            continue;
+                        }
                         for i in 0..if two { 2 } else { 1 } {
                             if i > 0 {
                                 tokio::time::sleep(gap).await;
@@ -383,4 +404,44 @@ async fn a_client_that_never_reads_does_not_hold_the_call_past_call_timeout() {
         FLOOD,
         "every notification relayed or counted"
     );
+}
+
+/// Fires `n` identical retries at once and returns their answers.
+async fn retries(
+    gw: &Arc<Gateway>,
+    tool: &'static str,
+    retry: &Value,
+    n: i64,
+) -> Vec<(StatusCode, Value)> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (gw, retry) = (gw.clone(), retry.clone());
+            tokio::spawn(async move { call(&gw, 100 + i, tool, retry).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap_or_else(|e| panic!("join: {e}")));
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_one_of_many_identical_retries_gets_one_answer() {
+    let (connector, _events) = scripted(Duration::from_millis(100));
+    let gw = gateway("[mrtr]\nttl = \"10m\"\ngather = \"1ms\"\n", "", connector);
+    // The server answers its call by itself just as the retries arrive: the
+    // operation ends with retries still queued, in whichever order it sees them.
+    for _ in 0..20 {
+        let (_, first) = call(&gw, 1, "ask_and_finish", json!({})).await;
+        let retry = json!({"requestState": state(&first), "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "Ada"}}}});
+        tokio::time::sleep(Duration::from_millis(99)).await;
+        for (status, reply) in retries(&gw, "ask_and_finish", &retry, 30).await {
+            assert_eq!(status, StatusCode::OK, "{reply}");
+            if reply["result"]["content"][0]["text"] != "finished" {
+                assert_eq!(reason(&reply), "state_replayed", "{reply}");
+            }
+        }
+        assert_eq!(gw.engine.table.len(), 0);
+    }
 }

@@ -44,7 +44,7 @@ pub struct Engine {
     pub ttl: Duration,
     pub max_rounds: u32,
     pub gather: Duration,
-    pub table: table::Table,
+    pub table: Arc<table::Table>,
     pub metrics: Arc<Metrics>,
     /// One line per question: what was asked, how it ended, never the values.
     pub audit: AuditSink,

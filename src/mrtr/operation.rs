@@ -501,6 +501,12 @@ impl Operation {
                 let _ = self.session.respond(id, answer).await;
             }
             self.call.cancel(&why);
+        } else {
+            // The server is done or gone: nobody to answer, but each question
+            // still open ends in the audit log.
+            for q in std::mem::take(&mut self.pending) {
+                self.close_question(&q, crate::telemetry::audit::Outcome::Abandoned, "ok", None);
+            }
         }
         if let Some(client) = &client {
             let stamp = self.route.stamp(&self.session.init.server_info);

@@ -12,7 +12,8 @@ use super::Engine;
 use super::outgoing::Outgoing;
 use super::state::{StateError, principal_digest, request_digest};
 use super::table::Resume;
-use crate::protocol::{ClientRequest, IntoReject, Principal, Reason, Reject};
+use crate::jsonrpc::Id;
+use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
 use crate::route::Route;
 
 /// `inputResponses` as sent: absent or an object keyed by input request key
@@ -95,21 +96,64 @@ async fn hand_over(
         }
         // It ended while we were looking: its tombstone says how.
     }
-    let Some(ended) = engine.table.tombstone(&claims.op) else {
-        return Err(unknown());
+    match late(engine, route, &claims.op, claims.rd, req.method, &req.id) {
+        Late::Reply(reply) => {
+            let _ = tx.send(reply).await;
+            Ok(())
+        }
+        Late::Replayed => Err(replayed()),
+        Late::Unknown => Err(unknown()),
+    }
+}
+
+/// What a retry of an operation that has ended gets.
+pub enum Late {
+    /// How the operation ended, as the request that was attached would have heard it.
+    Reply(Outgoing),
+    /// This round's state was used already.
+    Replayed,
+    /// Nothing is remembered of the operation (or nobody was left to answer).
+    Unknown,
+}
+
+/// The answer to a retry of round `round` of operation `op`, which has ended.
+pub fn late(engine: &Engine, route: &Route, op: &str, round: u32, method: Method, id: &Id) -> Late {
+    let Some(ended) = engine.table.tombstone(op) else {
+        return Late::Unknown;
     };
     // Each round's state is used once, here too: checked and marked at once.
-    if !engine.table.consume(&claims.op, claims.rd) {
-        return Err(replayed());
+    if !engine.table.consume(op, round) {
+        return Late::Replayed;
     }
     // The operation ended between rounds (the server answered or went away,
     // or nobody answered in time): this retry hears how, as the request that
     // was attached would have.
-    let stamp = route.stamp(&ended.server_info);
-    let reply = ended
-        .ending
-        .reply(req.method, &req.id, &stamp)
-        .ok_or_else(unknown)?;
-    let _ = tx.send(reply).await;
-    Ok(())
+    match ended.reply(method, id, |info| route.stamp(info)) {
+        Some(reply) => Late::Reply(reply),
+        None => Late::Unknown,
+    }
+}
+
+/// [`late`] as the one answer a retry gets, for a retry that reached its
+/// operation's queue just as the operation ended.
+pub fn late_answer(
+    engine: &Engine,
+    route: &Route,
+    op: &str,
+    round: u32,
+    method: Method,
+    id: &Id,
+) -> Outgoing {
+    match late(engine, route, op, round, method, id) {
+        Late::Reply(reply) => reply,
+        Late::Replayed => Outgoing::reject(Some(id), &replayed()),
+        Late::Unknown => Outgoing::reject(
+            Some(id),
+            &Reject::new(
+                Reason::OperationUnknown,
+                "the operation ended; call again without requestState",
+            )
+            .with("operation", op.to_owned()),
+        ),
+    }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, broadcast};
 
 use super::UpstreamError;
-use super::session::{Notice, Session};
+use super::session::{Notice, Session, Timeouts};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
 use crate::protocol::profile::Profile;
@@ -254,7 +254,10 @@ impl RoutePool {
             self.route.clone(),
             profile,
             self.notices.clone(),
-            self.upstream.init_timeout,
+            Timeouts {
+                init: self.upstream.init_timeout,
+                write: self.upstream.request_timeout,
+            },
         )
         .await;
         if let Ok(session) = &started {

@@ -69,6 +69,15 @@ pub struct Notice {
 
 type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
 
+/// What a timed-out request leaves behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnTimeout {
+    /// `notifications/cancelled` for it (and the session is not reused).
+    Cancel,
+    /// Nothing: `initialize` is never cancelled; its session is closed instead.
+    Forget,
+}
+
 struct State {
     pending: Mutex<HashMap<i64, Waiter>>,
     call_sink: Mutex<Option<CallSink>>,
@@ -91,6 +100,18 @@ pub struct Session {
     upstream_session_id: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     ended: tokio::sync::watch::Receiver<bool>,
+    /// How long a message may wait for room in the outbound queue.
+    write_timeout: Duration,
+}
+
+/// The bounds of a session's waits on its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For the answer to `initialize` (`init_timeout`).
+    pub init: Duration,
+    /// For the server to take what redmark sends (`request_timeout`): a
+    /// server that stops reading is lost, not waited on forever.
+    pub write: Duration,
 }
 
 impl std::fmt::Debug for Session {
@@ -113,8 +134,9 @@ impl Session {
         route: Arc<str>,
         profile: Profile,
         notices: broadcast::Sender<Notice>,
-        init_timeout: Duration,
+        timeouts: Timeouts,
     ) -> Result<Arc<Session>, UpstreamError> {
+        let init_timeout = timeouts.init;
         let Link {
             outbound,
             inbound,
@@ -159,6 +181,7 @@ impl Session {
             upstream_session_id: session_id,
             shutdown: Mutex::new(Some(shutdown)),
             ended,
+            write_timeout: timeouts.write,
         };
         let params = json!({
             "protocolVersion": LEGACY_VERSIONS[0],
@@ -166,14 +189,25 @@ impl Session {
             "clientInfo": {"name": "redmark", "title": "redmark MCP gateway", "version": env!("CARGO_PKG_VERSION")},
         });
         // A transport that ends before `initialize` is answered never gave us a
-        // session to lose: the server is unavailable (can't start, nothing listening).
-        let answer = session
-            .request("initialize", Some(params), init_timeout)
+        // session to lose, and a server that never answers it never gave us one
+        // to time out on: either way the server is unavailable.
+        // spec 2025-11-25 basic/utilities/cancellation.mdx: "The `initialize`
+        // request MUST NOT be cancelled by clients", so a timeout here sends no
+        // `notifications/cancelled`: the session is closed (dropped) instead.
+        let answer = match session
+            .request_with("initialize", Some(params), init_timeout, OnTimeout::Forget)
             .await
-            .map_err(|e| match e {
-                UpstreamError::Lost(why) => UpstreamError::Unavailable(why),
-                other => other,
-            })?;
+        {
+            Ok(answer) => answer,
+            Err(UpstreamError::Lost(why)) => return Err(UpstreamError::Unavailable(why)),
+            Err(UpstreamError::Timeout(after)) => {
+                session.close();
+                return Err(UpstreamError::Unavailable(format!(
+                    "the server did not answer initialize within {after:?}"
+                )));
+            }
+            Err(other) => return Err(other),
+        };
         let result = match answer {
             Ok(result) => result,
             Err(e) => {
@@ -240,10 +274,23 @@ impl Session {
         if !self.is_alive() {
             return Err(self.lost());
         }
-        self.outbound
-            .send(msg.to_value())
-            .await
-            .map_err(|_| self.lost())
+        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg.to_value())).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.lost()),
+            Err(_) => {
+                // The queue stayed full: the server stopped reading. Waiting
+                // longer would only hold the operation (and its memory) forever.
+                lock(&self.state.lost_reason).get_or_insert_with(|| {
+                    format!(
+                        "the server stopped reading its input (nothing taken for {:?})",
+                        self.write_timeout
+                    )
+                });
+                tracing::warn!(route = %self.route, session = self.local_id, "upstream stopped reading; session closed");
+                self.close();
+                Err(self.lost())
+            }
+        }
     }
 
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
@@ -270,12 +317,24 @@ impl Session {
         (id, rx)
     }
 
-    /// A request that involves no person: waits at most `timeout`.
+    /// A request that involves no person: waits at most `timeout`, then
+    /// cancels it upstream.
     pub async fn request(
         &self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
+    ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+        self.request_with(method, params, timeout, OnTimeout::Cancel)
+            .await
+    }
+
+    async fn request_with(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        on_timeout: OnTimeout,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let (id, rx) = self.register();
         self.send(Message::Request {
@@ -289,7 +348,9 @@ impl Session {
             Ok(Err(_)) => Err(self.lost()),
             Err(_) => {
                 lock(&self.state.pending).remove(&id);
-                self.cancel(id, "redmark: request timed out");
+                if on_timeout == OnTimeout::Cancel {
+                    self.cancel(id, "redmark: request timed out");
+                }
                 Err(UpstreamError::Timeout(timeout))
             }
         }
@@ -528,8 +589,44 @@ async fn dispatch(
     };
     state.alive.store(false, Ordering::Release);
     tracing::info!(route = %route, reason = %reason, "upstream session lost");
-    *lock(&state.lost_reason) = Some(reason);
+    // The first reason stands (a session closed for not reading says so).
+    lock(&state.lost_reason).get_or_insert(reason);
     // Dropping the waiters tells every caller the session is gone.
     lock(&state.pending).clear();
     lock(&state.call_sink).take();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::transport::memory;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_initialize_is_unavailable_and_never_cancelled() {
+        let (link, mut peer) = memory::pair();
+        let (notices, _) = broadcast::channel(4);
+        let start = tokio::spawn(Session::start(
+            link,
+            "r".into(),
+            Profile::default(),
+            notices,
+            Timeouts {
+                init: Duration::from_secs(3),
+                write: Duration::from_secs(3),
+            },
+        ));
+        let Some(Message::Request { method, .. }) = peer.recv().await else {
+            panic!("initialize first")
+        };
+        assert_eq!(method, "initialize");
+        let began = tokio::time::Instant::now();
+        let outcome = start.await.unwrap_or_else(|e| panic!("join: {e}"));
+        assert_eq!(began.elapsed(), Duration::from_secs(3), "init_timeout");
+        match outcome {
+            Err(UpstreamError::Unavailable(why)) => assert!(why.contains("initialize"), "{why}"),
+            other => panic!("expected upstream_unavailable, got {other:?}"),
+        }
+        // The session is closed and nothing else was sent: no `notifications/cancelled`.
+        assert!(peer.recv().await.is_none(), "nothing after initialize");
+    }
 }

@@ -10,7 +10,7 @@ use crate::jsonrpc::{ErrorObject, Id, code};
 use crate::mrtr::convert::{self, Kind, Question};
 use crate::mrtr::ending::Ending;
 use crate::mrtr::outgoing::Outgoing;
-use crate::mrtr::resume::replayed;
+use crate::mrtr::resume::{late_answer, replayed};
 use crate::mrtr::table::Resume;
 use crate::policy::answer::{Judgement, Subject, judge};
 use crate::policy::guard::{self, Verdict};
@@ -330,6 +330,29 @@ impl Operation {
         client.reject(&replayed()).await;
     }
 
+    /// Answers the retries still queued when the operation is gone: each
+    /// hears how it ended, or `state_replayed` (its round was used already),
+    /// never nothing. Run on drop, after [`Table::end`] remembered the ending:
+    /// the queue is closed first, so a retry handed over later finds the
+    /// ending in the table instead.
+    ///
+    /// [`Table::end`]: crate::mrtr::table::Table::end
+    fn answer_queued_retries(&mut self) {
+        self.resumes.close();
+        while let Ok(resume) = self.resumes.try_recv() {
+            let reply = late_answer(
+                &self.engine,
+                &self.route,
+                &self.id,
+                resume.round,
+                self.method,
+                &resume.id,
+            );
+            // A fresh retry's stream is empty: there is room for its one answer.
+            let _ = resume.client.try_send(reply);
+        }
+    }
+
     /// Checks a retry against the waiting questions; applies its answers or
     /// refuses it, leaving the operation untouched.
     pub(super) async fn try_resume(&mut self, resume: Resume) -> Resumed {
@@ -412,6 +435,14 @@ impl Operation {
             Some(e) => Resumed::End(e, client),
             None => Resumed::Continue(client),
         }
+    }
+}
+
+// Every retry gets exactly one answer: those still queued when the operation
+// ends would otherwise be dropped unanswered (an `internal_error`).
+impl Drop for Operation {
+    fn drop(&mut self) {
+        self.answer_queued_retries();
     }
 }
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
 use crate::jsonrpc::Message;
@@ -21,6 +21,9 @@ use crate::upstream::UpstreamError;
 
 /// How long a server gets to exit after its stdin closes before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The most of one stderr line that is logged; the rest is read and dropped.
+const STDERR_LINE_BYTES: usize = 4096;
 
 pub fn spawn(
     program: &Path,
@@ -78,21 +81,30 @@ pub fn spawn(
     let reader_tx = in_tx.clone();
     let reader_route = route.clone();
     tokio::spawn(async move {
-        let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_message_bytes));
+        // Lines as bytes: one that is not UTF-8 is a bad message, skipped like
+        // bad JSON, not the end of the session. One longer than
+        // `max_message_bytes` is: the message it carried is lost for good.
+        let codec =
+            AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
+        let mut lines = FramedRead::new(stdout, codec);
         while let Some(line) = lines.next().await {
             let line = match line {
                 Ok(line) => line,
                 Err(e) => {
-                    let _ = reader_tx
-                        .send(Inbound::Closed(format!("unreadable stdout: {e}")))
-                        .await;
+                    let why = match e {
+                        AnyDelimiterCodecError::MaxChunkLengthExceeded => format!(
+                            "the server wrote a message larger than max_message_bytes ({max_message_bytes})"
+                        ),
+                        AnyDelimiterCodecError::Io(e) => format!("unreadable stdout: {e}"),
+                    };
+                    let _ = reader_tx.send(Inbound::Closed(why)).await;
                     return;
                 }
             };
-            if line.trim().is_empty() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(&line)
+            match serde_json::from_slice::<Value>(&line)
                 .map_err(|e| e.to_string())
                 .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
             {
@@ -113,12 +125,7 @@ pub fn spawn(
     });
 
     let stderr_route = route.clone();
-    tokio::spawn(async move {
-        let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(64 * 1024));
-        while let Some(Ok(line)) = lines.next().await {
-            tracing::debug!(target: "redmark::upstream::stderr", route = %stderr_route, pid, "{line}");
-        }
-    });
+    tokio::spawn(drain_stderr(stderr, stderr_route, pid));
 
     // Supervisor: reports the exit, or ends the process when the session shuts down.
     tokio::spawn(async move {
@@ -150,4 +157,80 @@ pub fn spawn(
         shutdown: shutdown_tx,
         ended: ended_rx,
     })
+}
+
+/// Reads the server's stderr to its end, whatever its line lengths: a pipe
+/// nobody reads fills up, and one that is closed gets the server EPIPE (or
+/// SIGPIPE) on its next write. Each line is logged, cut at [`STDERR_LINE_BYTES`].
+async fn drain_stderr(stderr: tokio::process::ChildStderr, route: Arc<str>, pid: u32) {
+    let mut reader = BufReader::new(stderr);
+    let mut sink = |line: &[u8], cut: bool| {
+        let text = String::from_utf8_lossy(line);
+        let more = if cut { " [...]" } else { "" };
+        tracing::debug!(target: "redmark::upstream::stderr", route = %route, pid, "{text}{more}");
+    };
+    let _ = read_lines_bounded(&mut reader, STDERR_LINE_BYTES, &mut sink).await;
+}
+
+/// Calls `sink` with each line of `reader` (without its newline), at most
+/// `max` bytes of it and whether it was cut; reads until end of file or an
+/// error. Memory stays within `max` plus the reader's buffer.
+async fn read_lines_bounded<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+    sink: &mut impl FnMut(&[u8], bool),
+) -> std::io::Result<()> {
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            if !line.is_empty() || cut {
+                sink(&line, cut);
+            }
+            return Ok(());
+        }
+        let newline = buf.iter().position(|b| *b == b'\n');
+        let part = &buf[..newline.unwrap_or(buf.len())];
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        cut |= part.len() > room;
+        let used = newline.map_or(buf.len(), |i| i + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            sink(&line, cut);
+            line.clear();
+            cut = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stderr_lines_of_any_length_are_read_to_the_end_and_cut_for_the_log() {
+        let long = vec![b'x'; 200 * 1024];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nshort\n");
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\nlast");
+        let mut reader = BufReader::with_capacity(1024, &input[..]);
+        let mut seen = Vec::new();
+        read_lines_bounded(&mut reader, 100, &mut |l: &[u8], cut| {
+            seen.push((l.to_vec(), cut));
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            seen,
+            [
+                (vec![b'x'; 100], true),
+                (b"short".to_vec(), false),
+                (vec![b'x'; 100], true),
+                (b"last".to_vec(), false),
+            ]
+        );
+    }
 }
