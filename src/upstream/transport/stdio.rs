@@ -22,6 +22,25 @@ use crate::upstream::UpstreamError;
 /// How long a server gets to exit after its stdin closes before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
+/// The framing of a server's stdout: one message per line, each line at most
+/// `max_message_bytes` (a longer line or one that is not UTF-8 ends the link).
+pub fn line_codec(max_message_bytes: usize) -> LinesCodec {
+    LinesCodec::new_with_max_length(max_message_bytes)
+}
+
+/// One line of a server's stdout (without its line ending): `None` for a
+/// blank line, else the JSON-RPC message or why it is not one.
+pub fn message_from_line(line: &str) -> Option<Result<Message, String>> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    Some(
+        serde_json::from_str::<Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Message::from_value(v).map_err(|e| e.to_string())),
+    )
+}
+
 pub fn spawn(
     program: &Path,
     args: &[String],
@@ -78,7 +97,7 @@ pub fn spawn(
     let reader_tx = in_tx.clone();
     let reader_route = route.clone();
     tokio::spawn(async move {
-        let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_message_bytes));
+        let mut lines = FramedRead::new(stdout, line_codec(max_message_bytes));
         while let Some(line) = lines.next().await {
             let line = match line {
                 Ok(line) => line,
@@ -89,20 +108,15 @@ pub fn spawn(
                     return;
                 }
             };
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<Value>(&line)
-                .map_err(|e| e.to_string())
-                .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
-            {
-                Ok(msg) => {
+            match message_from_line(&line) {
+                None => {}
+                Some(Ok(msg)) => {
                     if reader_tx.send(Inbound::Message(msg)).await.is_err() {
                         return;
                     }
                 }
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
-                Err(e) => {
+                Some(Err(e)) => {
                     tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout");
                 }
             }
