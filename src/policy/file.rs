@@ -151,6 +151,101 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
     }
 }
 
+/// Longest `authz` rule, in bytes: bounds the work of compiling it.
+pub const MAX_AUTHZ_BYTES: usize = 4096;
+
+/// Deepest `authz` expression. Evaluation recurses once per level, for every
+/// answer, on a runtime worker's 2 MiB stack (about 30 KiB a level in a debug
+/// build, 1.5 KiB in release): a rule of some thousand `+` compiled and then
+/// aborted the whole gateway on the first answer it judged.
+pub const MAX_AUTHZ_DEPTH: usize = 24;
+
+/// The stack rules are compiled on. The CEL parser (ANTLR) recurses once per
+/// nesting level and once per operator of a chain, about 100 KiB a level in a
+/// debug build: 20 nested parentheses overflowed a 2 MiB thread, a chain of
+/// 20000 `+` the main thread. Only what is used is committed.
+const COMPILE_STACK_BYTES: usize = 64 << 20;
+
+fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
+    if source.len() > MAX_AUTHZ_BYTES {
+        return Err(format!(
+            "authz is {} bytes long; at most {MAX_AUTHZ_BYTES} are allowed",
+            source.len()
+        ));
+    }
+    // A rule refused for its depth is dropped on that thread too (dropping recurses).
+    let compile = || {
+        let program = env.compile(source).map_err(|e| {
+            format!(
+                "authz is not valid CEL: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            )
+        })?;
+        if depth_exceeds(program.expression(), MAX_AUTHZ_DEPTH) {
+            return Err(format!(
+                "authz nests deeper than {MAX_AUTHZ_DEPTH} levels (each `||` or `&&` of a chain is one; `value in [...]` lists alternatives flat)"
+            ));
+        }
+        Ok(program)
+    };
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("redmark-cel-compile".into())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn_scoped(scope, compile)
+            .map_err(|e| format!("authz: cannot start the CEL compiler: {e}"))?
+            .join()
+            .map_err(|_| "authz: the CEL compiler panicked".to_owned())?
+    })
+}
+
+/// Whether a CEL expression is deeper than `max`, found without recursion.
+fn depth_exceeds(root: &cel::IdedExpr, max: usize) -> bool {
+    let mut stack = vec![(root, 1)];
+    while let Some((node, depth)) = stack.pop() {
+        if depth > max {
+            return true;
+        }
+        stack.extend(children(node).into_iter().map(|c| (c, depth + 1)));
+    }
+    false
+}
+
+fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&cel::IdedExpr> {
+    use cel::common::ast::EntryExpr;
+    entries
+        .iter()
+        .flat_map(|e| match &e.expr {
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+            EntryExpr::StructField(f) => vec![&f.value],
+        })
+        .collect()
+}
+
+fn children(node: &cel::IdedExpr) -> Vec<&cel::IdedExpr> {
+    use cel::common::ast::Expr;
+    match &node.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(call.args.iter())
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(st) => entries(&st.entries),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
 fn compile_field(
     env: &Arc<cel::Env>,
     tool: &str,
@@ -222,18 +317,17 @@ fn compile_field(
             None
         }
     };
-    let authz = match raw.authz.as_deref() {
+    let authz = match raw
+        .authz
+        .as_deref()
+        .map(|source| compile_authz(env, source))
+    {
         None => None,
-        Some(source) => match env.compile(source) {
-            Ok(program) => Some(Arc::new(program)),
-            Err(e) => {
-                errors.push(format!(
-                    "{here}: authz is not valid CEL: {}",
-                    e.to_string().lines().next().unwrap_or_default()
-                ));
-                None
-            }
-        },
+        Some(Ok(program)) => Some(Arc::new(program)),
+        Some(Err(why)) => {
+            errors.push(format!("{here}: {why}"));
+            None
+        }
     };
     if raw.log_value && raw.sensitive {
         errors.push(format!("{here}: a sensitive field cannot have log_value"));

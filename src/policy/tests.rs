@@ -104,6 +104,52 @@ fn check_errors_name_the_line() {
     assert!(e.0[0].message.contains("pattern does not compile"), "{e}");
 }
 
+/// Found with the `policy` fuzz target (input `[tool.a.fields.b]` with
+/// `authz = "1 + 1 + ... + 1 == 1"`, 3000 terms): the rule compiled, and
+/// judging the first answer overflowed the stack and aborted the process.
+/// With 20000 terms the CEL parser itself overflowed while the policy loaded.
+/// Long and deep rules are now refused at load, with their line, and rules
+/// compile on a thread of their own with a large stack.
+#[test]
+fn deep_or_long_authz_rules_are_refused_at_load() {
+    let rule = |source: String| format!("\n[tool.a.fields.b]\nauthz = '{source}'\n");
+    for terms in [3000, 20000] {
+        let e =
+            Policy::parse(&rule(format!("{}1 == 1", "1 + ".repeat(terms))), "p.toml").unwrap_err();
+        assert_eq!(e.0[0].line, 2, "{e}");
+        assert!(e.0[0].message.contains("at most 4096 are allowed"), "{e}");
+    }
+    // Short enough to compile, too deep to evaluate on a worker's stack.
+    let deep = format!("{}1 == 1", "1+".repeat(40));
+    let e = Policy::parse(&rule(deep), "p.toml").unwrap_err();
+    assert!(
+        e.0[0].message.contains("nests deeper than 24 levels"),
+        "{e}"
+    );
+    // On this 2 MiB test thread, in a debug build, 20 nested parentheses
+    // overflowed the CEL parser; parentheses add no depth, so this loads.
+    let parens = format!("{}1{} == 1", "(".repeat(30), ")".repeat(30));
+    assert!(Policy::parse(&rule(parens), "p.toml").is_ok());
+    let chain = format!("value{} == 1", ".a".repeat(40));
+    let e = Policy::parse(&rule(chain), "p.toml").unwrap_err();
+    assert!(e.0[0].message.contains("nests deeper"), "{e}");
+    // Every kind of node counts: lists, maps, calls, comprehensions.
+    let nested_list = format!("{}1{} == []", "[".repeat(40), "]".repeat(40));
+    assert!(Policy::parse(&rule(nested_list), "p.toml").is_err());
+    // What a policy really says still loads, the rooms rule and a long flat list included.
+    let options: Vec<String> = (0..60).map(|i| format!("\"r{i}\"")).collect();
+    for fine in [
+        r#"value != "atrium" || "facilities" in principal.groups"#.to_owned(),
+        format!("value in [{}]", options.join(", ")),
+        "content.all(k, k != \"\") && size(value) < 10 && tool.arguments.n <= 3".to_owned(),
+    ] {
+        assert!(
+            Policy::parse(&rule(fine.clone()), "p.toml").is_ok(),
+            "{fine}"
+        );
+    }
+}
+
 #[test]
 fn flat_forms_pass_and_nested_forms_are_refused() {
     let p = Policy::default();

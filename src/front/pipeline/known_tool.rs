@@ -57,7 +57,7 @@ async fn check(route: &Route, principal: &Principal, req: &ClientRequest) -> Res
         let reason = match e {
             ParamMismatch::Missing(_) => Reason::HeaderMissing,
             ParamMismatch::Invalid(_) => Reason::HeaderInvalid,
-            ParamMismatch::Mismatch(_) => Reason::HeaderMismatch,
+            ParamMismatch::Mismatch(_) | ParamMismatch::Conflicting(_) => Reason::HeaderMismatch,
         };
         Reject::new(reason, e.to_string())
     })

@@ -9,9 +9,9 @@
 //! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
 //! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
 //! | 6 | [`parse`] | not JSON, not one JSON-RPC request; a notification is answered 202 here |
-//! | 7 | [`protocol`] | missing or mismatched `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have |
+//! | 7 | [`protocol`] | missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have |
 //! | 8 | [`meta`] | a missing `_meta`; builds the typed [`ClientRequest`] |
-//! | 9 | [`name`] | an `Mcp-Name` that does not mirror `params.name`/`params.uri` |
+//! | 9 | [`name`] | an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
 //! | 10 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
 //! | 11 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
 //!
@@ -24,6 +24,10 @@
 //! writes the [`RequestCx`]; it either lets the request go on (`Ok(())`) or
 //! ends it with a [`Halt`]. Steps before [`parse`] see only the HTTP head;
 //! from [`meta`] on, [`RequestCx::request`] is the typed request.
+//!
+//! Steps 6–9 see only the headers and the body's bytes; [`parse_request`]
+//! runs their checks as one pure function (what the fuzz target `request`
+//! drives), and the unit tests hold it to the same answers as the steps.
 
 pub mod authenticate;
 pub mod body;
@@ -44,7 +48,7 @@ mod tests;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 
 use crate::jsonrpc::Id;
@@ -227,4 +231,26 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// What steps 6–9 make of a request's headers and body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Request(Box<ClientRequest>),
+    /// A notification, which [`parse`] answers with 202.
+    Notification(String),
+}
+
+/// The checks of [`Pipeline::parsing`] (steps 6–9, in order) as one pure
+/// function of the headers and the body's bytes: no route, no runtime,
+/// nothing upstream. A refusal is the same [`Halt`] the steps give.
+pub fn parse_request(headers: &HeaderMap, bytes: &[u8]) -> Result<Incoming, Halt> {
+    let envelope = match parse::message(bytes)? {
+        parse::Parsed::Request(envelope) => envelope,
+        parse::Parsed::Notification(method) => return Ok(Incoming::Notification(method)),
+    };
+    protocol::check(headers, &envelope.id, &envelope.method)?;
+    let request = meta::request(headers, envelope)?;
+    name::check(headers, &request)?;
+    Ok(Incoming::Request(Box::new(request)))
 }

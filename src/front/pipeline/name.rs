@@ -1,52 +1,60 @@
 //! Step 9: `Mcp-Name` mirrors `params.name` (tools, prompts) or `params.uri`
 //! (resources), after decoding (spec streamable-http.mdx "Value Encoding":
 //! servers MUST decode an encoded `Mcp-Name` before comparing it to the body).
+//! An `Mcp-Name` sent more than once must carry the same value each time
+//! (see [`header_text`](super::protocol::header_text)).
+
+use http::HeaderMap;
 
 use super::protocol::{BadEncoding, decode_header_value, mismatch, required};
 use super::{Halt, RequestCx, Step};
-use crate::protocol::{Reason, Reject};
+use crate::protocol::{ClientRequest, Reason, Reject};
 
 pub struct McpName;
 
 #[async_trait::async_trait]
 impl Step for McpName {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        let req = cx.request()?;
-        let Some(field) = req.method.name_param() else {
-            return Ok(());
-        };
-        let id = &req.id;
-        let body_name = req
-            .params
-            .get(field)
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| {
-                Halt::refuse(
-                    Some(id),
-                    Reject::new(
-                        Reason::InvalidParams,
-                        format!("`params.{field}` is required for {}", req.method),
-                    ),
-                )
-            })?;
-        let why = format!(" for {}", req.method);
-        let raw = required(&cx.head.headers, id, "mcp-name", "Mcp-Name", &why)?;
-        let decoded = decode_header_value(raw).map_err(|BadEncoding| {
-            mismatch(
-                id,
-                Reason::HeaderInvalid,
-                "Mcp-Name carries an invalid base64 value".into(),
+        check(&cx.head.headers, cx.request()?)
+    }
+}
+
+/// The check of this step for a typed request.
+pub fn check(headers: &HeaderMap, req: &ClientRequest) -> Result<(), Halt> {
+    let Some(field) = req.method.name_param() else {
+        return Ok(());
+    };
+    let id = &req.id;
+    let body_name = req
+        .params
+        .get(field)
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| {
+            Halt::refuse(
+                Some(id),
+                Reject::new(
+                    Reason::InvalidParams,
+                    format!("`params.{field}` is required for {}", req.method),
+                ),
             )
         })?;
-        if decoded != body_name {
-            return Err(mismatch(
-                id,
-                Reason::HeaderMismatch,
-                format!(
-                    "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body_name}'"
-                ),
-            ));
-        }
-        Ok(())
+    let why = format!(" for {}", req.method);
+    let raw = required(headers, id, "mcp-name", "Mcp-Name", &why)?;
+    let decoded = decode_header_value(raw).map_err(|BadEncoding| {
+        mismatch(
+            id,
+            Reason::HeaderInvalid,
+            "Mcp-Name carries an invalid base64 value".into(),
+        )
+    })?;
+    if decoded != body_name {
+        return Err(mismatch(
+            id,
+            Reason::HeaderMismatch,
+            format!(
+                "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body_name}'"
+            ),
+        ));
     }
+    Ok(())
 }

@@ -48,6 +48,9 @@ pub enum ParamMismatch {
     Invalid(String),
     #[error("Header mismatch: Mcp-Param-{0} header value does not match the body value")]
     Mismatch(String),
+    /// Sent more than once with values that differ (see `protocol::header_text`).
+    #[error("Header mismatch: Mcp-Param-{0} is sent more than once with different values")]
+    Conflicting(String),
 }
 
 fn value_at<'a>(args: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
@@ -77,12 +80,19 @@ pub fn check(
 ) -> Result<(), ParamMismatch> {
     for m in mirrored {
         let wanted = format!("mcp-param-{}", m.header.to_ascii_lowercase());
-        let header = match headers.iter().find(|(k, _)| *k == wanted) {
+        let mut sent = headers.iter().filter(|(k, _)| *k == wanted).map(|(_, v)| v);
+        let first = sent.next();
+        if let Some(first) = first
+            && sent.any(|other| other != first)
+        {
+            return Err(ParamMismatch::Conflicting(m.header.clone()));
+        }
+        let header = match first {
             None => None,
-            Some((_, Some(v))) => Some(v.as_str()),
+            Some(Some(v)) => Some(v.as_str()),
             // spec "Server Behavior for Custom Headers": servers MUST reject a
             // recognized Mcp-Param header that contains invalid characters.
-            Some((_, None)) => return Err(ParamMismatch::Invalid(m.header.clone())),
+            Some(None) => return Err(ParamMismatch::Invalid(m.header.clone())),
         };
         let body = value_at(arguments, &m.path).filter(|v| !v.is_null());
         match (header, body) {
@@ -194,6 +204,34 @@ mod tests {
         assert_eq!(
             check(&m, &headers, args.as_object().unwrap()),
             Err(ParamMismatch::Invalid("Region".into()))
+        );
+    }
+
+    #[test]
+    fn conflicting_duplicates_are_a_mismatch() {
+        // A proxy reading the last `Mcp-Param-Region` would see `eu`, the server `us-west1`.
+        let m = mirrored(&schema());
+        let args = json!({"region": "us-west1"});
+        let args = args.as_object().unwrap();
+        assert_eq!(
+            check(
+                &m,
+                &h(&[("mcp-param-region", "us-west1"), ("mcp-param-region", "eu")]),
+                args
+            ),
+            Err(ParamMismatch::Conflicting("Region".into()))
+        );
+        assert_eq!(
+            check(
+                &m,
+                &h(&[
+                    ("mcp-param-region", "us-west1"),
+                    ("mcp-param-region", "us-west1")
+                ]),
+                args
+            ),
+            Ok(()),
+            "identical duplicates say one thing"
         );
     }
 

@@ -1,8 +1,9 @@
 //! Step 7: the transport's mirrored headers and what the revision has
 //! (spec 2026-07-28 streamable-http.mdx "Server Validation"), checked in this
 //! order so each mistake gets its own error:
-//! 1. `MCP-Protocol-Version` and `Mcp-Method` present, `Mcp-Method` equal to
-//!    the body's method (a missing one is a HeaderMismatch);
+//! 1. `MCP-Protocol-Version` and `Mcp-Method` present, each sent once (or
+//!    repeated with the same value), `Mcp-Method` equal to the body's method
+//!    (a missing one is a HeaderMismatch);
 //! 2. a version redmark speaks (versioning.mdx "Protocol Version
 //!    Negotiation": MUST respond with UnsupportedProtocolVersionError);
 //! 3. a method 2026-07-28 has ("Protocol Version Header": MUST respond 404
@@ -32,12 +33,36 @@ impl Step for ProtocolHeaders {
 #[error("the header value is not valid visible ASCII or base64-encoded UTF-8")]
 pub struct BadEncoding;
 
-/// Reads a header as text, trimmed as HTTP does.
-pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, BadEncoding> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v.to_str().map(|s| Some(s.trim())).map_err(|_| BadEncoding),
+/// Why a mirrored header cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error(transparent)]
+    BadEncoding(#[from] BadEncoding),
+    /// Sent more than once with values that differ.
+    #[error("the header is sent more than once with different values")]
+    Conflicting,
+}
+
+/// Reads a header as text, trimmed as HTTP does. A header sent more than once
+/// must carry the same value every time: otherwise a proxy that routes or
+/// authorizes on the last value would see another request than the one
+/// checked here (spec streamable-http.mdx "Server Validation": servers MUST
+/// reject headers that do not match the body, because "different components
+/// in the network rely on different sources of truth").
+pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, HeaderError> {
+    let mut values = headers
+        .get_all(name)
+        .iter()
+        .map(|v| v.to_str().map(str::trim).map_err(|_| BadEncoding));
+    let Some(first) = values.next().transpose()? else {
+        return Ok(None);
+    };
+    for other in values {
+        if other? != first {
+            return Err(HeaderError::Conflicting);
+        }
     }
+    Ok(Some(first))
 }
 
 /// Decodes the `=?base64?…?=` sentinel (spec streamable-http.mdx "Value Encoding":
@@ -70,12 +95,17 @@ pub fn required<'h>(
     why: &str,
 ) -> Result<&'h str, Halt> {
     header_text(headers, name)
-        .map_err(|BadEncoding| {
-            mismatch(
+        .map_err(|e| match e {
+            HeaderError::BadEncoding(BadEncoding) => mismatch(
                 id,
                 Reason::HeaderInvalid,
                 format!("{display} contains invalid characters"),
-            )
+            ),
+            HeaderError::Conflicting => mismatch(
+                id,
+                Reason::HeaderMismatch,
+                format!("Header mismatch: {display} is sent more than once with different values"),
+            ),
         })?
         .ok_or_else(|| {
             mismatch(
@@ -86,7 +116,8 @@ pub fn required<'h>(
         })
 }
 
-fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
+/// The checks of this step, in order, for a request with `id` and `method`.
+pub fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
     let version = required(
         headers,
         id,

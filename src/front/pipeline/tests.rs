@@ -12,12 +12,14 @@ enum Parsed {
     Notification { method: String },
 }
 
+/// Runs steps 6–9 as the pipeline does, and checks that [`parse_request`]
+/// (what the fuzz target drives) gives the same answer.
 async fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Box<Refusal>> {
     let mut head = http::Request::post("/mcp").body(()).unwrap().into_parts().0;
     head.headers = headers.clone();
     let mut cx = RequestCx::new(Route::detached("t"), head, empty_body());
     cx.bytes = bytes::Bytes::copy_from_slice(body);
-    match Pipeline::parsing().run(&mut cx).await {
+    let outcome = match Pipeline::parsing().run(&mut cx).await {
         Ok(()) => Ok(Parsed::Request(Box::new(cx.request.unwrap()))),
         Err(Halt::Respond { status, .. }) => {
             assert_eq!(status, StatusCode::ACCEPTED);
@@ -26,7 +28,16 @@ async fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Box<Refusal>>
             })
         }
         Err(Halt::Refuse(r)) => Err(r),
+    };
+    match (&outcome, parse_request(headers, body)) {
+        (Ok(Parsed::Request(a)), Ok(Incoming::Request(b))) => assert_eq!(a, &b),
+        (Ok(Parsed::Notification { method }), Ok(Incoming::Notification(m))) => {
+            assert_eq!(method, &m);
+        }
+        (Err(a), Err(Halt::Refuse(b))) => assert_eq!(a, &b),
+        (a, b) => panic!("the pipeline answered {a:?}, parse_request {b:?}"),
     }
+    outcome
 }
 
 fn empty_body() -> RequestBody {
@@ -40,6 +51,15 @@ fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (k, v) in pairs {
         h.insert(*k, HeaderValue::from_str(v).unwrap());
+    }
+    h
+}
+
+/// Like [`headers`], but a name may repeat (each pair is appended).
+fn repeated(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(*k, HeaderValue::from_str(v).unwrap());
     }
     h
 }
@@ -174,6 +194,111 @@ async fn mcp_name_must_match_and_may_be_base64() {
     let mut h = good_headers("resources/read");
     h.insert("mcp-name", HeaderValue::from_static("file:///a b"));
     assert!(parse(&h, &uri).await.is_ok());
+}
+
+#[tokio::test]
+async fn conflicting_duplicate_mcp_name_is_a_mismatch() {
+    // A proxy that routes or authorizes on the last `Mcp-Name` would see
+    // `read_file`, while `delete_everything` runs: refused (-32020).
+    let b = body(
+        "tools/call",
+        json!({"_meta": meta(), "name": "delete_everything", "arguments": {}}),
+    );
+    let h = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "delete_everything"),
+        ("mcp-name", "read_file"),
+    ]);
+    let r = parse(&h, &b).await.unwrap_err();
+    assert_eq!(
+        (r.reject.reason.as_str(), r.reject.code(), r.reject.status()),
+        ("header_mismatch", -32020, StatusCode::BAD_REQUEST)
+    );
+    assert!(
+        r.reject.message.contains("Mcp-Name"),
+        "{}",
+        r.reject.message
+    );
+    assert_eq!(r.id, Some(Id::Number(1)));
+    // Either order: the first value matching the body is not enough.
+    let h = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "read_file"),
+        ("mcp-name", "delete_everything"),
+    ]);
+    assert_eq!(reason(parse(&h, &b).await).0, "header_mismatch");
+    // An encoded and a plain spelling of the same name are still two values.
+    let h = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "delete_everything"),
+        ("mcp-name", "=?base64?ZGVsZXRlX2V2ZXJ5dGhpbmc=?="),
+    ]);
+    assert_eq!(reason(parse(&h, &b).await).0, "header_mismatch");
+}
+
+#[tokio::test]
+async fn identical_duplicate_headers_pass() {
+    let b = body(
+        "tools/call",
+        json!({"_meta": meta(), "name": "book_room", "arguments": {}}),
+    );
+    let h = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "book_room"),
+        ("mcp-name", " book_room "),
+    ]);
+    let Parsed::Request(req) = parse(&h, &b).await.unwrap() else {
+        panic!("a notification")
+    };
+    assert_eq!(req.target(), "book_room");
+}
+
+#[tokio::test]
+async fn conflicting_duplicate_method_or_version_is_a_mismatch() {
+    let b = body("tools/list", json!({"_meta": meta()}));
+    let method = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+        ("mcp-method", "tools/call"),
+    ]);
+    let r = parse(&method, &b).await.unwrap_err();
+    assert_eq!(
+        (r.reject.reason.as_str(), r.reject.code()),
+        ("header_mismatch", -32020)
+    );
+    assert!(
+        r.reject.message.contains("Mcp-Method"),
+        "{}",
+        r.reject.message
+    );
+    let version = repeated(&[
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-protocol-version", "2025-06-18"),
+        ("mcp-method", "tools/list"),
+    ]);
+    let r = parse(&version, &b).await.unwrap_err();
+    assert_eq!(
+        (r.reject.reason.as_str(), r.reject.code()),
+        ("header_mismatch", -32020)
+    );
+    assert!(
+        r.reject.message.contains("MCP-Protocol-Version"),
+        "{}",
+        r.reject.message
+    );
+    // A second value that is not visible ASCII is invalid, not ignored.
+    let mut bad = good_headers("tools/list");
+    bad.append(
+        "mcp-method",
+        HeaderValue::from_bytes("tools/lïst".as_bytes()).unwrap(),
+    );
+    assert_eq!(reason(parse(&bad, &b).await).0, "header_invalid");
 }
 
 #[tokio::test]

@@ -242,9 +242,7 @@ impl Shared {
         if let Ok(Message::Response {
             id,
             outcome: Err(e),
-        }) = serde_json::from_slice::<Value>(&body)
-            .map_err(|_| ())
-            .and_then(|v| Message::from_value(v).map_err(|_| ()))
+        }) = message_from_body(&body)
         {
             let _ = self
                 .inbound
@@ -266,10 +264,7 @@ impl Shared {
     }
 
     async fn deliver(&self, data: &[u8]) {
-        match serde_json::from_slice::<Value>(data)
-            .map_err(|e| e.to_string())
-            .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
-        {
+        match message_from_body(data) {
             Ok(msg) => {
                 let _ = self.inbound.send(Inbound::Message(msg)).await;
             }
@@ -292,7 +287,7 @@ impl Shared {
             };
             match decoder.feed(&chunk) {
                 Ok(events) => {
-                    for ev in events.into_iter().filter(|e| !e.data.trim().is_empty()) {
+                    for ev in events.iter().filter(|e| carries_message(e)) {
                         self.deliver(ev.data.as_bytes()).await;
                     }
                 }
@@ -363,6 +358,19 @@ impl Shared {
         )
         .await;
     }
+}
+
+/// One JSON-RPC message: a JSON answer's body, or an SSE event's data.
+pub fn message_from_body(data: &[u8]) -> Result<Message, String> {
+    serde_json::from_slice::<Value>(data)
+        .map_err(|e| e.to_string())
+        .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
+}
+
+/// Whether an SSE event carries a message: events with blank data (a server's
+/// priming event, say) are skipped.
+pub fn carries_message(event: &sse::Event) -> bool {
+    !event.data.trim().is_empty()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

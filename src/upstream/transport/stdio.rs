@@ -25,6 +25,26 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// The most of one stderr line that is logged; the rest is read and dropped.
 const STDERR_LINE_BYTES: usize = 4096;
 
+/// The framing of a server's stdout: one message per line, each line at most
+/// `max_message_bytes`. Lines are bytes: one that is not UTF-8 is a bad
+/// message, skipped like bad JSON, not the end of the session.
+pub fn line_codec(max_message_bytes: usize) -> AnyDelimiterCodec {
+    AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes)
+}
+
+/// One line of a server's stdout (without its line ending): `None` for a
+/// blank line, else the JSON-RPC message or why it is not one.
+pub fn message_from_line(line: &[u8]) -> Option<Result<Message, String>> {
+    if line.trim_ascii().is_empty() {
+        return None;
+    }
+    Some(
+        serde_json::from_slice::<Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Message::from_value(v).map_err(|e| e.to_string())),
+    )
+}
+
 pub fn spawn(
     program: &Path,
     args: &[String],
@@ -81,12 +101,9 @@ pub fn spawn(
     let reader_tx = in_tx.clone();
     let reader_route = route.clone();
     tokio::spawn(async move {
-        // Lines as bytes: one that is not UTF-8 is a bad message, skipped like
-        // bad JSON, not the end of the session. One longer than
-        // `max_message_bytes` is: the message it carried is lost for good.
-        let codec =
-            AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
-        let mut lines = FramedRead::new(stdout, codec);
+        // A line longer than `max_message_bytes` ends the link: the message it
+        // carried is lost for good.
+        let mut lines = FramedRead::new(stdout, line_codec(max_message_bytes));
         while let Some(line) = lines.next().await {
             let line = match line {
                 Ok(line) => line,
@@ -101,20 +118,12 @@ pub fn spawn(
                     return;
                 }
             };
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<Value>(&line)
-                .map_err(|e| e.to_string())
-                .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
-            {
-                Ok(msg) => {
-                    if reader_tx.send(Inbound::Message(msg)).await.is_err() {
-                        return;
-                    }
-                }
+            match message_from_line(&line) {
+                None => {}
+                Some(Ok(msg)) if reader_tx.send(Inbound::Message(msg)).await.is_err() => return,
+                Some(Ok(_)) => {}
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
-                Err(e) => {
+                Some(Err(e)) => {
                     tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout");
                 }
             }
