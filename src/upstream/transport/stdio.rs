@@ -118,14 +118,17 @@ pub fn spawn(
                     return;
                 }
             };
-            match message_from_line(&line) {
-                None => {}
-                Some(Ok(msg)) if reader_tx.send(Inbound::Message(msg)).await.is_err() => return,
-                Some(Ok(_)) => {}
+            let msg = match message_from_line(&line) {
+                None => continue,
+                Some(Ok(msg)) => msg,
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
                 Some(Err(e)) => {
                     tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout");
+                    continue;
                 }
+            };
+            if reader_tx.send(Inbound::Message(msg)).await.is_err() {
+                return;
             }
         }
         let _ = reader_tx
