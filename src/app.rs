@@ -37,7 +37,7 @@ pub enum StartError {
     Policy { route: String, errors: ConfigErrors },
     #[error("requestState keys: {0}")]
     StateKeys(#[from] KeyError),
-    #[error("audit log {}: {source}", path.display())]
+    #[error("audit log {} cannot be opened", path.display())]
     Audit {
         path: PathBuf,
         #[source]

@@ -97,4 +97,9 @@ fn an_audit_log_that_cannot_open_is_a_start_error_of_its_own() {
         .expect("refused");
     assert!(matches!(err, StartError::Audit { .. }), "{err}");
     assert!(err.to_string().starts_with("audit log "), "{err}");
+    let source = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        source.is_some_and(|s| s.contains("No such file")),
+        "{err:?}"
+    );
 }

@@ -66,6 +66,10 @@ pub fn rooms_example_config(dir: &Path, extra: &str) -> PathBuf {
     for (from, to) in [
         ("\"../../target/debug/examples/rooms\"", rooms_bin()),
         ("\"../../policies/rooms.toml\"", policy),
+        (
+            "\"../../target/rooms-audit.jsonl\"",
+            dir.join("audit.jsonl"),
+        ),
     ] {
         assert!(
             out.contains(from),
