@@ -209,6 +209,8 @@ enum Msg {
 
 struct Shared {
     tx: mpsc::Sender<Msg>,
+    /// Set by `close`: later records are dropped (and counted) at once.
+    closed: std::sync::atomic::AtomicBool,
     dropped: AtomicU64,
     write_errors: Arc<AtomicU64>,
 }
@@ -273,6 +275,7 @@ impl AuditSink {
         Ok(AuditSink {
             shared: Some(Arc::new(Shared {
                 tx,
+                closed: std::sync::atomic::AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
                 write_errors,
             })),
@@ -286,7 +289,8 @@ impl AuditSink {
     /// Queues a record; never waits. A full queue or a stopped writer counts it as dropped.
     pub fn record(&self, record: AuditRecord) {
         if let Some(s) = &self.shared
-            && s.tx.try_send(Msg::Record(Box::new(record))).is_err()
+            && (s.closed.load(Ordering::Acquire)
+                || s.tx.try_send(Msg::Record(Box::new(record))).is_err())
         {
             s.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -313,6 +317,11 @@ impl AuditSink {
 
     /// Flushes and stops the writer (shutdown); later records count as dropped.
     pub async fn close(&self) -> Result<(), AuditError> {
+        // The writer acknowledges before it drops its queue: without the flag a
+        // record sent in between would be queued, never written and never counted.
+        if let Some(s) = &self.shared {
+            s.closed.store(true, Ordering::Release);
+        }
         self.request(Msg::Close).await
     }
 
