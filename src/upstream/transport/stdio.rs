@@ -108,15 +108,17 @@ pub fn spawn(
                     return;
                 }
             };
-            match message_from_line(&line) {
-                None => {}
-                Some(Ok(msg)) => {
+            let Some(read) = message_from_line(&line) else {
+                continue;
+            };
+            match read {
+                Ok(msg) => {
                     if reader_tx.send(Inbound::Message(msg)).await.is_err() {
                         return;
                     }
                 }
                 // A server must not write anything but MCP to stdout; say so once per line and go on.
-                Some(Err(e)) => {
+                Err(e) => {
                     tracing::warn!(route = %reader_route, pid, error = %e, "upstream wrote a non-JSON-RPC line on stdout");
                 }
             }
