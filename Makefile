@@ -1,9 +1,9 @@
 # Each target runs the same command CI runs (.ci/run -> scripts/test.sh, then
-# scripts/conformance.sh); the scripts hold the commands, this file only names
-# them. `make` alone lists the targets.
+# scripts/conformance.sh, then scripts/fuzz.sh); the scripts hold the commands,
+# this file only names them. `make` alone lists the targets.
 
 .DEFAULT_GOAL := help
-.PHONY: help fmt lint test conformance bench ci
+.PHONY: help fmt lint test conformance fuzz bench ci
 
 help: ## list the targets
 	@echo "make targets (each the command CI runs, or part of it):"
@@ -21,8 +21,11 @@ test: ## scripts/test.sh: lint, then unit + integration tests (`scripts/test.sh 
 conformance: ## scripts/conformance.sh: the official MCP conformance suite through redmark
 	bash scripts/conformance.sh
 
+fuzz: ## scripts/fuzz.sh: every fuzz target for FUZZ_SECONDS (30) each; cargo-fuzz on nightly, else stable
+	bash scripts/fuzz.sh
+
 bench: ## scripts/bench.sh: relay benchmark, direct vs nginx vs redmark (not part of CI)
 	bash scripts/bench.sh
 
-ci: ## .ci/run: everything CI runs (test, then conformance)
+ci: ## .ci/run: everything CI runs (test, then conformance; fuzz is not wired in yet)
 	bash .ci/run

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs the pinned Rust tools the lint phase needs, from crates.io, into
-# <repo>/.cache/tools (git-ignored). Idempotent: skipped when the binary there
+# Installs a pinned Rust tool from crates.io into <repo>/.cache/tools
+# (git-ignored) and prints its path. Idempotent: skipped when the binary there
 # already reports the pinned version.
 #
-#   .cache/tools/bin/cargo-deny   cargo-deny $CARGO_DENY_VERSION (checks deny.toml)
+#   .cache/tools/bin/cargo-deny   cargo-deny $CARGO_DENY_VERSION (the lint phase: deny.toml)
+#   .cache/tools/bin/cargo-fuzz   cargo-fuzz $CARGO_FUZZ_VERSION (scripts/fuzz.sh, on nightly)
 #
-# Usage: scripts/install-tools.sh          install what is missing, print the path
-#        scripts/install-tools.sh --force  reinstall
+# Usage: scripts/install-tools.sh [TOOL] [--force]
+#          TOOL: cargo-deny (default) or cargo-fuzz; --force reinstalls.
+#        Only the path of TOOL is printed on stdout (callers capture it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,22 +16,41 @@ TOOLS="$ROOT/.cache/tools"
 
 # 0.20.2 needs rustc >= 1.88. `--locked` builds it with its own Cargo.lock.
 CARGO_DENY_VERSION="0.20.2"
+# cargo-fuzz itself builds on stable; the fuzz targets it builds need nightly.
+CARGO_FUZZ_VERSION="0.13.2"
 
+TOOL="cargo-deny"
 FORCE=0
-[[ "${1:-}" == "--force" ]] && FORCE=1
+for arg in "$@"; do
+    case "$arg" in
+        --force) FORCE=1 ;;
+        cargo-deny | cargo-fuzz) TOOL="$arg" ;;
+        *) printf 'usage: %s [cargo-deny|cargo-fuzz] [--force]\n' "$0" >&2; exit 2 ;;
+    esac
+done
 
 log() { printf '[install-tools] %s\n' "$*" >&2; }
 
-DENY="$TOOLS/bin/cargo-deny"
-if [[ $FORCE -eq 0 && -x "$DENY" ]] \
-    && [[ "$("$DENY" --version 2>/dev/null)" == "cargo-deny $CARGO_DENY_VERSION" ]]; then
-    log "cargo-deny $CARGO_DENY_VERSION up to date in $TOOLS"
-else
-    log "installing cargo-deny $CARGO_DENY_VERSION into $TOOLS (a few minutes, once)"
-    mkdir -p "$TOOLS"
-    cargo install cargo-deny --version "=$CARGO_DENY_VERSION" --locked --force \
-        --root "$TOOLS" --quiet
-    got="$("$DENY" --version)"
-    [[ "$got" == "cargo-deny $CARGO_DENY_VERSION" ]] || { log "expected cargo-deny $CARGO_DENY_VERSION, got: $got"; exit 1; }
-fi
-echo "$DENY"
+# install CRATE VERSION: `CRATE --version` must print "CRATE VERSION" (cargo-fuzz
+# prints "cargo-fuzz VERSION" too).
+install() {
+    local crate="$1" version="$2" bin="$TOOLS/bin/$1"
+    if [[ $FORCE -eq 0 && -x "$bin" ]] \
+        && [[ "$("$bin" --version 2>/dev/null)" == "$crate $version" ]]; then
+        log "$crate $version up to date in $TOOLS"
+    else
+        log "installing $crate $version into $TOOLS (a few minutes, once)"
+        mkdir -p "$TOOLS"
+        cargo install "$crate" --version "=$version" --locked --force \
+            --root "$TOOLS" --quiet
+        local got
+        got="$("$bin" --version)"
+        [[ "$got" == "$crate $version" ]] || { log "expected $crate $version, got: $got"; exit 1; }
+    fi
+    echo "$bin"
+}
+
+case "$TOOL" in
+    cargo-deny) install cargo-deny "$CARGO_DENY_VERSION" ;;
+    cargo-fuzz) install cargo-fuzz "$CARGO_FUZZ_VERSION" ;;
+esac
