@@ -10,7 +10,7 @@
 //! | target | drives | input |
 //! |---|---|---|
 //! | `request_state` | `mrtr::state::Keyring::open` (and `seal`) | a `requestState` token, or a payload signed with the fuzz key |
-//! | `request` | `front::pipeline::parse_request` (steps 6–9: body, protocol headers, `_meta`, `Mcp-Name`), `params::check` (`Mcp-Param-*`), `Keyring::open` on a continuation's state | HTTP head lines, a blank line, the body |
+//! | `request` | `front::pipeline::parse_request` (step 6: body, protocol headers, `_meta`, `Mcp-Name`), `params::check` (`Mcp-Param-*`), `Keyring::open` on a continuation's state | HTTP head lines, a blank line, the body |
 //! | `sse` | `sse::Decoder::feed`, `upstream::transport::http::{carries_message, message_from_body}` | an upstream SSE stream, cut into chunks |
 //! | `framing` | `upstream::transport::stdio::{line_codec, message_from_line}`, `http::message_from_body`, `jsonrpc::Message` | a server's stdout, or an HTTP answer's body |
 //! | `guard` | `mrtr::convert::question`, `policy::guard::check` | a server's pushed request params |
@@ -171,7 +171,7 @@ fn texts<'h>(headers: &'h HeaderMap, name: &str) -> impl Iterator<Item = &'h str
     })
 }
 
-/// Steps 6–9 on one request: what is accepted mirrors every value of its
+/// Step 6 on one request: what is accepted mirrors every value of its
 /// headers; what is refused is the client's fault, with a 4xx.
 pub fn request(data: &[u8]) {
     let (headers, body) = http_head(data);

@@ -1,4 +1,4 @@
-//! Step 8: the per-request `_meta` (spec 2026-07-28 basic/index.mdx
+//! Part of step 6: the per-request `_meta` (spec 2026-07-28 basic/index.mdx
 //! "Per-request protocol fields": "A request missing any required field is
 //! malformed; the server MUST reject it with JSON-RPC error code -32602 ...
 //! 400 Bad Request"), the body's version against its header, the log level;
@@ -8,23 +8,11 @@ use http::HeaderMap;
 use serde_json::{Map, Value};
 
 use super::protocol::{header_text, mismatch};
-use super::{Envelope, Halt, RequestCx, Step, misordered};
+use super::{Envelope, Halt};
 use crate::jsonrpc::Id;
 use crate::protocol::profile::Profile;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
 use crate::protocol::{LOG_LEVELS, log_level_rank};
-
-pub struct Meta;
-
-#[async_trait::async_trait]
-impl Step for Meta {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        // The params move into the typed request: no copy of the body's tree.
-        let envelope = cx.envelope.take().ok_or_else(|| misordered("parse"))?;
-        cx.request = Some(request(&cx.head.headers, envelope)?);
-        Ok(())
-    }
-}
 
 /// Checks `_meta` and builds the typed request.
 pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest, Halt> {

@@ -8,12 +8,9 @@
 //! | 3 | [`authenticate`] | missing or invalid credentials (401); sets the principal |
 //! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
 //! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
-//! | 6 | [`parse`] | not JSON, not one JSON-RPC request; a notification is answered 202 here |
-//! | 7 | [`protocol`] | missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have |
-//! | 8 | [`meta`] | a missing `_meta`; builds the typed [`ClientRequest`] |
-//! | 9 | [`name`] | an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
-//! | 10 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
-//! | 11 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
+//! | 6 | [`parse`] | from the bytes to the typed [`ClientRequest`], in this order: not JSON, not one JSON-RPC request (a notification is answered 202 here); then [`protocol`]: missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have; then [`meta`]: a missing `_meta`; then [`name`]: an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
+//! | 7 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
+//! | 8 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
 //!
 //! Then the request is dispatched (`front::dispatch`): discovery and lists,
 //! or an operation (`mrtr::start`).
@@ -23,11 +20,10 @@
 //! in [`Pipeline::standard`] (and in the table above). A step reads and
 //! writes the [`RequestCx`]; it either lets the request go on (`Ok(())`) or
 //! ends it with a [`Halt`]. Steps before [`parse`] see only the HTTP head;
-//! from [`meta`] on, [`RequestCx::request`] is the typed request.
+//! after it, [`RequestCx::request`] is the typed request.
 //!
-//! Steps 6–9 see only the headers and the body's bytes; [`parse_request`]
-//! runs their checks as one pure function (what the fuzz target `request`
-//! drives), and the unit tests hold it to the same answers as the steps.
+//! Step 6 sees only the headers and the body's bytes: its checks are one pure
+//! function, [`parse_request`], which the fuzz target `request` drives too.
 
 pub mod authenticate;
 pub mod body;
@@ -81,9 +77,7 @@ pub struct RequestCx {
     /// The body, until the [`body`] step reads it into `bytes`.
     pub body: Option<RequestBody>,
     pub bytes: Bytes,
-    /// Set by [`parse`]; [`meta`] moves it into `request`.
-    pub envelope: Option<Envelope>,
-    /// Set by [`meta`].
+    /// Set by [`parse`].
     pub request: Option<ClientRequest>,
     /// Set by [`authenticate`]; anonymous before.
     pub principal: Principal,
@@ -98,41 +92,21 @@ impl RequestCx {
             head,
             body: Some(body),
             bytes: Bytes::new(),
-            envelope: None,
             request: None,
             principal: Principal::anonymous(),
             method_label: None,
         }
     }
 
-    /// The envelope; a step that needs it before [`parse`] ran is a bug.
-    pub fn envelope(&self) -> Result<&Envelope, Halt> {
-        self.envelope.as_ref().ok_or_else(|| misordered("parse"))
-    }
-
-    /// The typed request; a step that needs it before [`meta`] ran is a bug.
+    /// The typed request; a step that needs it before [`parse`] ran is a bug.
     pub fn request(&self) -> Result<&ClientRequest, Halt> {
-        self.request.as_ref().ok_or_else(|| misordered("meta"))
+        self.request.as_ref().ok_or_else(|| {
+            Halt::refuse(
+                None,
+                Reject::new(Reason::InternalError, "a pipeline step ran before `parse`"),
+            )
+        })
     }
-
-    /// The id to echo in a refusal, once the envelope is read.
-    pub fn id(&self) -> Option<&Id> {
-        match (&self.request, &self.envelope) {
-            (Some(r), _) => Some(&r.id),
-            (None, Some(e)) => Some(&e.id),
-            (None, None) => None,
-        }
-    }
-}
-
-pub(super) fn misordered(step: &str) -> Halt {
-    Halt::refuse(
-        None,
-        Reject::new(
-            Reason::InternalError,
-            format!("a pipeline step ran before `{step}`"),
-        ),
-    )
 }
 
 /// A refusal: the JSON-RPC error, the id to echo, and headers that go with it.
@@ -207,22 +181,10 @@ impl Pipeline {
             Box::new(media::MediaTypes),
             Box::new(body::ReadBody::new(max_body_bytes, body_read_timeout)),
         ];
-        steps.extend(Self::parsing().steps);
+        steps.push(Box::new(parse::Parse));
         steps.push(Box::new(known_tool::KnownTool));
         steps.push(Box::new(call_policy::CallPolicy));
         Self { steps }
-    }
-
-    /// Steps 6–9: from the body's bytes to a typed request, nothing upstream.
-    pub fn parsing() -> Self {
-        Self {
-            steps: vec![
-                Box::new(parse::Parse),
-                Box::new(protocol::ProtocolHeaders),
-                Box::new(meta::Meta),
-                Box::new(name::McpName),
-            ],
-        }
     }
 
     pub async fn run(&self, cx: &mut RequestCx) -> Result<(), Halt> {
@@ -233,7 +195,7 @@ impl Pipeline {
     }
 }
 
-/// What steps 6–9 make of a request's headers and body.
+/// What step 6 makes of a request's headers and body.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
     Request(Box<ClientRequest>),
@@ -241,16 +203,8 @@ pub enum Incoming {
     Notification(String),
 }
 
-/// The checks of [`Pipeline::parsing`] (steps 6–9, in order) as one pure
-/// function of the headers and the body's bytes: no route, no runtime,
-/// nothing upstream. A refusal is the same [`Halt`] the steps give.
+/// The checks of step 6, in order, as one pure function of the headers and
+/// the body's bytes: no route, no runtime, nothing upstream.
 pub fn parse_request(headers: &HeaderMap, bytes: &[u8]) -> Result<Incoming, Halt> {
-    let envelope = match parse::message(bytes)? {
-        parse::Parsed::Request(envelope) => envelope,
-        parse::Parsed::Notification(method) => return Ok(Incoming::Notification(method)),
-    };
-    protocol::check(headers, &envelope.id, &envelope.method)?;
-    let request = meta::request(headers, envelope)?;
-    name::check(headers, &request)?;
-    Ok(Incoming::Request(Box::new(request)))
+    parse::incoming(headers, bytes, &mut None)
 }

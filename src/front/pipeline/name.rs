@@ -1,4 +1,4 @@
-//! Step 9: `Mcp-Name` mirrors `params.name` (tools, prompts) or `params.uri`
+//! Part of step 6: `Mcp-Name` mirrors `params.name` (tools, prompts) or `params.uri`
 //! (resources), after decoding (spec streamable-http.mdx "Value Encoding":
 //! servers MUST decode an encoded `Mcp-Name` before comparing it to the body).
 //! An `Mcp-Name` sent more than once must carry the same value each time
@@ -6,20 +6,11 @@
 
 use http::HeaderMap;
 
+use super::Halt;
 use super::protocol::{BadEncoding, decode_header_value, mismatch, required};
-use super::{Halt, RequestCx, Step};
 use crate::protocol::{ClientRequest, Reason, Reject};
 
-pub struct McpName;
-
-#[async_trait::async_trait]
-impl Step for McpName {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        check(&cx.head.headers, cx.request()?)
-    }
-}
-
-/// The check of this step for a typed request.
+/// Whether `Mcp-Name` mirrors the typed request.
 pub fn check(headers: &HeaderMap, req: &ClientRequest) -> Result<(), Halt> {
     let Some(field) = req.method.name_param() else {
         return Ok(());

@@ -1,11 +1,14 @@
-//! Step 6: the body is one JSON-RPC request. A notification is accepted here
-//! with 202 and no body (spec streamable-http.mdx "Sending Messages"); a
-//! response is refused ("The client MUST NOT send JSON-RPC responses").
+//! Step 6: from the body's bytes to the typed request. The body is one
+//! JSON-RPC request: a notification is accepted here with 202 and no body
+//! (spec streamable-http.mdx "Sending Messages"); a response is refused ("The
+//! client MUST NOT send JSON-RPC responses"). Then, in this order, the
+//! mirrored protocol headers ([`super::protocol`]), `_meta` ([`super::meta`])
+//! and `Mcp-Name` ([`super::name`]).
 
-use http::StatusCode;
+use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
-use super::{Envelope, Halt, RequestCx, Step};
+use super::{Envelope, Halt, Incoming, RequestCx, Step, meta, name, protocol};
 use crate::jsonrpc::{FramingError, Id, Message};
 use crate::mrtr::Outcome;
 use crate::protocol::{Reason, Reject};
@@ -15,22 +18,40 @@ pub struct Parse;
 #[async_trait::async_trait]
 impl Step for Parse {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        match message(&cx.bytes)? {
-            Parsed::Request(envelope) => {
-                cx.method_label = Some(envelope.method.clone());
-                cx.envelope = Some(envelope);
+        match incoming(&cx.head.headers, &cx.bytes, &mut cx.method_label)? {
+            Incoming::Request(request) => {
+                cx.request = Some(*request);
                 Ok(())
             }
-            Parsed::Notification(method) => {
-                cx.method_label = Some(method);
-                Err(Halt::Respond {
-                    status: StatusCode::ACCEPTED,
-                    headers: Vec::new(),
-                    outcome: Outcome::Ok,
-                })
-            }
+            Incoming::Notification(_) => Err(Halt::Respond {
+                status: StatusCode::ACCEPTED,
+                headers: Vec::new(),
+                outcome: Outcome::Ok,
+            }),
         }
     }
+}
+
+/// The checks of this step, in order; `label` gets the method as sent as soon
+/// as it is read (for metrics, refusals included).
+pub(super) fn incoming(
+    headers: &HeaderMap,
+    bytes: &[u8],
+    label: &mut Option<String>,
+) -> Result<Incoming, Halt> {
+    let envelope = match message(bytes)? {
+        Parsed::Request(envelope) => envelope,
+        Parsed::Notification(method) => {
+            *label = Some(method.clone());
+            return Ok(Incoming::Notification(method));
+        }
+    };
+    *label = Some(envelope.method.clone());
+    protocol::check(headers, &envelope.id, &envelope.method)?;
+    // The params move into the typed request: no copy of the body's tree.
+    let request = meta::request(headers, envelope)?;
+    name::check(headers, &request)?;
+    Ok(Incoming::Request(Box::new(request)))
 }
 
 /// One message from a client.

@@ -1,4 +1,4 @@
-//! Step 7: the transport's mirrored headers and what the revision has
+//! Part of step 6: the transport's mirrored headers and what the revision has
 //! (spec 2026-07-28 streamable-http.mdx "Server Validation"), checked in this
 //! order so each mistake gets its own error:
 //! 1. `MCP-Protocol-Version` and `Mcp-Method` present, each sent once (or
@@ -13,19 +13,9 @@ use base64::Engine;
 use http::HeaderMap;
 use serde_json::json;
 
-use super::{Halt, RequestCx, Step};
+use super::Halt;
 use crate::jsonrpc::Id;
 use crate::protocol::{Method, Reason, Reject, SUPPORTED_VERSIONS};
-
-pub struct ProtocolHeaders;
-
-#[async_trait::async_trait]
-impl Step for ProtocolHeaders {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        let envelope = cx.envelope()?;
-        check(&cx.head.headers, &envelope.id, &envelope.method)
-    }
-}
 
 /// A header value that is not visible ASCII, or whose `=?base64?…?=` encoding
 /// does not decode to UTF-8.
