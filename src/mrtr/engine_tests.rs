@@ -169,24 +169,32 @@ fn gateway(top: &str, route: &str, connector: Connector) -> Arc<Gateway> {
     app::build(&config, Arc::new(Metrics::new()), options).unwrap_or_else(|e| panic!("build: {e}"))
 }
 
-/// One POST through the whole front: pipeline, dispatch, operation.
-async fn call(gw: &Arc<Gateway>, id: i64, tool: &str, extra: Value) -> (StatusCode, Value) {
+/// A 2026-07-28 `tools/call` POST; `extra` is merged into the params (and
+/// into `_meta` under its own `_meta`), over a client that can elicit.
+fn tools_call(id: i64, tool: &str, extra: &Value) -> http::Request<Full<Bytes>> {
     let mut params = json!({"name": tool, "arguments": {}, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
-    if let (Some(p), Some(more)) = (params.as_object_mut(), extra.as_object()) {
-        p.extend(more.clone());
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        match (params.get_mut("_meta"), k.as_str(), v.as_object()) {
+            (Some(Value::Object(meta)), "_meta", Some(more)) => meta.extend(more.clone()),
+            _ => params[k] = v.clone(),
+        }
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let req = http::Request::post("/mcp")
+    http::Request::post("/mcp")
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
         .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_else(|e| panic!("request: {e}"));
-    let resp = crate::front::http::handle(gw.clone(), req).await;
+        .unwrap_or_else(|e| panic!("request: {e}"))
+}
+
+/// One POST through the whole front: pipeline, dispatch, operation.
+async fn call(gw: &Arc<Gateway>, id: i64, tool: &str, extra: Value) -> (StatusCode, Value) {
+    let resp = crate::front::http::handle(gw.clone(), tools_call(id, tool, &extra)).await;
     let status = resp.status();
     let bytes = resp
         .into_body()
@@ -331,19 +339,11 @@ async fn a_call_waits_lease_timeout_for_a_busy_session_then_hears_upstream_busy(
 async fn a_client_that_never_reads_does_not_hold_the_call_past_call_timeout() {
     let (connector, mut events) = scripted(Duration::ZERO);
     let gw = gateway("", "call_timeout = \"5s\"\n", connector);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "flood", "arguments": {}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "progressToken": "p"}}});
-    let req = http::Request::post("/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "flood")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap_or_else(|e| panic!("request: {e}"));
+    let req = tools_call(
+        1,
+        "flood",
+        &json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}, "progressToken": "p"}}),
+    );
     let started = tokio::time::Instant::now();
     // The SSE response opens; nobody reads its body.
     let resp = crate::front::http::handle(gw.clone(), req).await;
