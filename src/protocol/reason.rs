@@ -130,6 +130,8 @@ reasons! {
     UpstreamTimeout => "upstream_timeout", GATEWAY_TIMEOUT, code::INTERNAL_ERROR, Upstream;
     /// Sent to the server: a pushed request redmark cannot put to a 2026 client.
     NotRelayed => "not_relayed", OK, code::METHOD_NOT_FOUND, Upstream;
+    /// Sent to the server: it pushed a request while no call of its session was in flight.
+    NoRequestInFlight => "no_request_in_flight", OK, code::INTERNAL_ERROR, Upstream;
 
     // Policy (`policies/*.toml`).
     PolicySchemaNotFlat => "policy_schema_not_flat", OK, code::INTERNAL_ERROR, Upstream;
