@@ -192,16 +192,20 @@ fn tools_call(id: i64, tool: &str, extra: &Value) -> http::Request<Full<Bytes>> 
         .unwrap_or_else(|e| panic!("request: {e}"))
 }
 
+/// A response's whole body (an SSE body ends with the final message).
+async fn body_bytes(resp: http::Response<crate::front::response::Body>) -> Bytes {
+    resp.into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default()
+}
+
 /// One POST through the whole front: pipeline, dispatch, operation.
 async fn call(gw: &Arc<Gateway>, id: i64, tool: &str, extra: Value) -> (StatusCode, Value) {
     let resp = crate::front::http::handle(gw.clone(), tools_call(id, tool, &extra)).await;
     let status = resp.status();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-        .unwrap_or_default();
+    let bytes = body_bytes(resp).await;
     (
         status,
         serde_json::from_slice(&bytes).unwrap_or(Value::Null),
@@ -378,12 +382,7 @@ async fn a_client_that_never_reads_does_not_hold_the_call_past_call_timeout() {
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or_default();
     // What the queue held (one slot kept for the answer) reached the body; the rest was dropped.
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-        .unwrap_or_default();
+    let bytes = body_bytes(resp).await;
     let mut decoder = crate::sse::Decoder::new(1 << 24);
     let messages: Vec<Value> = decoder
         .feed(&bytes)
