@@ -4,6 +4,9 @@
 //! that decodes what redmark exports with the `opentelemetry-proto` messages.
 #![allow(dead_code)]
 
+mod leaks;
+pub use leaks::assert_no_leak;
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::ready;
