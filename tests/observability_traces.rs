@@ -18,6 +18,7 @@ mod observability_support;
 use std::collections::BTreeSet;
 
 use common::{McpClient, RedmarkProcess, accepted};
+use observability_support::leaks::assert_no_leak;
 use observability_support::*;
 use serde_json::{Value, json};
 

@@ -4,8 +4,7 @@
 //! that decodes what redmark exports with the `opentelemetry-proto` messages.
 #![allow(dead_code)]
 
-mod leaks;
-pub use leaks::assert_no_leak;
+pub mod leaks;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
