@@ -95,10 +95,11 @@ pub fn keyring(config: &Config) -> Result<Option<Keyring>, KeyError> {
     Ok(Some(Keyring::new(signing, others)))
 }
 
-/// Every route's policy, by route name. A route without a `policy` file gets
-/// the spec's own guards; a route whose file fails to load is an error.
-pub fn policies(config: &Config) -> Result<HashMap<String, Arc<PolicyHandle>>, StartError> {
-    let mut out = HashMap::new();
+/// Every route's policy, in the order of `config.routes`, loaded before
+/// anything starts. A route without a `policy` file gets the spec's own
+/// guards; a route whose file fails to load is an error.
+pub fn policies(config: &Config) -> Result<Vec<Arc<PolicyHandle>>, StartError> {
+    let mut out = Vec::with_capacity(config.routes.len());
     for route in &config.routes {
         let route = route.get_ref();
         let handle = match &route.policy {
@@ -112,7 +113,7 @@ pub fn policies(config: &Config) -> Result<HashMap<String, Arc<PolicyHandle>>, S
                 })?
             }
         };
-        out.insert(route.name.clone(), handle);
+        out.push(handle);
     }
     Ok(out)
 }
@@ -190,16 +191,22 @@ pub fn build(
         options.clock,
     ));
     let authenticator = auth::from_config(config.auth.as_ref());
+    let watched = config
+        .routes
+        .iter()
+        .map(|r| r.get_ref().name.clone())
+        .zip(policies.iter().cloned())
+        .collect();
     let routes = routes(
         config,
-        &policies,
+        policies,
         authenticator.is_anonymous(),
         &metrics,
         &options,
     );
     let reload_metrics = metrics.clone();
     crate::policy::reload::watch(
-        policies.into_iter().collect(),
+        watched,
         shutdown.subscribe(),
         Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
     );
@@ -221,14 +228,14 @@ pub fn build(
 
 fn routes(
     config: &Config,
-    policies: &HashMap<String, Arc<PolicyHandle>>,
+    policies: Vec<Arc<PolicyHandle>>,
     anonymous: bool,
     metrics: &Arc<Metrics>,
     options: &Options,
 ) -> HashMap<String, Arc<Route>> {
     let http = reqwest::Client::builder().build().unwrap_or_default();
     let mut out = HashMap::new();
-    for r in &config.routes {
+    for (r, policy) in config.routes.iter().zip(policies) {
         let r = r.get_ref();
         let name: Arc<str> = Arc::from(r.name.as_str());
         let connect = match options.connectors.get(&r.name) {
@@ -243,9 +250,6 @@ fn routes(
             http.clone(),
             metrics.clone(),
         );
-        let Some(policy) = policies.get(&r.name).cloned() else {
-            continue;
-        };
         let route = Route {
             name,
             path: r.path.clone(),
