@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 /// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     /// The name sessions, audit records and requestState are bound to.
     pub name: Arc<str>,
@@ -16,15 +16,9 @@ pub struct Principal {
     pub claims: Arc<Claims>,
 }
 
-/// A credential's claims, compared and hashed by their canonical text.
+/// A credential's claims.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Claims(pub Map<String, Value>);
-
-impl std::hash::Hash for Claims {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        Value::Object(self.0.clone()).to_string().hash(state);
-    }
-}
 
 impl Principal {
     pub fn new(name: &str, groups: Vec<String>) -> Self {
