@@ -7,6 +7,7 @@
 //! - [`outgoing`]: what an operation sends towards its client request.
 //! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
 //! - [`state`]: sealing and opening `requestState`.
+//! - [`single_use`]: each round's state used once (this node, or a shared store).
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
 //! - [`ending`]: every way an operation ends, and the one reply each ending gets.
@@ -20,6 +21,7 @@ pub mod ending;
 pub mod operation;
 pub mod outgoing;
 pub mod resume;
+pub mod single_use;
 pub mod start;
 pub mod state;
 pub mod table;
@@ -51,7 +53,12 @@ pub struct Engine {
     /// Turns `true` when the gateway shuts down: waiting operations end then.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub clock: clock::Clock,
+    /// Where round ids are marked used: this node's memory, or a shared store.
+    pub single_use: Arc<dyn single_use::SingleUse>,
 }
+
+/// Round ids a node remembers without a shared store (about 100 bytes each).
+pub const LOCAL_SINGLE_USE_MAX: usize = 262_144;
 
 impl Engine {
     pub fn new(
@@ -74,6 +81,7 @@ impl Engine {
             audit,
             shutdown,
             clock,
+            single_use: Arc::new(single_use::Local::new(LOCAL_SINGLE_USE_MAX)),
         }
     }
 }

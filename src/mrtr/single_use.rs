@@ -1,0 +1,119 @@
+//! Single use of a round's `requestState`: the first presentation of a round
+//! id wins, every later one is a replay. [`Local`] holds the ids this node has
+//! seen (enough for hold mode, whose retries all reach the owning node); a
+//! shared store (Redis, `[state] store`) makes the rule hold across replicas,
+//! which replay mode needs because any replica may serve any retry.
+//!
+//! spec 2026-07-28 basic/patterns/mrtr.mdx "Server Requirements":
+//! `requestState` is attacker-controlled input; a store that cannot answer
+//! refuses the retry (`state_store_unavailable`), never accepts it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dashmap::DashMap;
+use tokio::time::Instant;
+
+/// Why a store could not say whether a round id was used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("the state store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Marks round ids used, once.
+#[async_trait]
+pub trait SingleUse: Send + Sync {
+    /// `Ok(true)` the first time `round_id` is presented within `ttl`
+    /// (and marks it used), `Ok(false)` every later time.
+    async fn first_use(&self, round_id: &str, ttl: Duration) -> Result<bool, StoreError>;
+}
+
+/// The round ids this node has seen, each kept until its state expires.
+pub struct Local {
+    seen: DashMap<String, Instant>,
+    /// Bound on remembered ids; past it, expired ids are swept before inserting.
+    max_entries: usize,
+}
+
+impl Local {
+    pub fn new(max_entries: usize) -> Self {
+        Self {
+            seen: DashMap::new(),
+            max_entries,
+        }
+    }
+
+    fn sweep(&self, now: Instant) {
+        self.seen.retain(|_, until| *until > now);
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+}
+
+#[async_trait]
+impl SingleUse for Local {
+    async fn first_use(&self, round_id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        if self.seen.len() >= self.max_entries {
+            self.sweep(now);
+            if self.seen.len() >= self.max_entries {
+                // Refusing is the closed failure: accepting an id we could
+                // not remember would allow its replay.
+                return Err(StoreError::Unavailable(format!(
+                    "{} round ids are remembered, the bound",
+                    self.max_entries
+                )));
+            }
+        }
+        match self.seen.entry(round_id.to_owned()) {
+            dashmap::Entry::Occupied(mut used) if *used.get() <= now => {
+                // Expired: its state can no longer open, so this is a new id.
+                used.insert(now + ttl);
+                Ok(true)
+            }
+            dashmap::Entry::Occupied(_) => Ok(false),
+            dashmap::Entry::Vacant(slot) => {
+                slot.insert(now + ttl);
+                Ok(true)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_id_is_used_once_until_it_expires() {
+        let local = Local::new(8);
+        let ttl = Duration::from_secs(60);
+        assert_eq!(local.first_use("op.1", ttl).await, Ok(true));
+        assert_eq!(local.first_use("op.1", ttl).await, Ok(false));
+        assert_eq!(local.first_use("op.2", ttl).await, Ok(true));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(local.first_use("op.1", ttl).await, Ok(true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_store_sweeps_then_refuses() {
+        let local = Local::new(2);
+        let ttl = Duration::from_secs(10);
+        assert_eq!(local.first_use("a", ttl).await, Ok(true));
+        assert_eq!(local.first_use("b", ttl).await, Ok(true));
+        assert!(matches!(
+            local.first_use("c", ttl).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(local.first_use("c", ttl).await, Ok(true));
+        assert_eq!(local.len(), 1);
+    }
+}
