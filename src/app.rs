@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
 use crate::front::pipeline::Pipeline;
 use crate::front::{self, Gateway, auth};
+use crate::limits::RouteLimits;
 use crate::mrtr::Engine;
 use crate::mrtr::clock::Clock;
 use crate::mrtr::state::{Key, Keyring};
@@ -251,7 +252,7 @@ fn routes(
             metrics.clone(),
         );
         let route = Route {
-            name,
+            name: name.clone(),
             path: r.path.clone(),
             catalog: Catalog::new(&pool, r.cache.ttl),
             pool,
@@ -263,6 +264,7 @@ fn routes(
             }),
             policy,
             on_missing_capability: r.on_missing_capability,
+            limits: Arc::new(RouteLimits::new(name, &r.rate_limit, metrics.clone())),
         };
         out.insert(r.path.clone(), Arc::new(route));
     }

@@ -178,6 +178,9 @@ pub struct RouteConfig {
     /// Policy file for this route (relative to this config file), e.g. `policies/rooms.toml`.
     #[serde(default)]
     pub policy: Option<Spanned<PathBuf>>,
+    /// `[route.rate_limit]`: limits on new calls and on retries (none by default).
+    #[serde(default)]
+    pub rate_limit: RateLimitConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -261,8 +264,10 @@ impl Default for CacheConfig {
 }
 
 mod defaults;
+pub mod rate_limit;
 mod state;
 
+pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 
 /// The upstream of a route after checking: exactly one transport.

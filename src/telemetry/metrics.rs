@@ -54,6 +54,13 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub route: String,
+    /// `per_principal`, `per_route`, `tool` or `retries`.
+    pub scope: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ToolLabels {
     pub route: String,
     pub tool: String,
@@ -73,6 +80,7 @@ pub struct Metrics {
     connections: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
+    rate_limited: Family<LimitLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -162,7 +170,14 @@ impl Metrics {
             "Progress and log notifications dropped because the client was not reading its stream",
             dropped.clone(),
         );
+        let rate_limited = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "Requests refused with 429 rate_limited, by route and the limit that refused them",
+            rate_limited.clone(),
+        );
         Self {
+            rate_limited,
             connections,
             refused,
             dropped,
@@ -258,6 +273,15 @@ impl Metrics {
                 route: route.into(),
             })
             .inc_by(n);
+    }
+
+    pub fn record_rate_limited(&self, route: &str, scope: &str) {
+        self.rate_limited
+            .get_or_create(&LimitLabels {
+                route: route.into(),
+                scope: scope.into(),
+            })
+            .inc();
     }
 
     pub fn set_pending(&self, n: usize) {
