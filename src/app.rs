@@ -44,6 +44,12 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{listener} listener TLS: {source}")]
+    Tls {
+        listener: &'static str,
+        #[source]
+        source: crate::front::tls::TlsError,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -128,6 +134,22 @@ pub fn check(config: &Config) -> Result<(), ConfigErrors> {
             && let Err(errors) = Policy::load(&config.base_dir.join(path.get_ref()))
         {
             problems.extend(errors.0);
+        }
+    }
+    for (name, section) in [
+        ("[server.tls]", &config.server.tls),
+        ("[server.admin_tls]", &config.server.admin_tls),
+    ] {
+        if let Some(t) = section
+            && let Err(e) =
+                crate::front::tls::server_config(&t.get_ref().resolved(&config.base_dir))
+        {
+            problems.push(crate::config::ConfigError {
+                file: e.path().display().to_string(),
+                line: 0,
+                column: 0,
+                message: format!("{name}: {e}"),
+            });
         }
     }
     if problems.is_empty() {
@@ -316,6 +338,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 pub async fn start_with(config: Config, options: Options) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new());
     let gateway = build(&config, metrics, options)?;
+    let tls = listener_tls(&config, "client", config.server.tls.as_ref())?;
+    let admin_tls = listener_tls(&config, "admin", config.server.admin_tls.as_ref())?;
+    crate::front::tls::watch(
+        tls.iter().chain(&admin_tls).cloned().collect(),
+        gateway.shutdown.subscribe(),
+    );
     let listener = bind(config.listen_addr()).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen_addr(),
@@ -329,7 +357,13 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     for route in gateway.routes.values() {
         tracing::info!(route = %route.name, path = %route.path, "route ready");
     }
-    tracing::info!(%addr, admin = ?admin_addr, "redmark listening");
+    tracing::info!(
+        %addr,
+        admin = ?admin_addr,
+        tls = tls.is_some(),
+        mutual_tls = config.server.tls.as_ref().is_some_and(|t| t.get_ref().client_ca.is_some()),
+        "redmark listening"
+    );
     let (stop, stopped) = oneshot::channel::<()>();
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,
@@ -337,8 +371,15 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
         send_timeout: config.server.send_timeout,
         grace: config.server.shutdown_grace,
         metrics: Some(gateway.metrics.clone()),
+        tls,
     };
-    let task = tokio::spawn(serve(gateway.clone(), listener, admin, limits, stopped));
+    let task = tokio::spawn(serve(
+        gateway.clone(),
+        listener,
+        (admin, admin_tls),
+        limits,
+        stopped,
+    ));
     Ok(Running {
         addr,
         admin_addr,
@@ -348,18 +389,33 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     })
 }
 
+/// A listener's TLS from its config section, files relative to the config.
+fn listener_tls(
+    config: &Config,
+    listener: &'static str,
+    section: Option<&toml::Spanned<crate::config::TlsConfig>>,
+) -> Result<Option<Arc<crate::front::tls::Tls>>, StartError> {
+    section
+        .map(|t| {
+            crate::front::tls::Tls::load(listener, t.get_ref().resolved(&config.base_dir))
+                .map_err(|source| StartError::Tls { listener, source })
+        })
+        .transpose()
+}
+
 async fn serve(
     gw: Arc<Gateway>,
     listener: TcpListener,
-    admin: Option<TcpListener>,
+    (admin, admin_tls): (Option<TcpListener>, Option<Arc<crate::front::tls::Tls>>),
     limits: front::server::Limits,
     stopped: oneshot::Receiver<()>,
 ) {
-    // The admin listener: the same timeouts, its own small cap, not counted.
+    // The admin listener: the same timeouts, its own small cap and TLS, not counted.
     let admin_limits = front::server::Limits {
         max_connections: 256,
         grace: std::time::Duration::from_secs(1),
         metrics: None,
+        tls: admin_tls,
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();

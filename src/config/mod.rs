@@ -103,6 +103,12 @@ pub struct ServerConfig {
     /// This node's name in sealed state (which replica holds an operation); default: random.
     #[serde(default)]
     pub node_id: Option<String>,
+    /// `[server.tls]`: serve the 2026-07-28 endpoint over HTTPS (rustls).
+    #[serde(default)]
+    pub tls: Option<Spanned<TlsConfig>>,
+    /// `[server.admin_tls]`: the admin listener's own HTTPS.
+    #[serde(default)]
+    pub admin_tls: Option<Spanned<TlsConfig>>,
 }
 
 /// Multi Round-Trip Requests: how long questions are held and how many rounds an operation may take.
@@ -266,9 +272,11 @@ impl Default for CacheConfig {
 mod defaults;
 pub mod rate_limit;
 mod state;
+pub mod tls;
 
 pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
+pub use tls::TlsConfig;
 
 /// The upstream of a route after checking: exactly one transport.
 #[derive(Debug, Clone)]
@@ -326,6 +334,14 @@ impl Config {
             .into_iter()
             .map(|(span, message)| locate(Some(span), message))
             .collect();
+        for tls in [&config.server.tls, &config.server.admin_tls]
+            .into_iter()
+            .flatten()
+        {
+            for message in tls.get_ref().unreadable(&config.base_dir) {
+                problems.push(locate(Some(tls.span()), message));
+            }
+        }
         // Policy files are read and compiled by the composition step (`app`),
         // once, with their own file and line; here only that each exists.
         for route in &config.routes {

@@ -19,6 +19,7 @@ mod listen;
 pub mod pipeline;
 pub mod response;
 pub mod server;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
