@@ -9,7 +9,7 @@
 //! - [`dispatch`]: by method: discovery, lists, operations, subscriptions ([`listen`]).
 //! - [`auth`]: authenticators (API keys, anonymous).
 //! - [`response`]: JSON and SSE response bodies.
-//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
 
 pub mod admin;
 pub mod auth;
@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod http;
 mod listen;
 pub mod pipeline;
+mod readiness;
 pub mod response;
 pub mod server;
 
