@@ -23,6 +23,7 @@ use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
 use crate::route::Route;
+use crate::telemetry::access::{AccessLog, AccessTarget};
 use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
@@ -39,6 +40,12 @@ pub enum StartError {
     StateKeys(#[from] KeyError),
     #[error("audit log {} cannot be opened", path.display())]
     Audit {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("access log {} cannot be opened", path.display())]
+    AccessLog {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -180,6 +187,7 @@ pub fn build(
         }
         None => AuditSink::disabled(),
     };
+    let access = access_log(config)?;
     let shutdown = tokio::sync::watch::channel(false).0;
     let engine = Arc::new(Engine::new(
         &config.mrtr,
@@ -222,8 +230,22 @@ pub fn build(
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
+        access,
         shutdown,
     }))
+}
+
+/// The `[log] access` sink, a file relative to the config file's directory.
+fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
+    AccessLog::start(&config.log.access, &config.base_dir)
+        .map(Arc::new)
+        .map_err(|source| StartError::AccessLog {
+            path: match &config.log.access {
+                AccessTarget::File(p) => config.base_dir.join(p),
+                _ => PathBuf::new(),
+            },
+            source,
+        })
 }
 
 fn routes(
@@ -327,7 +349,7 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     for route in gateway.routes.values() {
         tracing::info!(route = %route.name, path = %route.path, "route ready");
     }
-    tracing::info!(%addr, admin = ?admin_addr, "redmark listening");
+    tracing::info!(%addr, admin = admin_addr.map(|a| a.to_string()).as_deref(), "redmark listening");
     let (stop, stopped) = oneshot::channel::<()>();
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,

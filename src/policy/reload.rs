@@ -99,11 +99,16 @@ impl PolicyHandle {
 fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn Fn(&str, bool)) {
     match handle.reload() {
         Ok(()) => {
-            tracing::info!(route, policy = ?handle.path(), trigger = why, "policy reloaded");
+            tracing::info!(
+                route,
+                policy = handle.path().map(|p| p.display().to_string()).as_deref(),
+                trigger = why,
+                "policy reloaded"
+            );
             on_reload(route, true);
         }
         Err(errors) => {
-            tracing::error!(route, policy = ?handle.path(), trigger = why, errors = %errors, "policy reload failed; the previous policy stays in force");
+            tracing::error!(route, policy = handle.path().map(|p| p.display().to_string()).as_deref(), trigger = why, errors = %errors, "policy reload failed; the previous policy stays in force");
             on_reload(route, false);
         }
     }
