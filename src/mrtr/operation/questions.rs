@@ -75,7 +75,7 @@ impl Operation {
                     )
                     .with_data(json!({"reason": r.reason}))),
                 };
-                self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None);
+                self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None, None);
                 let _ = self.session.respond(q.upstream_id, answer).await;
                 return Some(Ending::PolicyRefused {
                     reason: r.reason,
@@ -227,7 +227,7 @@ impl Operation {
             );
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
-        self.audit(q, outcome, verdict, answer_ms, answer);
+        self.audit(q, outcome, verdict, answer_ms, answer, None);
         self.log_values(q, answer);
     }
 
@@ -257,6 +257,7 @@ impl Operation {
         verdict: &str,
         answer_ms: Option<u64>,
         answer: Option<&Value>,
+        reask_rule: Option<&str>,
     ) {
         if !self.engine.audit.is_enabled() {
             return;
@@ -294,7 +295,27 @@ impl Operation {
             verdict: verdict.to_owned(),
             redundant: content.is_some_and(|c| audit::redundant(&self.arguments, c)),
             trace_id: self.trace_id.clone(),
+            reask: reask_rule.is_some(),
+            rule: reask_rule.map(str::to_owned),
         });
+    }
+
+    /// A person's answer broke `rule` and the question is asked again: the
+    /// attempt is an audit record of its own (`reask: true`, outcome
+    /// `invalid`, the time the person spent on it), and the next attempt is
+    /// timed from now, so no second of attention is counted twice.
+    fn audit_reask(&self, q: &mut Question, rule: &str) {
+        let spent = q.asked_at.elapsed();
+        q.asked_at = tokio::time::Instant::now();
+        let answer_ms = u64::try_from(spent.as_millis()).unwrap_or(u64::MAX);
+        self.audit(
+            q,
+            Outcome::Invalid,
+            "policy_invalid_answer",
+            Some(answer_ms),
+            None,
+            Some(rule),
+        );
     }
 
     pub(super) fn note_outcome(&mut self, answer: &Value) {
@@ -415,7 +436,10 @@ impl Operation {
                         "policy_invalid_answer",
                     );
                     tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
-                    self.pending[pos].mark(&mark);
+                    let mut q = self.pending.remove(pos);
+                    self.audit_reask(&mut q, &rule);
+                    q.mark(&mark);
+                    self.pending.insert(pos, q);
                 }
                 Checked::End(e) => {
                     let q = self.pending.remove(pos);
