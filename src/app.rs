@@ -24,6 +24,7 @@ use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
 use crate::route::Route;
+use crate::telemetry::access::{AccessLog, AccessTarget};
 use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
@@ -49,6 +50,12 @@ pub enum StartError {
         listener: &'static str,
         #[source]
         source: crate::front::tls::TlsError,
+    },
+    #[error("access log {} cannot be opened", path.display())]
+    AccessLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
     },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -203,6 +210,7 @@ pub fn build(
         }
         None => AuditSink::disabled(),
     };
+    let access = access_log(config)?;
     let shutdown = tokio::sync::watch::channel(false).0;
     let engine = Arc::new(Engine::new(
         &config.mrtr,
@@ -245,8 +253,22 @@ pub fn build(
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
+        access,
         shutdown,
     }))
+}
+
+/// The `[log] access` sink, a file relative to the config file's directory.
+fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
+    AccessLog::start(&config.log.access, &config.base_dir)
+        .map(Arc::new)
+        .map_err(|source| StartError::AccessLog {
+            path: match &config.log.access {
+                AccessTarget::File(p) => config.base_dir.join(p),
+                _ => PathBuf::new(),
+            },
+            source,
+        })
 }
 
 fn routes(
@@ -359,7 +381,7 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     }
     tracing::info!(
         %addr,
-        admin = ?admin_addr,
+        admin = admin_addr.map(|a| a.to_string()).as_deref(),
         tls = tls.is_some(),
         mutual_tls = config.server.tls.as_ref().is_some_and(|t| t.get_ref().client_ca.is_some()),
         "redmark listening"

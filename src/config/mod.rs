@@ -58,6 +58,9 @@ pub struct Config {
     /// The audit log of questions (`redmark report` reads it); unset: no audit log.
     #[serde(default)]
     pub audit: Option<Spanned<crate::telemetry::audit::AuditConfig>>,
+    /// `[log]`: where the access log goes.
+    #[serde(default)]
+    pub log: crate::telemetry::access::LogConfig,
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,

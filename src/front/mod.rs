@@ -9,14 +9,17 @@
 //! - [`dispatch`]: by method: discovery, lists, operations, subscriptions ([`listen`]).
 //! - [`auth`]: authenticators (API keys, anonymous).
 //! - [`response`]: JSON and SSE response bodies.
-//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`access`]: what a request's access-log line says.
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
 
+mod access;
 pub mod admin;
 pub mod auth;
 pub mod dispatch;
 pub mod http;
 mod listen;
 pub mod pipeline;
+mod readiness;
 pub mod response;
 pub mod server;
 pub mod tls;
@@ -38,6 +41,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub sse_keepalive: Duration,
     pub engine: Arc<Engine>,
+    /// One line per client request ([`access`]).
+    pub access: Arc<crate::telemetry::access::AccessLog>,
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
 }
 

@@ -192,9 +192,12 @@ pub fn watch(listeners: Vec<Arc<Tls>>, mut stop: tokio::sync::watch::Receiver<bo
     if listeners.is_empty() {
         return;
     }
+    // Registered before this returns, not when the task first runs: a
+    // SIGHUP that arrives in between would otherwise take its default
+    // action and end the process.
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     tokio::spawn(async move {
-        #[cfg(unix)]
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
