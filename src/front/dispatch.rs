@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::{Gateway, listen};
 use crate::jsonrpc::{ErrorObject, Id};
 use crate::mrtr::{Outcome, Outgoing, start};
+use crate::policy::call::filter_tool_list;
 use crate::protocol::shape;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
 use crate::route::Route;
@@ -112,26 +113,37 @@ async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Repl
     };
     let method = req.method.as_str();
     let cursor = req.params.get("cursor").and_then(Value::as_str);
+    // Cached as the server sent it; what this principal may see is decided
+    // on every answer, so a reloaded policy applies at once.
+    let visible = |result: Value| {
+        if req.method == Method::ToolsList {
+            filter_tool_list(&route.policy.current(), principal, result)
+        } else {
+            result
+        }
+    };
     if let Some(cached) = route.catalog.list(&key, method, cursor) {
-        return Reply::result(&req.id, cached);
+        return Reply::result(&req.id, visible(cached));
     }
     once(route, principal, req, |shaped| {
         route.catalog.put_list(&key, method, cursor, shaped.clone());
+        visible(shaped)
     })
     .await
 }
 
 /// A request that can involve no person (`completion/complete`).
 async fn simple(route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
-    once(route, principal, req, |_| {}).await
+    once(route, principal, req, |shaped| shaped).await
 }
 
-/// One upstream request on a leased session, its result shaped (and shown to `keep`).
+/// One upstream request on a leased session, its result shaped, then passed
+/// through `keep` (which may cache it) into the reply.
 async fn once(
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
-    keep: impl FnOnce(&Value),
+    keep: impl FnOnce(Value) -> Value,
 ) -> Reply {
     let lease = match route.lease(principal, req.ctx.profile).await {
         Ok(l) => l,
@@ -144,8 +156,7 @@ async fn once(
                 result,
                 &route.stamp(&lease.session().init.server_info),
             );
-            keep(&shaped);
-            Reply::result(&req.id, shaped)
+            Reply::result(&req.id, keep(shaped))
         }
         Ok(Err(e)) => Reply::upstream_error(&req.id, e),
         Err(e) => Reply::reject(&req.id, &e.into_reject()),

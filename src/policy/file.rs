@@ -8,7 +8,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules};
+use super::{
+    CallRule, Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules,
+    ToolsDefault,
+};
 use crate::config::{ConfigError, ConfigErrors};
 
 #[derive(Debug, Default, Deserialize)]
@@ -23,6 +26,8 @@ struct RawPolicy {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDefaults {
+    /// `allow` (default) or `deny`: may tools without a `[tool.NAME]` section be called?
+    tools: Option<ToolsDefault>,
     on_invalid: Option<OnInvalid>,
     max_reasks: Option<u32>,
     max_questions: Option<usize>,
@@ -54,6 +59,10 @@ struct RawTool {
     max_questions: Option<usize>,
     /// Calls per principal, e.g. `"1/s"` (see `[route.rate_limit]`).
     rate: Option<crate::config::Rate>,
+    /// CEL over `principal` and `tool` (`name`, `arguments`): may this call be made?
+    allow: Option<Spanned<String>>,
+    /// What a caller the `allow` rule refuses is told.
+    deny_message: Option<String>,
     #[serde(default)]
     fields: BTreeMap<String, Spanned<RawField>>,
 }
@@ -96,6 +105,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
     };
     let d = &raw.defaults;
     let defaults = Defaults {
+        tools: d.tools.unwrap_or_default(),
         on_invalid: d.on_invalid.unwrap_or(OnInvalid::Reask),
         max_reasks: d.max_reasks.unwrap_or(2),
         max_questions: d.max_questions.unwrap_or(10),
@@ -129,6 +139,27 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 Err(messages) => problems.extend(messages.into_iter().map(|m| at(rules.span(), m))),
             }
         }
+        let allow = match &t.allow {
+            None => None,
+            Some(rule) => match compile_rule(&env, "allow", rule.get_ref()) {
+                Ok(program) => Some(CallRule {
+                    program: Arc::new(program),
+                    source: rule.get_ref().clone(),
+                    at: format!("{file}:{}", at(rule.span(), String::new()).line),
+                    deny_message: t.deny_message.clone(),
+                }),
+                Err(message) => {
+                    problems.push(at(rule.span(), format!("tool `{name}`: {message}")));
+                    None
+                }
+            },
+        };
+        if t.deny_message.is_some() && t.allow.is_none() {
+            problems.push(at(
+                span.clone(),
+                format!("tool `{name}`: deny_message without allow"),
+            ));
+        }
         tools.insert(
             name.clone(),
             ToolRules {
@@ -140,6 +171,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 max_questions: t.max_questions.unwrap_or(defaults.max_questions),
                 fields,
                 rate: t.rate,
+                allow,
             },
         );
     }
@@ -170,9 +202,14 @@ pub const MAX_AUTHZ_DEPTH: usize = 24;
 const COMPILE_STACK_BYTES: usize = 64 << 20;
 
 fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
+    compile_rule(env, "authz", source)
+}
+
+/// Compiles a CEL rule of the policy (`authz`, `allow`), bounded in size and depth.
+fn compile_rule(env: &cel::Env, key: &str, source: &str) -> Result<cel::Program, String> {
     if source.len() > MAX_AUTHZ_BYTES {
         return Err(format!(
-            "authz is {} bytes long; at most {MAX_AUTHZ_BYTES} are allowed",
+            "{key} is {} bytes long; at most {MAX_AUTHZ_BYTES} are allowed",
             source.len()
         ));
     }
@@ -180,13 +217,13 @@ fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
     let compile = || {
         let program = env.compile(source).map_err(|e| {
             format!(
-                "authz is not valid CEL: {}",
+                "{key} is not valid CEL: {}",
                 e.to_string().lines().next().unwrap_or_default()
             )
         })?;
         if depth_exceeds(program.expression(), MAX_AUTHZ_DEPTH) {
             return Err(format!(
-                "authz nests deeper than {MAX_AUTHZ_DEPTH} levels (each `||` or `&&` of a chain is one; `value in [...]` lists alternatives flat)"
+                "{key} nests deeper than {MAX_AUTHZ_DEPTH} levels (each `||` or `&&` of a chain is one; `value in [...]` lists alternatives flat)"
             ));
         }
         Ok(program)
@@ -196,9 +233,9 @@ fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
             .name("redmark-cel-compile".into())
             .stack_size(COMPILE_STACK_BYTES)
             .spawn_scoped(scope, compile)
-            .map_err(|e| format!("authz: cannot start the CEL compiler: {e}"))?
+            .map_err(|e| format!("{key}: cannot start the CEL compiler: {e}"))?
             .join()
-            .map_err(|_| "authz: the CEL compiler panicked".to_owned())?
+            .map_err(|_| format!("{key}: the CEL compiler panicked"))?
     })
 }
 

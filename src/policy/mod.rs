@@ -69,8 +69,30 @@ pub enum Format {
     DateTime,
 }
 
+/// `[defaults] tools`: whether tools the policy does not name may be called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolsDefault {
+    #[default]
+    Allow,
+    /// Only tools with a `[tool.NAME]` section are callable (and listed).
+    Deny,
+}
+
+/// `[tool.NAME] allow`: a CEL rule over `principal` and `tool` deciding
+/// whether a call is made at all.
+#[derive(Debug, Clone)]
+pub struct CallRule {
+    pub program: Arc<cel::Program>,
+    pub source: String,
+    /// `file:line` of the rule, for the log of a rule that fails at run time.
+    pub at: String,
+    pub deny_message: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Defaults {
+    pub tools: ToolsDefault,
     pub on_invalid: OnInvalid,
     pub max_reasks: u32,
     pub max_questions: usize,
@@ -82,6 +104,7 @@ pub struct Defaults {
 impl Default for Defaults {
     fn default() -> Self {
         Self {
+            tools: ToolsDefault::Allow,
             on_invalid: OnInvalid::Reask,
             max_reasks: 2,
             max_questions: 10,
@@ -123,6 +146,8 @@ pub struct ToolRules {
     pub fields: HashMap<String, FieldRules>,
     /// `rate`: calls of this tool per principal (retries with `requestState` not counted).
     pub rate: Option<crate::config::Rate>,
+    /// `allow`: whether this principal may make this call (with these arguments).
+    pub allow: Option<CallRule>,
 }
 
 /// A loaded policy. Cheap to share; a reload swaps in a new one.

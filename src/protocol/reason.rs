@@ -144,6 +144,8 @@ reasons! {
     PolicyModelOwned => "policy_model_owned", OK, code::INVALID_PARAMS, Client;
     PolicyInvalidAnswer => "policy_invalid_answer", OK, code::INVALID_PARAMS, Client;
     PolicyDenied => "policy_denied", OK, code::INVALID_PARAMS, Client;
+    /// A policy rule failed at run time (a name that does not exist, a type error): refused, logged at ERROR.
+    PolicyError => "policy_error", OK, code::INTERNAL_ERROR, Gateway;
 }
 
 impl std::fmt::Display for Reason {
