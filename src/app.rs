@@ -160,7 +160,8 @@ pub fn build(
             );
             Keyring::ephemeral()
         }
-    };
+    }
+    .with_max_len(*config.state.max_bytes.get_ref());
     let node = config
         .server
         .node_id

@@ -1,7 +1,9 @@
 //! A client's retry: `requestState` opened and checked in the order the
 //! design fixes (malformed, unknown key, bad signature, expired, other
 //! principal, other request, replayed round, unknown operation), each failure
-//! a `-32602` with its own `data.reason`, then handed to its operation.
+//! a `-32602` with its own `data.reason`, then handed to its operation. A
+//! replay-mode state has no operation to hand to: its round is consumed
+//! through [`Engine::single_use`] and the call runs again, here.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::Engine;
+use super::operation::{self, ReplayRun};
 use super::outgoing::Outgoing;
 use super::state::{StateError, principal_digest, request_digest};
 use super::table::Resume;
@@ -46,18 +49,24 @@ pub async fn resume(
     tx: mpsc::Sender<Outgoing>,
 ) {
     let id = req.id.clone();
-    if let Err(reject) = hand_over(&engine, &route, &principal, req, tx.clone()).await {
-        let _ = tx.send(Outgoing::reject(Some(&id), &reject)).await;
+    match hand_over(&engine, &route, &principal, &req, tx.clone()).await {
+        Ok(None) => {}
+        Ok(Some(run)) => operation::replay(engine, route, principal, req, run, tx).await,
+        Err(reject) => {
+            let _ = tx.send(Outgoing::reject(Some(&id), &reject)).await;
+        }
     }
 }
 
+/// Hands a hold-mode retry to its operation (`Ok(None)`), or returns the
+/// checked and consumed replay-mode run to start.
 async fn hand_over(
     engine: &Engine,
     route: &Route,
     principal: &Principal,
-    req: ClientRequest,
+    req: &ClientRequest,
     tx: mpsc::Sender<Outgoing>,
-) -> Result<(), Reject> {
+) -> Result<Option<ReplayRun>, Reject> {
     let token = req
         .params
         .get("requestState")
@@ -74,6 +83,13 @@ async fn hand_over(
         return Err(StateError::WrongRequest.into_reject());
     }
     let responses = input_responses(&req.params)?;
+    if claims.is_replay() {
+        // Answers of the wrong shape are refused before the round is used,
+        // so a corrected retry with the same state still works.
+        operation::check_shapes(&claims, &responses)?;
+        consume(engine, &claims).await?;
+        return Ok(Some(ReplayRun { claims, responses }));
+    }
     let unknown = || {
         Reject::new(Reason::OperationUnknown, "no operation for this requestState: this node restarted or the operation ended; call again without requestState")
             .with("operation", claims.op.clone())
@@ -92,17 +108,34 @@ async fn hand_over(
             client: tx.clone(),
         };
         if entry.resume.send(resume).await.is_ok() {
-            return Ok(());
+            return Ok(None);
         }
         // It ended while we were looking: its tombstone says how.
     }
     match late(engine, route, &claims.op, claims.rd, req.method, &req.id) {
         Late::Reply(reply) => {
             let _ = tx.send(reply).await;
-            Ok(())
+            Ok(None)
         }
         Late::Replayed => Err(replayed()),
         Late::Unknown => Err(unknown()),
+    }
+}
+
+/// Marks a replay-mode round used, once on any replica sharing the store:
+/// a second presentation is `state_replayed`, a store that cannot say is
+/// `state_store_unavailable` (never an unchecked acceptance).
+async fn consume(engine: &Engine, claims: &super::state::Claims) -> Result<(), Reject> {
+    let now = engine.clock.unix_now().as_secs();
+    // Remembered as long as the state could still open.
+    let ttl = std::time::Duration::from_secs(claims.exp.saturating_sub(now).max(1));
+    match engine.single_use.first_use(&claims.round_id(), ttl).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(replayed()),
+        Err(e) => {
+            tracing::warn!(operation = %claims.op, round = claims.rd, error = %e, "cannot mark a replay-mode round used; refusing the retry");
+            Err(Reject::new(Reason::StateStoreUnavailable, e.to_string()))
+        }
     }
 }
 

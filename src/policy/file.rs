@@ -8,7 +8,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules};
+use super::{
+    DefaultMode, Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules,
+};
 use crate::config::{ConfigError, ConfigErrors};
 
 #[derive(Debug, Default, Deserialize)]
@@ -31,6 +33,8 @@ struct RawDefaults {
     on_refused: Option<OnRefused>,
     /// Hosts URL-mode elicitation may send people to; unset: any https host.
     url_hosts: Option<Vec<String>>,
+    /// `hold`, `replay` or `replay_when_annotated`, for tools without their own `mode`.
+    mode: Option<DefaultMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -45,8 +49,7 @@ enum SecretFields {
 struct RawTool {
     #[serde(default)]
     keys: Vec<String>,
-    #[serde(default)]
-    mode: Mode,
+    mode: Option<Mode>,
     #[serde(default)]
     model_owned: Vec<String>,
     on_invalid: Option<OnInvalid>,
@@ -103,6 +106,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .url_hosts
             .clone()
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
+        mode: d.mode.unwrap_or_default(),
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();

@@ -73,6 +73,7 @@ pub struct Metrics {
     connections: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
+    replay_rounds: Family<ToolLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -162,7 +163,14 @@ impl Metrics {
             "Progress and log notifications dropped because the client was not reading its stream",
             dropped.clone(),
         );
+        let replay_rounds = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "replay_rounds",
+            "Rounds of questions asked in replay mode (the upstream call ended, nothing held until the retry)",
+            replay_rounds.clone(),
+        );
         Self {
+            replay_rounds,
             connections,
             refused,
             dropped,
@@ -232,6 +240,15 @@ impl Metrics {
                 tool: tool.into(),
             })
             .observe(f64::from(rounds));
+    }
+
+    pub fn record_replay_round(&self, route: &str, tool: &str) {
+        self.replay_rounds
+            .get_or_create(&ToolLabels {
+                route: route.into(),
+                tool: tool.into(),
+            })
+            .inc();
     }
 
     pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {
