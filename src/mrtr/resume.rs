@@ -190,3 +190,79 @@ pub fn late_answer(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::config::MrtrConfig;
+    use crate::mrtr::clock::Clock;
+    use crate::mrtr::single_use::{SingleUse, StoreError};
+    use crate::mrtr::state::{CLAIMS_VERSION, Claims, Keyring, REPLAY};
+    use crate::telemetry::audit::AuditSink;
+    use crate::telemetry::metrics::Metrics;
+
+    /// A shared store that cannot be reached.
+    struct Down;
+
+    #[async_trait]
+    impl SingleUse for Down {
+        async fn first_use(&self, _: &str, _: Duration) -> Result<bool, StoreError> {
+            Err(StoreError::Unavailable("connection refused".into()))
+        }
+    }
+
+    fn engine(store: Option<Arc<dyn SingleUse>>) -> Engine {
+        let (_down, shutdown) = tokio::sync::watch::channel(false);
+        let mut engine = Engine::new(
+            &MrtrConfig::default(),
+            Keyring::ephemeral(),
+            "n1".into(),
+            Arc::new(Metrics::new()),
+            AuditSink::disabled(),
+            shutdown,
+            Clock::following_tokio(),
+        );
+        if let Some(store) = store {
+            engine.single_use = store;
+        }
+        engine
+    }
+
+    fn claims(rd: u32) -> Claims {
+        Claims {
+            v: CLAIMS_VERSION,
+            op: "00".repeat(16),
+            node: "n0".into(),
+            pr: String::new(),
+            exp: 4_000_000_000,
+            rq: String::new(),
+            rd,
+            m: REPLAY.into(),
+            tc: None,
+            ans: Vec::new(),
+            ask: Vec::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_round_is_consumed_once_and_a_store_that_cannot_say_refuses() {
+        let local = engine(None);
+        assert!(consume(&local, &claims(1)).await.is_ok());
+        let again = consume(&local, &claims(1)).await.unwrap_err();
+        assert_eq!(again.reason, Reason::StateReplayed);
+        assert!(
+            consume(&local, &claims(2)).await.is_ok(),
+            "the next round is its own"
+        );
+
+        let down = engine(Some(Arc::new(Down)));
+        let refused = consume(&down, &claims(1)).await.unwrap_err();
+        assert_eq!(refused.reason, Reason::StateStoreUnavailable);
+        assert_eq!(refused.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
