@@ -118,8 +118,12 @@ async fn a_two_question_tool_completes_with_each_round_on_another_gateway() {
     // answers the first question; the second goes to the client.
     let second = input_required(
         "tools/call",
-        &op.retry(&b, &first.state, json!({"elicitation-1": name("Ada")}))
-            .await,
+        &op.retry(
+            &b,
+            &first.state,
+            json!({"elicitation-1": name("Ada Lovelace")}),
+        )
+        .await,
     );
     assert_eq!(second.keys(), ["elicitation-2"]);
     assert_eq!(second.message(), "Your city?");
@@ -128,8 +132,8 @@ async fn a_two_question_tool_completes_with_each_round_on_another_gateway() {
     assert_eq!(c2.op, c1.op, "one operation across gateways");
     // The answer rides in the state, encrypted: the token shows none of it.
     let sealed = sealed_bytes(&second.state);
-    assert!(!second.state.contains("Ada"));
-    assert!(!sealed.windows(3).any(|w| w == b"Ada"));
+    assert!(!second.state.contains("Lovelace"));
+    assert!(!sealed.windows(8).any(|w| w == b"Lovelace"));
     settled(&b).await;
     assert_eq!(b.metric(&replay_rounds("two_questions")).await, Some(1.0));
 
@@ -143,7 +147,7 @@ async fn a_two_question_tool_completes_with_each_round_on_another_gateway() {
     let done = op
         .retry(&a, &second.state, json!({"elicitation-2": city("Paris")}))
         .await;
-    assert_eq!(output(&done)["answers"], json!(["Ada", "Paris"]));
+    assert_eq!(output(&done)["answers"], json!(["Ada Lovelace", "Paris"]));
     assert_eq!(
         a.metric(&ops("two_questions", "completed")).await,
         Some(1.0)
@@ -157,7 +161,7 @@ async fn a_two_question_tool_completes_with_each_round_on_another_gateway() {
     assert_eq!(fx.log.tagged("run", "seed").len(), 3, "{}", fx.log.seen());
     let done_events = fx.log.tagged("done", "seed");
     assert_eq!(done_events.len(), 1);
-    assert_eq!(done_events[0]["answers"], json!(["Ada", "Paris"]));
+    assert_eq!(done_events[0]["answers"], json!(["Ada Lovelace", "Paris"]));
     let heard: Vec<(Value, Value)> = fx
         .log
         .answers("seed")
