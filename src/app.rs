@@ -190,7 +190,8 @@ pub fn build(
             );
             Keyring::ephemeral()
         }
-    };
+    }
+    .with_max_len(*config.state.max_bytes.get_ref());
     let node = config
         .server
         .node_id

@@ -28,7 +28,8 @@ fn state_key(id: &str, secret: &str, sign: bool) -> String {
     format!("[[state.keys]]\nid = \"{id}\"\nsecret = \"{secret}\"\nsign = {sign}\n")
 }
 
-/// `state` with the first character of its MAC changed (still valid base64url).
+/// `state` with the first character of its sealed blob (the nonce) changed
+/// (still valid base64url): the AEAD tag no longer verifies.
 fn flip_mac(state: &str) -> String {
     let (signed, mac) = state.rsplit_once('.').expect("three parts");
     let first = if mac.starts_with('A') { "B" } else { "A" };
@@ -78,7 +79,7 @@ struct Round<'a> {
 /// The retry of this round that `case` (one of [`CASES`]) spoils.
 async fn spoiled_retry(case: &str, r: &Round<'_>) -> Resp {
     let state = r.state;
-    let mut claims = claims(state);
+    let mut claims = claims_of(state, "k1", r.k1);
     match case {
         "garbage" => r.op.retry(r.gw, "not-a-state", r.good.clone()).await,
         "null" => {
@@ -248,7 +249,7 @@ async fn a_rotated_out_signing_key_still_verifies() {
     let asked_b = input_required("tools/call", &op.start(&b).await);
     assert!(asked_b.state.starts_with("k2."), "{}", asked_b.state);
     // B's own operation, its state sealed with k1: accepted and resumed.
-    let resealed = keyring("k1", &k1).seal(&claims(&asked_b.state));
+    let resealed = keyring("k1", &k1).seal(&claims_of(&asked_b.state, "k2", &k2));
     let done = op
         .retry(&b, &resealed, json!({"elicitation-1": accept("rotated")}))
         .await;
@@ -266,7 +267,10 @@ async fn a_rotated_out_signing_key_still_verifies() {
         )
         .await;
     let err = assert_error(&r, 200, -32602, "operation_unknown");
-    assert_eq!(err["data"]["operation"], claims(&asked_a.state).op.as_str());
+    assert_eq!(
+        err["data"]["operation"],
+        claims_of(&asked_a.state, "k1", &k1).op.as_str()
+    );
     // ...and A's operation was not disturbed.
     let done = op
         .retry(

@@ -89,6 +89,21 @@ fn unknown_keys_are_reported_where_they_are() {
 }
 
 #[test]
+fn a_bad_mode_is_reported_where_it_is() {
+    fails_at(
+        "[defaults]\nmax_reasks = 2\nmode = \"replay-ish\"\n",
+        3,
+        &["replay-ish", "replay_when_annotated"],
+    );
+    // `replay_when_annotated` is a route default, not a tool's mode.
+    fails_at(
+        "[tool.t]\nkeys = [\"a\"]\nmode = \"replay_when_annotated\"\n",
+        3,
+        &["replay_when_annotated"],
+    );
+}
+
+#[test]
 fn rules_of_the_wrong_type_are_reported() {
     fails_at(
         "[tool.t.fields.a]\nminimum = \"ten\"\n",

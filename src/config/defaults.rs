@@ -64,3 +64,7 @@ pub fn lease_timeout() -> Duration {
 pub fn cache_ttl() -> Duration {
     Duration::from_secs(60)
 }
+/// `[state] max_bytes`: 16 KiB.
+pub fn max_state_bytes() -> usize {
+    16 * 1024
+}

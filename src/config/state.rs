@@ -20,12 +20,39 @@ pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
     (bytes.len() >= 16).then_some(bytes)
 }
 
-/// Keys that seal `requestState`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Keys that seal `requestState`, and its size bound.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     #[serde(default)]
     pub keys: Vec<Spanned<StateKeyConfig>>,
+    /// Longest `requestState` sealed or accepted, in bytes. Replay mode's
+    /// collected answers ride in the state: an operation whose state would
+    /// grow past it ends with `state_too_large`.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: Spanned<usize>,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            keys: Vec::new(),
+            max_bytes: Spanned::new(0..0, default_max_bytes_value()),
+        }
+    }
+}
+
+/// Smallest `[state] max_bytes`: room for a hold-mode state with a trace context.
+pub const MIN_STATE_BYTES: usize = 1024;
+/// Largest `[state] max_bytes`: a state rides in every retry's body.
+pub const MAX_STATE_BYTES: usize = 1024 * 1024;
+
+fn default_max_bytes_value() -> usize {
+    crate::config::defaults::max_state_bytes()
+}
+
+fn default_max_bytes() -> Spanned<usize> {
+    Spanned::new(0..0, default_max_bytes_value())
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +73,16 @@ pub struct StateKeyConfig {
 impl Config {
     pub(super) fn state_problems(&self) -> Vec<(std::ops::Range<usize>, String)> {
         let mut out = Vec::new();
+        let max = &self.state.max_bytes;
+        if !(MIN_STATE_BYTES..=MAX_STATE_BYTES).contains(max.get_ref()) {
+            out.push((
+                max.span(),
+                format!(
+                    "[state] max_bytes must be between {MIN_STATE_BYTES} and {MAX_STATE_BYTES} (default {})",
+                    default_max_bytes_value()
+                ),
+            ));
+        }
         let keys = &self.state.keys;
         if !keys.is_empty() && keys.iter().filter(|k| k.get_ref().sign).count() != 1 {
             out.push((

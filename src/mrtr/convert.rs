@@ -40,6 +40,10 @@ pub struct Question {
     pub base_message: Option<String>,
     /// How many times it was asked again after an invalid answer.
     pub reasks: u32,
+    /// Method, message and requested schema as the server asked them
+    /// ([`crate::mrtr::state::fingerprint`]): replay mode gives a collected
+    /// answer again only to the question it was given for.
+    pub fingerprint: String,
     /// When the server asked it.
     pub asked_at: tokio::time::Instant,
     /// Its span, from the push to the answer.
@@ -91,6 +95,7 @@ pub fn question(
         None => Map::new(),
         Some(_) => return Err(NotAQuestion(method.to_owned())),
     };
+    let fingerprint = crate::mrtr::state::fingerprint(method, &Value::Object(params.clone()));
     // Legacy-only members: `_meta` (progress tokens of the server's own
     // request), `task` (moved to the tasks extension) and URL mode's
     // `elicitationId` (2026-07-28 correlates through requestState instead).
@@ -136,9 +141,52 @@ pub fn question(
         needs,
         base_message,
         reasks: 0,
+        fingerprint,
         asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
     })
+}
+
+impl Kind {
+    /// The name a replay-mode state records a question's kind under
+    /// (`url` for URL-mode elicitation).
+    pub fn label(self, url_mode: bool) -> &'static str {
+        match self {
+            Kind::Elicitation if url_mode => "url",
+            other => other.key_prefix(),
+        }
+    }
+
+    /// [`Kind::label`] read back: the kind and whether it is URL mode.
+    pub fn from_label(label: &str) -> Option<(Kind, bool)> {
+        match label {
+            "elicitation" => Some((Kind::Elicitation, false)),
+            "url" => Some((Kind::Elicitation, true)),
+            "sampling" => Some((Kind::Sampling, false)),
+            "roots" => Some((Kind::Roots, false)),
+            _ => None,
+        }
+    }
+}
+
+impl Question {
+    /// A question known only by its key and kind (a replay-mode round's
+    /// state): enough to check an answer's shape before the round is used.
+    pub fn recorded(key: &str, kind: Kind, url_mode: bool) -> Question {
+        Question {
+            key: key.to_owned(),
+            upstream_id: Id::Number(0),
+            kind,
+            url_mode,
+            request: Value::Null,
+            needs: Value::Null,
+            base_message: None,
+            reasks: 0,
+            fingerprint: String::new(),
+            asked_at: tokio::time::Instant::now(),
+            span: tracing::Span::none(),
+        }
+    }
 }
 
 /// spec 2026-07-28 mrtr.mdx "Server Requirements": "Servers MUST NOT send an

@@ -52,6 +52,9 @@ pub enum Ending {
     },
     /// An answer failed an authorization rule.
     PolicyDenied { field: String, message: String },
+    /// Replay mode: the next round's state, with the answers collected so
+    /// far, would be longer than `[state] max_bytes`.
+    StateTooLarge { len: usize, max: usize },
 }
 
 impl Ending {
@@ -76,6 +79,7 @@ impl Ending {
             Ending::ModelOwned { .. } => "model_owned",
             Ending::PolicyInvalid { .. } => "policy_invalid_answer",
             Ending::PolicyDenied { .. } => "policy_denied",
+            Ending::StateTooLarge { .. } => "state_too_large",
         }
     }
 
@@ -181,6 +185,13 @@ impl Ending {
                 Reason::ShuttingDown,
                 "redmark shut down while the question waited; call again",
             ),
+            Ending::StateTooLarge { len, max } => Reject::new(
+                Reason::StateTooLarge,
+                format!(
+                    "the answers collected so far do not fit in a requestState ({len} bytes, [state] max_bytes = {max}); the call was cancelled"
+                ),
+            )
+            .with("max_bytes", *max),
             Ending::TooManyPending(n) => Reject::new(
                 Reason::TooManyPending,
                 format!(
@@ -241,6 +252,7 @@ mod tests {
                 field: "f".into(),
                 message: String::new(),
             },
+            Ending::StateTooLarge { len: 2, max: 1 },
         ];
         let labels: std::collections::HashSet<&str> = all.iter().map(Ending::outcome).collect();
         assert_eq!(labels.len(), all.len());

@@ -53,7 +53,8 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                         {"name": "ask", "inputSchema": {"type": "object"}},
                         {"name": "ask_two", "inputSchema": {"type": "object"}},
                         {"name": "flood", "inputSchema": {"type": "object"}},
-                        {"name": "ask_and_finish", "inputSchema": {"type": "object"}}]}),
+                        {"name": "ask_and_finish", "inputSchema": {"type": "object"}},
+                        {"name": "ask_stable", "inputSchema": {"type": "object"}}]}),
                     "tools/call"
                         if params.as_ref().and_then(|p| p.get("name")) == Some(&json!("flood")) =>
                     {
@@ -102,7 +103,13 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                             next += 1;
                             let push = format!("q{next}");
                             calls.insert(push.clone(), (id.clone(), if two { 2 } else { 1 }));
-                            let params = json!({"mode": "form", "message": format!("question {next}"),
+                            // `ask_stable` asks the same question on every call (replay mode's fingerprint).
+                            let message = if name == Some(json!("ask_stable")) {
+                                "stable question".to_owned()
+                            } else {
+                                format!("question {next}")
+                            };
+                            let params = json!({"mode": "form", "message": message,
                                 "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}});
                             peer.send(Message::Request {
                                 id: Id::String(push),
@@ -161,6 +168,28 @@ fn gateway(top: &str, route: &str, connector: Connector) -> Arc<Gateway> {
         "[server]\nlisten = \"127.0.0.1:0\"\n{top}\n[[route]]\nname = \"r\"\npath = \"/mcp\"\n[route.upstream]\nurl = \"http://127.0.0.1:9/mcp\"\n{route}"
     );
     let config = Config::parse(&text, "engine.toml", std::env::temp_dir())
+        .unwrap_or_else(|e| panic!("config: {e}"));
+    let options = Options {
+        clock: Clock::following_tokio(),
+        connectors: HashMap::from([("r".to_owned(), connector)]),
+    };
+    app::build(&config, Arc::new(Metrics::new()), options).unwrap_or_else(|e| panic!("build: {e}"))
+}
+
+/// [`gateway`] with a route policy file of `policy` (kept in `dir`).
+fn gateway_with_policy(
+    top: &str,
+    policy: &str,
+    dir: &std::path::Path,
+    connector: Connector,
+) -> Arc<Gateway> {
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, policy).unwrap_or_else(|e| panic!("policy: {e}"));
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{top}\n[[route]]\nname = \"r\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        toml::Value::String(path.display().to_string())
+    );
+    let config = Config::parse(&text, "engine.toml", dir.to_path_buf())
         .unwrap_or_else(|e| panic!("config: {e}"));
     let options = Options {
         clock: Clock::following_tokio(),
@@ -443,4 +472,54 @@ async fn every_one_of_many_identical_retries_gets_one_answer() {
         }
         assert_eq!(gw.engine.table.len(), 0);
     }
+}
+
+/// Replay mode on paused time: the round ends at once (the server hears
+/// `cancel` and `notifications/cancelled`; nothing is pending while the
+/// person thinks), a retry just inside the TTL runs the call again and
+/// completes, and one just past it is `state_expired` (no grace: there is no
+/// operation to report on).
+#[tokio::test(start_paused = true)]
+async fn a_replay_state_lives_for_the_ttl_while_nothing_waits() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let (connector, mut events) = scripted(Duration::ZERO);
+    let gw = gateway_with_policy(
+        "[mrtr]\nttl = \"10m\"\n",
+        "[defaults]\nmode = \"replay\"\n",
+        dir.path(),
+        connector,
+    );
+    let (_, first) = call(&gw, 1, "ask_stable", json!({})).await;
+    let token = state(&first);
+    assert_eq!(keys(&first), ["elicitation-1"]);
+    let answered = next(&mut events).await;
+    assert_eq!(answered["with"]["action"], "cancel", "{answered}");
+    assert!(next(&mut events).await.get("cancelled").is_some());
+    assert_eq!(gw.engine.table.len(), 0, "nothing is held between rounds");
+
+    tokio::time::advance(Duration::from_secs(599)).await;
+    let answer = json!({"elicitation-1": {"action": "accept", "content": {"name": "Ada"}}});
+    let retry = json!({"requestState": token, "inputResponses": answer});
+    let (_, done) = call(&gw, 2, "ask_stable", retry.clone()).await;
+    assert_eq!(done["result"]["content"][0]["text"], "Ada", "{done}");
+    assert_eq!(next(&mut events).await["with"]["content"]["name"], "Ada");
+    // Used once.
+    let (_, again) = call(&gw, 3, "ask_stable", retry).await;
+    assert_eq!(reason(&again), "state_replayed", "{again}");
+
+    let (_, second) = call(&gw, 4, "ask_stable", json!({})).await;
+    let token = state(&second);
+    tokio::time::advance(Duration::from_secs(601)).await;
+    let retry = json!({"requestState": token, "inputResponses": answer});
+    let (_, late) = call(&gw, 5, "ask_stable", retry).await;
+    assert_eq!(reason(&late), "state_expired", "{late}");
+    let metrics = gw.metrics.render();
+    assert!(
+        metrics.contains(r#"redmark_replay_rounds_total{route="r",tool="ask_stable"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("redmark_pending_operations 0"),
+        "{metrics}"
+    );
 }

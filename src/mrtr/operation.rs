@@ -3,7 +3,9 @@
 //! for the whole operation, relays what the server sends to whichever client
 //! request is attached, turns the server's pushed questions into
 //! `InputRequiredResult` rounds, and applies each retry's answers to exactly
-//! the pushed requests they answer.
+//! the pushed requests they answer. In replay mode ([`replay`]) the same
+//! actor lives for one run of the call only: it ends each round instead of
+//! waiting, and a retry starts a new run.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,23 +20,26 @@ use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
 use super::outgoing::{Outcome, Outgoing};
 use super::resume::input_responses;
-use super::state::{Claims, principal_digest, request_digest};
+use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest};
 use super::table::{Entry, Resume, Tombstone};
 use crate::jsonrpc::{ErrorObject, Id, code};
-use crate::policy::Policy;
+use crate::policy::{Mode, Policy};
 use crate::protocol::shape;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reject, RequestContext, meta};
 use crate::route::Route;
 use crate::telemetry::traces;
-use crate::upstream::pool::Lease;
+use crate::upstream::pool::{Lease, PoolKey};
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
 mod notifications;
 mod questions;
+mod replay;
 mod spans;
 
 pub use notifications::relayable;
 use questions::Resumed;
+use replay::Replay;
+pub use replay::check_shapes;
 use spans::{root_span, round_trip_span, upstream_span};
 
 /// How long after its operation ends a state still gets a precise answer
@@ -166,9 +171,19 @@ pub struct Operation {
     started: Instant,
     /// Notifications dropped because the client was not reading its stream.
     dropped: u64,
+    /// Replay mode: what this run gives again and collects; `None` in hold mode.
+    replay: Option<Replay>,
 }
 
-/// Starts an operation for a fresh request and drives it to its end.
+/// A replay-mode retry: its operation, round and state, already checked and consumed.
+pub struct ReplayRun {
+    pub claims: Claims,
+    /// The retry's `inputResponses`.
+    pub responses: Map<String, Value>,
+}
+
+/// Starts an operation for a fresh request and drives it to its end (or,
+/// in replay mode, to its first round).
 pub async fn begin(
     engine: Arc<Engine>,
     route: Arc<Route>,
@@ -176,10 +191,71 @@ pub async fn begin(
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
 ) {
+    start(engine, route, principal, req, tx, None).await;
+}
+
+/// Runs a replay-mode operation again for a retry whose state was checked
+/// and consumed; any replica, any session.
+pub async fn replay(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+    run: ReplayRun,
+    tx: mpsc::Sender<Outgoing>,
+) {
+    start(engine, route, principal, req, tx, Some(run)).await;
+}
+
+/// The mode a fresh call runs in: its policy's, with the tool's annotations
+/// as the server lists them (the known-tool step has just listed them).
+fn mode_of(route: &Route, policy: &Policy, principal: &Principal, req: &ClientRequest) -> Mode {
+    let tools = (req.method == Method::ToolsCall)
+        .then(|| {
+            route.catalog.tools(&PoolKey {
+                principal: principal.name.clone(),
+                profile: req.ctx.profile,
+            })
+        })
+        .flatten();
+    let definition = tools.as_ref().and_then(|t| t.get(req.target()));
+    policy.mode(req.target(), definition)
+}
+
+async fn start(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+    tx: mpsc::Sender<Outgoing>,
+    resumed: Option<ReplayRun>,
+) {
     let target = req.target().to_owned();
     let access = req.ctx.access.clone();
-    let id = hex::encode(rand::random::<[u8; 16]>());
-    let root = root_span(&route.name, &req, &target, &id);
+    let policy = route.policy.current();
+    let (id, round, replay, advance) = match resumed {
+        // The retry's answers go to the questions its state says were asked, nothing else.
+        Some(run) => (
+            run.claims.op.clone(),
+            run.claims.rd,
+            Some(Replay::resumed(run.claims, run.responses)),
+            Map::new(),
+        ),
+        None => {
+            let replay =
+                (mode_of(&route, &policy, &principal, &req) == Mode::Replay).then(Replay::default);
+            let advance = input_responses(&req.params);
+            (
+                hex::encode(rand::random::<[u8; 16]>()),
+                0,
+                replay,
+                advance.unwrap_or_default(),
+            )
+        }
+    };
+    // A replayed run joins the trace of the operation's first run.
+    let parent = replay.as_ref().and_then(|r| r.tc.as_deref());
+    let root = root_span(&route.name, &req, &target, &id, parent);
     let client = Client {
         id: req.id.clone(),
         ctx: req.ctx.clone(),
@@ -189,17 +265,14 @@ pub async fn begin(
             req.method,
             &target,
             &req.id,
-            1,
+            round + 1,
             &req.ctx.protocol_version,
         ),
     };
-    let advance = match input_responses(&req.params) {
-        Ok(answers) => answers,
-        Err(r) => {
-            client.reject(&r).await;
-            return;
-        }
-    };
+    if let Err(r) = input_responses(&req.params) {
+        client.reject(&r).await;
+        return;
+    }
     // Failing before the operation exists still counts as one, under its reason.
     let refuse = |e: crate::upstream::UpstreamError| {
         let reject = e.into_reject();
@@ -250,7 +323,6 @@ pub async fn begin(
         }
     };
     let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
-    let policy = route.policy.current();
     let op = Operation {
         trace_id: traces::trace_id(&root),
         id,
@@ -271,7 +343,7 @@ pub async fn begin(
         call,
         pending: Vec::new(),
         advance,
-        round: 0,
+        round,
         awaiting: None,
         consumed: 0,
         registered: false,
@@ -282,6 +354,7 @@ pub async fn begin(
         upstream_progress: req.ctx.progress_token.clone(),
         started: Instant::now(),
         dropped: 0,
+        replay,
         engine,
         route,
     };
@@ -307,6 +380,25 @@ impl Operation {
                 client = Some(current);
                 break Ending::RoundsExhausted(self.engine.max_rounds);
             }
+            if self.replay.is_some() {
+                self.round += 1;
+                match self.input_required() {
+                    Ok(result) => {
+                        let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
+                        tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), mode = "replay", "asking the client");
+                        // Sent or not, nothing waits for the answer here: a
+                        // retry runs the call again wherever it lands.
+                        let _ = current.send(Outgoing::result(&current.id, result)).await;
+                        drop(current);
+                        self.suspend().await;
+                        return;
+                    }
+                    Err(ending) => {
+                        client = Some(current);
+                        break ending;
+                    }
+                }
+            }
             if !self.registered {
                 let entry = Entry {
                     resume: self.resume_tx.clone(),
@@ -322,7 +414,13 @@ impl Operation {
             self.awaiting = Some(self.round);
             let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
             tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), "asking the client");
-            let result = self.input_required();
+            let result = match self.input_required() {
+                Ok(result) => result,
+                Err(ending) => {
+                    client = Some(current);
+                    break ending;
+                }
+            };
             if !current.send(Outgoing::result(&current.id, result)).await {
                 // Nobody received the questions: nobody will answer them.
                 break Ending::ClientDisconnected;
@@ -415,33 +513,65 @@ impl Operation {
         }
     }
 
-    fn input_required(&self) -> Value {
+    /// The `InputRequiredResult` of this round, or the ending of an
+    /// operation whose state would not fit in `[state] max_bytes`.
+    fn input_required(&self) -> Result<Value, Ending> {
         let requests: Map<String, Value> = self
             .pending
             .iter()
             .map(|q| (q.key.clone(), q.request.clone()))
             .collect();
         let now = self.engine.clock.unix_now();
-        let claims = Claims {
-            v: 1,
-            op: self.id.clone(),
-            node: self.engine.node.clone(),
-            pr: self.principal_digest.clone(),
-            // The state outlives the operation by a grace period, so a retry that
-            // comes just too late hears `operation_expired`, not a bare `state_expired`.
-            exp: (now + self.engine.ttl + LATE_RETRY_GRACE).as_secs(),
-            rq: self.request_digest.clone(),
-            rd: self.round,
-            m: "hold".into(),
-            // A retry served elsewhere joins the same trace.
-            tc: traces::traceparent(&self.root),
+        let claims = match &self.replay {
+            None => Claims {
+                v: CLAIMS_VERSION,
+                op: self.id.clone(),
+                node: self.engine.node.clone(),
+                pr: self.principal_digest.clone(),
+                // The state outlives the operation by a grace period, so a retry that
+                // comes just too late hears `operation_expired`, not a bare `state_expired`.
+                exp: (now + self.engine.ttl + LATE_RETRY_GRACE).as_secs(),
+                rq: self.request_digest.clone(),
+                rd: self.round,
+                m: HOLD.into(),
+                // A retry served elsewhere joins the same trace.
+                tc: traces::traceparent(&self.root),
+                ans: Vec::new(),
+                ask: Vec::new(),
+            },
+            // Nothing waits for a replay-mode answer, so no grace: past the TTL
+            // the state is simply expired.
+            Some(replay) => Claims {
+                v: CLAIMS_VERSION,
+                op: self.id.clone(),
+                node: self.engine.node.clone(),
+                pr: self.principal_digest.clone(),
+                exp: (now + self.engine.ttl).as_secs(),
+                rq: self.request_digest.clone(),
+                rd: self.round,
+                m: REPLAY.into(),
+                tc: replay
+                    .tc
+                    .clone()
+                    .or_else(|| traces::traceparent(&self.root)),
+                ans: replay.answers().to_vec(),
+                ask: self.asking(),
+            },
         };
-        json!({
+        let state = self
+            .engine
+            .keys
+            .seal_bounded(&claims)
+            .map_err(|e| Ending::StateTooLarge {
+                len: e.len,
+                max: e.max,
+            })?;
+        Ok(json!({
             "resultType": "input_required",
             "inputRequests": requests,
-            "requestState": self.engine.keys.seal(&claims),
+            "requestState": state,
             "_meta": {meta::SERVER_INFO: self.session.init.server_info},
-        })
+        }))
     }
 
     /// Waits for the client's retry, the TTL, or the server.

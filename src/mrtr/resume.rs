@@ -1,7 +1,9 @@
 //! A client's retry: `requestState` opened and checked in the order the
 //! design fixes (malformed, unknown key, bad signature, expired, other
 //! principal, other request, replayed round, unknown operation), each failure
-//! a `-32602` with its own `data.reason`, then handed to its operation.
+//! a `-32602` with its own `data.reason`, then handed to its operation. A
+//! replay-mode state has no operation to hand to: its round is consumed
+//! through [`Engine::single_use`] and the call runs again, here.
 
 use std::sync::Arc;
 
@@ -9,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::Engine;
+use super::operation::{self, ReplayRun};
 use super::outgoing::Outgoing;
 use super::state::{StateError, principal_digest, request_digest};
 use super::table::Resume;
@@ -46,18 +49,24 @@ pub async fn resume(
     tx: mpsc::Sender<Outgoing>,
 ) {
     let id = req.id.clone();
-    if let Err(reject) = hand_over(&engine, &route, &principal, req, tx.clone()).await {
-        let _ = tx.send(Outgoing::reject(Some(&id), &reject)).await;
+    match hand_over(&engine, &route, &principal, &req, tx.clone()).await {
+        Ok(None) => {}
+        Ok(Some(run)) => operation::replay(engine, route, principal, req, run, tx).await,
+        Err(reject) => {
+            let _ = tx.send(Outgoing::reject(Some(&id), &reject)).await;
+        }
     }
 }
 
+/// Hands a hold-mode retry to its operation (`Ok(None)`), or returns the
+/// checked and consumed replay-mode run to start.
 async fn hand_over(
     engine: &Engine,
     route: &Route,
     principal: &Principal,
-    req: ClientRequest,
+    req: &ClientRequest,
     tx: mpsc::Sender<Outgoing>,
-) -> Result<(), Reject> {
+) -> Result<Option<ReplayRun>, Reject> {
     let token = req
         .params
         .get("requestState")
@@ -77,6 +86,13 @@ async fn hand_over(
     let trace = claims.tc.as_deref().and_then(|tc| tc.split('-').nth(1));
     req.ctx.access.note(&claims.op, claims.rd + 1, trace);
     let responses = input_responses(&req.params)?;
+    if claims.is_replay() {
+        // Answers of the wrong shape are refused before the round is used,
+        // so a corrected retry with the same state still works.
+        operation::check_shapes(&claims, &responses)?;
+        consume(engine, &claims).await?;
+        return Ok(Some(ReplayRun { claims, responses }));
+    }
     let unknown = || {
         Reject::new(Reason::OperationUnknown, "no operation for this requestState: this node restarted or the operation ended; call again without requestState")
             .with("operation", claims.op.clone())
@@ -95,17 +111,34 @@ async fn hand_over(
             client: tx.clone(),
         };
         if entry.resume.send(resume).await.is_ok() {
-            return Ok(());
+            return Ok(None);
         }
         // It ended while we were looking: its tombstone says how.
     }
     match late(engine, route, &claims.op, claims.rd, req.method, &req.id) {
         Late::Reply(reply) => {
             let _ = tx.send(reply).await;
-            Ok(())
+            Ok(None)
         }
         Late::Replayed => Err(replayed()),
         Late::Unknown => Err(unknown()),
+    }
+}
+
+/// Marks a replay-mode round used, once on any replica sharing the store:
+/// a second presentation is `state_replayed`, a store that cannot say is
+/// `state_store_unavailable` (never an unchecked acceptance).
+async fn consume(engine: &Engine, claims: &super::state::Claims) -> Result<(), Reject> {
+    let now = engine.clock.unix_now().as_secs();
+    // Remembered as long as the state could still open.
+    let ttl = std::time::Duration::from_secs(claims.exp.saturating_sub(now).max(1));
+    match engine.single_use.first_use(&claims.round_id(), ttl).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(replayed()),
+        Err(e) => {
+            tracing::warn!(operation = %claims.op, round = claims.rd, error = %e, "cannot mark a replay-mode round used; refusing the retry");
+            Err(Reject::new(Reason::StateStoreUnavailable, e.to_string()))
+        }
     }
 }
 
@@ -158,5 +191,81 @@ pub fn late_answer(
             )
             .with("operation", op.to_owned()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::config::MrtrConfig;
+    use crate::mrtr::clock::Clock;
+    use crate::mrtr::single_use::{SingleUse, StoreError};
+    use crate::mrtr::state::{CLAIMS_VERSION, Claims, Keyring, REPLAY};
+    use crate::telemetry::audit::AuditSink;
+    use crate::telemetry::metrics::Metrics;
+
+    /// A shared store that cannot be reached.
+    struct Down;
+
+    #[async_trait]
+    impl SingleUse for Down {
+        async fn first_use(&self, _: &str, _: Duration) -> Result<bool, StoreError> {
+            Err(StoreError::Unavailable("connection refused".into()))
+        }
+    }
+
+    fn engine(store: Option<Arc<dyn SingleUse>>) -> Engine {
+        let (_down, shutdown) = tokio::sync::watch::channel(false);
+        let mut engine = Engine::new(
+            &MrtrConfig::default(),
+            Keyring::ephemeral(),
+            "n1".into(),
+            Arc::new(Metrics::new()),
+            AuditSink::disabled(),
+            shutdown,
+            Clock::following_tokio(),
+        );
+        if let Some(store) = store {
+            engine.single_use = store;
+        }
+        engine
+    }
+
+    fn claims(rd: u32) -> Claims {
+        Claims {
+            v: CLAIMS_VERSION,
+            op: "00".repeat(16),
+            node: "n0".into(),
+            pr: String::new(),
+            exp: 4_000_000_000,
+            rq: String::new(),
+            rd,
+            m: REPLAY.into(),
+            tc: None,
+            ans: Vec::new(),
+            ask: Vec::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_round_is_consumed_once_and_a_store_that_cannot_say_refuses() {
+        let local = engine(None);
+        assert!(consume(&local, &claims(1)).await.is_ok());
+        let again = consume(&local, &claims(1)).await.unwrap_err();
+        assert_eq!(again.reason, Reason::StateReplayed);
+        assert!(
+            consume(&local, &claims(2)).await.is_ok(),
+            "the next round is its own"
+        );
+
+        let down = engine(Some(Arc::new(Down)));
+        let refused = consume(&down, &claims(1)).await.unwrap_err();
+        assert_eq!(refused.reason, Reason::StateStoreUnavailable);
+        assert_eq!(refused.status(), http::StatusCode::SERVICE_UNAVAILABLE);
     }
 }

@@ -1,5 +1,7 @@
-//! `requestState`: sealed with HMAC-SHA256 under a key id, opened with the
-//! checks in a fixed order, each failure with its own reason.
+//! `requestState`: claims sealed with XChaCha20-Poly1305 under a key id,
+//! opened with the checks in a fixed order, each failure with its own reason.
+//! One format for hold and replay mode; in replay mode the claims carry the
+//! answers collected so far, so the seal must hide as well as bind them.
 //!
 //! spec 2026-07-28 basic/patterns/mrtr.mdx "Server Requirements": "servers
 //! MUST treat `requestState` as an attacker-controlled input. If
@@ -7,24 +9,33 @@
 //! logic, servers MUST protect its integrity (e.g. HMAC or AEAD) and MUST
 //! reject state that fails verification."
 //!
-//! Wire form: `{key id}.{base64url(claims JSON)}.{base64url(HMAC over "{key id}.{claims}")}`.
+//! Wire form: `{key id}.{base64url(24-byte nonce || ciphertext || 16-byte tag)}`,
+//! the key id (in clear, so rotation can pick the key) bound as associated data.
+//! Each configured secret gives its AEAD key through HKDF-SHA256.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use hmac::{Hmac, KeyInit, Mac};
+use chacha20poly1305::aead::{Aead, Payload};
+use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::{IntoReject, Reason, Reject};
 
-type HmacSha256 = Hmac<Sha256>;
-
-/// Largest `requestState` accepted; anything longer is refused before any work.
+/// Default bound on a sealed `requestState` (`[state] max_bytes`): a state
+/// that would be larger ends its operation, a longer one presented is
+/// refused before any work.
 pub const MAX_STATE_LEN: usize = 16 * 1024;
+
+/// The claims format this build seals and accepts.
+pub const CLAIMS_VERSION: u8 = 2;
+
+const NONCE_LEN: usize = 24;
+const TAG_LEN: usize = 16;
 
 /// What a sealed state says. Short field names keep the token small.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +45,7 @@ pub struct Claims {
     pub v: u8,
     /// Operation id (128 random bits, hex).
     pub op: String,
-    /// The node holding the operation.
+    /// The node holding the operation (hold mode; in replay mode the node that sealed it).
     pub node: String,
     /// Hex SHA-256 of the principal (route-scoped).
     pub pr: String,
@@ -49,16 +60,67 @@ pub struct Claims {
     /// W3C traceparent of the operation's root span, when traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tc: Option<String>,
+    /// Replay mode: the answers given so far, in the order the server asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ans: Vec<Answered>,
+    /// Replay mode: the questions this round puts to the client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ask: Vec<Asking>,
+}
+
+/// Mode names in [`Claims::m`].
+pub const HOLD: &str = "hold";
+pub const REPLAY: &str = "replay";
+
+impl Claims {
+    pub fn is_replay(&self) -> bool {
+        self.m == REPLAY
+    }
+
+    /// The id single use is enforced on: one per round of one operation.
+    pub fn round_id(&self) -> String {
+        format!("{}.{}", self.op, self.rd)
+    }
+}
+
+/// One answer replay mode gives again: for the question with fingerprint
+/// `f` (see [`fingerprint`]), the answer `a` (already held to the policy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answered {
+    pub f: String,
+    pub a: Value,
+}
+
+/// One question a replay-mode round asks: its key, fingerprint, kind
+/// (`elicitation`, `sampling`, `roots`; `url` for URL-mode elicitation),
+/// re-asks so far and when the server asked it (Unix milliseconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Asking {
+    pub k: String,
+    pub f: String,
+    pub kd: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rk: u32,
+    pub at: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a state is refused, in the order the checks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
+    #[error("requestState is longer than this gateway's bound ([state] max_bytes)")]
+    TooLarge,
     #[error("requestState is malformed")]
     Malformed,
     #[error("requestState was sealed under a key this gateway does not have")]
     UnknownKey,
-    #[error("requestState failed signature verification")]
+    #[error("requestState failed verification (tampered, or sealed under another secret)")]
     BadSignature,
     #[error("requestState has expired")]
     Expired,
@@ -71,6 +133,7 @@ pub enum StateError {
 impl StateError {
     pub fn reason(self) -> Reason {
         match self {
+            StateError::TooLarge => Reason::StateTooLarge,
             StateError::Malformed => Reason::StateMalformed,
             StateError::UnknownKey => Reason::StateUnknownKey,
             StateError::BadSignature => Reason::StateBadSignature,
@@ -87,11 +150,19 @@ impl IntoReject for StateError {
     }
 }
 
-/// One HMAC key.
+/// A state that cannot be sealed within the bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the requestState would be {len} bytes, more than [state] max_bytes = {max}")]
+pub struct TooLarge {
+    pub len: usize,
+    pub max: usize,
+}
+
+/// One sealing key: its id and the AEAD key derived from its secret.
 #[derive(Clone)]
 pub struct Key {
     pub id: String,
-    secret: Vec<u8>,
+    aead: [u8; 32],
 }
 
 impl std::fmt::Debug for Key {
@@ -103,19 +174,20 @@ impl std::fmt::Debug for Key {
 }
 
 impl Key {
+    /// A key from a configured secret (any length; `[[state.keys]]` asks at least 16 bytes).
     pub fn new(id: impl Into<String>, secret: Vec<u8>) -> Self {
-        Self {
-            id: id.into(),
-            secret,
-        }
+        let id = id.into();
+        // HKDF-SHA256 (RFC 5869): the secret is input keying material, the
+        // key id is part of the info, so one secret under two ids gives two keys.
+        let hkdf = hkdf::Hkdf::<Sha256>::new(Some(b"redmark requestState"), &secret);
+        let mut aead = [0u8; 32];
+        hkdf.expand_multi_info(&[b"xchacha20poly1305 v2\0", id.as_bytes()], &mut aead)
+            .unwrap_or_else(|_| unreachable!("32 bytes is within HKDF-SHA256's output"));
+        Self { id, aead }
     }
 
-    fn mac(&self, signed: &[u8]) -> HmacSha256 {
-        // HMAC accepts keys of any length.
-        let mut mac = HmacSha256::new_from_slice(&self.secret)
-            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        mac.update(signed);
-        mac
+    fn cipher(&self) -> XChaCha20Poly1305 {
+        XChaCha20Poly1305::new(&self.aead.into())
     }
 }
 
@@ -124,6 +196,7 @@ impl Key {
 pub struct Keyring {
     signing: Key,
     verifying: HashMap<String, Key>,
+    max_len: usize,
 }
 
 pub use crate::config::{decode_secret, generate_secret};
@@ -133,7 +206,22 @@ impl Keyring {
         let mut verifying: HashMap<String, Key> =
             others.into_iter().map(|k| (k.id.clone(), k)).collect();
         verifying.insert(signing.id.clone(), signing.clone());
-        Self { signing, verifying }
+        Self {
+            signing,
+            verifying,
+            max_len: MAX_STATE_LEN,
+        }
+    }
+
+    /// The same keys with another bound on a state's length (`[state] max_bytes`).
+    #[must_use]
+    pub fn with_max_len(mut self, max_len: usize) -> Self {
+        self.max_len = max_len;
+        self
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
     }
 
     /// A random key that lives as long as this process.
@@ -147,39 +235,45 @@ impl Keyring {
         )
     }
 
+    /// Seals claims, whatever their size (see [`Keyring::seal_bounded`]).
     pub fn seal(&self, claims: &Claims) -> String {
-        let payload = B64.encode(serde_json::to_vec(claims).unwrap_or_default());
-        let signed = format!("{}.{payload}", self.signing.id);
-        let tag = self.signing.mac(signed.as_bytes()).finalize().into_bytes();
-        format!("{signed}.{}", B64.encode(tag))
+        let plain = serde_json::to_vec(claims).unwrap_or_default();
+        // 192-bit random nonces: collisions are negligible for any number of
+        // states one key will ever seal (XChaCha20's reason to exist).
+        let nonce_bytes: [u8; NONCE_LEN] = rand::random();
+        let nonce = XNonce::from(nonce_bytes);
+        let sealed = self
+            .signing
+            .cipher()
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &plain,
+                    aad: self.signing.id.as_bytes(),
+                },
+            )
+            .unwrap_or_else(|_| unreachable!("XChaCha20-Poly1305 seals any length we produce"));
+        let mut blob = Vec::with_capacity(NONCE_LEN + sealed.len());
+        blob.extend_from_slice(&nonce_bytes);
+        blob.extend_from_slice(&sealed);
+        format!("{}.{}", self.signing.id, B64.encode(blob))
+    }
+
+    /// Seals claims, or says how far past the bound they would be.
+    pub fn seal_bounded(&self, claims: &Claims) -> Result<String, TooLarge> {
+        let token = self.seal(claims);
+        if token.len() > self.max_len {
+            return Err(TooLarge {
+                len: token.len(),
+                max: self.max_len,
+            });
+        }
+        Ok(token)
     }
 
     /// Verifies a state's integrity and freshness; the caller checks principal and request.
     pub fn open(&self, token: &str, now: SystemTime) -> Result<Claims, StateError> {
-        if token.len() > MAX_STATE_LEN {
-            return Err(StateError::Malformed);
-        }
-        let mut parts = token.split('.');
-        let (Some(kid), Some(payload), Some(tag), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(StateError::Malformed);
-        };
-        let tag = B64.decode(tag).map_err(|_| StateError::Malformed)?;
-        let body = B64.decode(payload).map_err(|_| StateError::Malformed)?;
-        if kid.is_empty() || tag.len() != 32 {
-            return Err(StateError::Malformed);
-        }
-        let key = self.verifying.get(kid).ok_or(StateError::UnknownKey)?;
-        // Decoding before verifying only rejects what could never have been
-        // sealed; every byte that decodes is covered by the MAC.
-        key.mac(format!("{kid}.{payload}").as_bytes())
-            .verify_slice(&tag)
-            .map_err(|_| StateError::BadSignature)?;
-        let claims: Claims = serde_json::from_slice(&body).map_err(|_| StateError::Malformed)?;
-        if claims.v != 1 {
-            return Err(StateError::Malformed);
-        }
+        let claims = self.unseal(token)?;
         let now = now
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
@@ -189,8 +283,64 @@ impl Keyring {
         }
         Ok(claims)
     }
+
+    /// Verifies and decrypts a state without looking at its expiry.
+    pub fn unseal(&self, token: &str) -> Result<Claims, StateError> {
+        // Refused before any decoding or decryption.
+        if token.len() > self.max_len {
+            return Err(StateError::TooLarge);
+        }
+        let mut parts = token.split('.');
+        let (Some(kid), Some(blob), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(StateError::Malformed);
+        };
+        let blob = B64.decode(blob).map_err(|_| StateError::Malformed)?;
+        if kid.is_empty() || blob.len() < NONCE_LEN + TAG_LEN {
+            return Err(StateError::Malformed);
+        }
+        let key = self.verifying.get(kid).ok_or(StateError::UnknownKey)?;
+        let (nonce, sealed) = blob.split_at(NONCE_LEN);
+        let nonce = XNonce::try_from(nonce).map_err(|_| StateError::Malformed)?;
+        // Decoding before verifying only rejects what could never have been
+        // sealed; every byte that decodes is covered by the tag.
+        let plain = key
+            .cipher()
+            .decrypt(
+                &nonce,
+                Payload {
+                    msg: sealed,
+                    aad: kid.as_bytes(),
+                },
+            )
+            .map_err(|_| StateError::BadSignature)?;
+        let claims: Claims = serde_json::from_slice(&plain).map_err(|_| StateError::Malformed)?;
+        if claims.v != CLAIMS_VERSION {
+            return Err(StateError::Malformed);
+        }
+        Ok(claims)
+    }
 }
 
+/// Hex SHA-256 identifying a question as the server asked it: method,
+/// message and requested schema, as canonical JSON. A red mark redmark adds
+/// is not part of it (it is computed from the server's own params).
+pub fn fingerprint(method: &str, params: &Value) -> String {
+    let part = |k: &str| params.get(k).cloned().unwrap_or(Value::Null);
+    // Sampling asks with `messages` (and a system prompt), not a `message`.
+    let subject = serde_json::json!([
+        method,
+        part("mode"),
+        part("message"),
+        part("requestedSchema"),
+        part("url"),
+        part("messages"),
+        part("systemPrompt"),
+    ]);
+    let mut h = Sha256::new();
+    h.update(b"redmark-question\0");
+    h.update(canonical_json(&subject).as_bytes());
+    hex::encode(h.finalize())
+}
 /// Hex SHA-256 identifying a principal on a route.
 pub fn principal_digest(route: &str, principal: &str) -> String {
     let mut h = Sha256::new();

@@ -4,7 +4,7 @@ use serde_json::json;
 
 fn claims() -> Claims {
     Claims {
-        v: 1,
+        v: CLAIMS_VERSION,
         op: "00112233445566778899aabbccddeeff".into(),
         node: "n1".into(),
         pr: principal_digest("rooms", "alice"),
@@ -13,6 +13,8 @@ fn claims() -> Claims {
         rd: 1,
         m: "hold".into(),
         tc: None,
+        ans: Vec::new(),
+        ask: Vec::new(),
     }
 }
 
@@ -39,6 +41,12 @@ fn checks_in_order() {
         r.open(&format!("{token}.x"), SystemTime::now()),
         Err(StateError::Malformed)
     );
+    let (kid, _) = token.split_once('.').unwrap();
+    assert_eq!(
+        r.open(&format!("{kid}.AAAA"), SystemTime::now()),
+        Err(StateError::Malformed),
+        "shorter than a nonce and a tag"
+    );
     let other = Keyring::new(Key::new("k9", vec![1; 32]), vec![]).seal(&claims());
     assert_eq!(
         r.open(&other, SystemTime::now()),
@@ -64,6 +72,147 @@ fn rotation_keeps_old_states_valid() {
     let rotated = Keyring::new(Key::new("k2", vec![9; 32]), vec![old]);
     assert_eq!(rotated.open(&token, SystemTime::now()).unwrap(), claims());
     assert!(rotated.seal(&claims()).starts_with("k2."));
+}
+
+/// Claims of a replay-mode round that carries an answer.
+fn replay_claims(secret_value: &str) -> Claims {
+    Claims {
+        m: REPLAY.into(),
+        rd: 2,
+        ans: vec![Answered {
+            f: fingerprint("elicitation/create", &json!({"message": "Name?"})),
+            a: json!({"action": "accept", "content": {"name": secret_value}}),
+        }],
+        ask: vec![Asking {
+            k: "elicitation-2".into(),
+            f: "cd".repeat(32),
+            kd: "elicitation".into(),
+            rk: 1,
+            at: 1_700_000_000_000,
+        }],
+        ..claims()
+    }
+}
+
+#[test]
+fn a_replay_state_round_trips_and_hides_its_answers() {
+    let r = ring();
+    let c = replay_claims("Zanzibar-4711");
+    let token = r.seal(&c);
+    assert_eq!(r.open(&token, SystemTime::now()).unwrap(), c);
+    // Neither the token nor its base64 decoding shows the answer (or any
+    // claim). Needles long enough that random ciphertext cannot hold them.
+    let (_, blob) = token.split_once('.').unwrap();
+    let bytes = B64.decode(blob).unwrap();
+    for needle in [
+        "Zanzibar-4711",
+        "\"accept\"",
+        "elicitation-2",
+        "00112233445566778899",
+    ] {
+        assert!(!token.contains(needle), "{needle} in {token}");
+        assert!(
+            !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+            "{needle} in the decoded blob"
+        );
+    }
+    // Two seals of the same claims differ (a fresh nonce each time).
+    assert_ne!(r.seal(&c), token);
+}
+
+#[test]
+fn a_tampered_replay_state_is_a_bad_signature() {
+    let r = ring();
+    let token = r.seal(&replay_claims("x"));
+    let (kid, blob) = token.split_once('.').unwrap();
+    let mut bytes = B64.decode(blob).unwrap();
+    // The nonce, the ciphertext and the tag: a flipped bit anywhere fails the tag.
+    for pos in [0, NONCE_LEN, bytes.len() / 2, bytes.len() - 1] {
+        bytes[pos] ^= 1;
+        let tampered = format!("{kid}.{}", B64.encode(&bytes));
+        assert_eq!(
+            r.open(&tampered, SystemTime::now()),
+            Err(StateError::BadSignature),
+            "position {pos}"
+        );
+        bytes[pos] ^= 1;
+    }
+    // The key id in clear is bound too: the same blob under another id of the
+    // same secret does not open.
+    let twin = Keyring::new(
+        Key::new("k2", vec![7; 32]),
+        vec![Key::new("k1", vec![7; 32])],
+    );
+    assert_eq!(
+        twin.open(&format!("k2.{blob}"), SystemTime::now()),
+        Err(StateError::BadSignature)
+    );
+}
+
+#[test]
+fn a_state_past_the_bound_is_refused_before_any_work_and_never_sealed() {
+    let r = ring().with_max_len(1024);
+    let small = replay_claims("x");
+    assert!(r.seal_bounded(&small).unwrap().len() <= 1024);
+    let big = replay_claims(&"y".repeat(1024));
+    let err = r.seal_bounded(&big).unwrap_err();
+    assert_eq!(err.max, 1024);
+    assert!(err.len > 1024, "{err}");
+    // A longer token is refused for its length, whatever it holds.
+    let long = ring().seal(&big);
+    assert_eq!(r.open(&long, SystemTime::now()), Err(StateError::TooLarge));
+    assert_eq!(
+        r.open(&"x".repeat(1025), SystemTime::now()),
+        Err(StateError::TooLarge)
+    );
+    assert_eq!(StateError::TooLarge.reason(), Reason::StateTooLarge);
+}
+
+#[test]
+fn rotation_opens_replay_states_of_every_key_and_seals_with_the_signing_one() {
+    let old = Key::new("k1", vec![7; 32]);
+    let c = replay_claims("rotated");
+    let token = Keyring::new(old.clone(), vec![]).seal(&c);
+    let rotated = Keyring::new(Key::new("k2", vec![9; 32]), vec![old]);
+    assert_eq!(rotated.open(&token, SystemTime::now()).unwrap(), c);
+    let resealed = rotated.seal(&c);
+    assert!(resealed.starts_with("k2."));
+    // The retired key alone cannot open what the new one sealed.
+    assert_eq!(
+        Keyring::new(Key::new("k1", vec![7; 32]), vec![]).open(&resealed, SystemTime::now()),
+        Err(StateError::UnknownKey)
+    );
+}
+
+#[test]
+fn a_version_1_state_is_malformed() {
+    let r = ring();
+    let old = Claims { v: 1, ..claims() };
+    assert_eq!(
+        r.open(&r.seal(&old), SystemTime::now()),
+        Err(StateError::Malformed)
+    );
+}
+
+#[test]
+fn fingerprints_follow_message_and_schema_not_key_order() {
+    let schema =
+        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "number"}}});
+    let reordered =
+        json!({"properties": {"b": {"type": "number"}, "a": {"type": "string"}}, "type": "object"});
+    let f = |m: &str, s: &Value| {
+        fingerprint(
+            "elicitation/create",
+            &json!({"message": m, "requestedSchema": s}),
+        )
+    };
+    assert_eq!(f("Name?", &schema), f("Name?", &reordered));
+    assert_ne!(f("Name?", &schema), f("Name??", &schema));
+    assert_ne!(f("Name?", &schema), f("Name?", &json!({"type": "object"})));
+    assert_ne!(
+        fingerprint("elicitation/create", &json!({})),
+        fingerprint("roots/list", &json!({}))
+    );
 }
 
 #[test]

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    CallRule, Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy, ToolRules,
-    ToolsDefault,
+    CallRule, DefaultMode, Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy,
+    ToolRules, ToolsDefault,
 };
 use crate::config::{ConfigError, ConfigErrors};
 
@@ -36,6 +36,8 @@ struct RawDefaults {
     on_refused: Option<OnRefused>,
     /// Hosts URL-mode elicitation may send people to; unset: any https host.
     url_hosts: Option<Vec<String>>,
+    /// `hold`, `replay` or `replay_when_annotated`, for tools without their own `mode`.
+    mode: Option<DefaultMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -50,8 +52,7 @@ enum SecretFields {
 struct RawTool {
     #[serde(default)]
     keys: Vec<String>,
-    #[serde(default)]
-    mode: Mode,
+    mode: Option<Mode>,
     #[serde(default)]
     model_owned: Vec<String>,
     on_invalid: Option<OnInvalid>,
@@ -115,6 +116,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .url_hosts
             .clone()
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
+        mode: d.mode.unwrap_or_default(),
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();

@@ -32,13 +32,30 @@ use serde::Deserialize;
 
 use crate::config::{ConfigError, ConfigErrors};
 
-/// How an operation waits for its answers.
+/// How an operation waits for its answers (`[tool.NAME] mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The upstream call stays open on this node between round trips.
     #[default]
     Hold,
+    /// Nothing is held between round trips: each retry calls the tool again
+    /// and answers its questions, in order, from the answers collected so
+    /// far (sealed in `requestState`). Only for tools that do their
+    /// irreversible work after their questions.
+    Replay,
+}
+
+/// A route's mode for tools its policy does not name (`[defaults] mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultMode {
+    #[default]
+    Hold,
+    Replay,
+    /// Replay for tools the server annotates `readOnlyHint` or
+    /// `idempotentHint` in `tools/list`; hold for every other.
+    ReplayWhenAnnotated,
 }
 
 /// What happens to an answer that breaks a rule.
@@ -99,6 +116,7 @@ pub struct Defaults {
     pub deny_secrets: bool,
     pub on_refused: OnRefused,
     pub url_hosts: Option<Vec<String>>,
+    pub mode: DefaultMode,
 }
 
 impl Default for Defaults {
@@ -111,6 +129,7 @@ impl Default for Defaults {
             deny_secrets: true,
             on_refused: OnRefused::Error,
             url_hosts: None,
+            mode: DefaultMode::Hold,
         }
     }
 }
@@ -137,7 +156,8 @@ pub struct FieldRules {
 #[derive(Debug, Clone)]
 pub struct ToolRules {
     pub keys: Vec<String>,
-    pub mode: Mode,
+    /// `None`: the route's `[defaults] mode` decides.
+    pub mode: Option<Mode>,
     /// Fields the model owns: asking a person for them is refused in favour of a precise tool error.
     pub model_owned: HashSet<String>,
     pub on_invalid: OnInvalid,
@@ -202,6 +222,33 @@ impl Policy {
     /// The key names for a tool's questions, in order.
     pub fn keys(&self, tool: &str) -> Vec<String> {
         self.tool(tool).map(|t| t.keys.clone()).unwrap_or_default()
+    }
+
+    /// How an operation of `tool` waits: the tool's own `mode`, else the
+    /// route's default. `definition` is the tool as the server lists it
+    /// (`tools/list`), when known; only its annotations are read.
+    pub fn mode(&self, tool: &str, definition: Option<&serde_json::Value>) -> Mode {
+        if let Some(mode) = self.tool(tool).and_then(|t| t.mode) {
+            return mode;
+        }
+        match self.defaults.mode {
+            DefaultMode::Hold => Mode::Hold,
+            DefaultMode::Replay => Mode::Replay,
+            DefaultMode::ReplayWhenAnnotated => {
+                let hint = |name: &str| {
+                    definition
+                        .and_then(|d| d.get("annotations"))
+                        .and_then(|a| a.get(name))
+                        .and_then(serde_json::Value::as_bool)
+                        == Some(true)
+                };
+                if hint("readOnlyHint") || hint("idempotentHint") {
+                    Mode::Replay
+                } else {
+                    Mode::Hold
+                }
+            }
+        }
     }
 
     pub fn max_questions(&self, tool: &str) -> usize {

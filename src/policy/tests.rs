@@ -14,7 +14,7 @@ secret_fields = "deny"
 
 [tool.create_ticket]
 keys = ["priority"]       # names of this tool's inputRequests keys, in order
-mode = "hold"             # or "replay" (later issue)
+mode = "hold"             # or "replay"
 
 [tool.create_ticket.fields.priority]
 minimum = 1
@@ -112,6 +112,47 @@ fn a_tool_rate_is_read() {
     let p = Policy::parse("[tool.transfer]\nrate = \"1/s\"\n", "p.toml").unwrap();
     let rate = p.tool("transfer").and_then(|t| t.rate).unwrap();
     assert_eq!(rate.to_string(), "1/s");
+}
+
+#[test]
+fn a_bad_mode_is_named_with_its_line() {
+    let e = Policy::parse(
+        "[defaults]\nmax_reasks = 1\nmode = \"sometimes\"\n",
+        "p.toml",
+    )
+    .unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(e.0[0].message.contains("replay_when_annotated"), "{e}");
+    let e = Policy::parse("\n[tool.x]\nmode = \"replay_when_annotated\"\n", "p.toml").unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(e.0[0].message.contains("replay"), "{e}");
+}
+
+#[test]
+fn a_tools_mode_wins_over_the_route_default_which_may_follow_annotations() {
+    let read_only = json!({"name": "t", "annotations": {"readOnlyHint": true}});
+    let idempotent =
+        json!({"name": "t", "annotations": {"idempotentHint": true, "readOnlyHint": false}});
+    let plain = json!({"name": "t", "annotations": {"readOnlyHint": false}});
+    let p = Policy::parse(
+        "[defaults]\nmode = \"replay_when_annotated\"\n[tool.held]\nmode = \"hold\"\n",
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!(p.mode("any", Some(&read_only)), Mode::Replay);
+    assert_eq!(p.mode("any", Some(&idempotent)), Mode::Replay);
+    assert_eq!(p.mode("any", Some(&plain)), Mode::Hold);
+    assert_eq!(p.mode("any", None), Mode::Hold, "unknown annotations: hold");
+    assert_eq!(p.mode("held", Some(&read_only)), Mode::Hold);
+    let p = Policy::parse("[defaults]\nmode = \"replay\"\n", "p.toml").unwrap();
+    assert_eq!(p.mode("any", None), Mode::Replay);
+    let p = Policy::parse("[tool.r]\nmode = \"replay\"\n", "p.toml").unwrap();
+    assert_eq!(p.mode("r", None), Mode::Replay);
+    assert_eq!(
+        p.mode("other", Some(&read_only)),
+        Mode::Hold,
+        "the default is hold"
+    );
 }
 
 /// Found with the `policy` fuzz target (input `[tool.a.fields.b]` with

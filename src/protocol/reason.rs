@@ -100,6 +100,12 @@ reasons! {
     StateWrongRequest => "state_wrong_request", OK, code::INVALID_PARAMS, Client;
     /// A round's state presented a second time.
     StateReplayed => "state_replayed", OK, code::INVALID_PARAMS, Client;
+    /// A requestState longer than `[state] max_bytes` presented, or one that
+    /// would grow past it (replay mode's collected answers): the operation ends.
+    StateTooLarge => "state_too_large", OK, code::INVALID_PARAMS, Client;
+    /// The store that marks each round's state used (`[state] store`) could
+    /// not answer: the retry is refused, never accepted unchecked.
+    StateStoreUnavailable => "state_store_unavailable", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     /// No operation for this state on this node (restart, or long ended).
     OperationUnknown => "operation_unknown", OK, code::INVALID_PARAMS, Client;
     /// `inputResponses` not an object, or an answer of the wrong shape.

@@ -81,6 +81,7 @@ pub struct Metrics {
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
     rate_limited: Family<LimitLabels, Counter>,
+    replay_rounds: Family<ToolLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -176,8 +177,15 @@ impl Metrics {
             "Requests refused with 429 rate_limited, by route and the limit that refused them",
             rate_limited.clone(),
         );
+        let replay_rounds = Family::<ToolLabels, Counter>::default();
+        registry.register(
+            "replay_rounds",
+            "Rounds of questions asked in replay mode (the upstream call ended, nothing held until the retry)",
+            replay_rounds.clone(),
+        );
         Self {
             rate_limited,
+            replay_rounds,
             connections,
             refused,
             dropped,
@@ -247,6 +255,15 @@ impl Metrics {
                 tool: tool.into(),
             })
             .observe(f64::from(rounds));
+    }
+
+    pub fn record_replay_round(&self, route: &str, tool: &str) {
+        self.replay_rounds
+            .get_or_create(&ToolLabels {
+                route: route.into(),
+                tool: tool.into(),
+            })
+            .inc();
     }
 
     pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {

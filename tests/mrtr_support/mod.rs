@@ -34,10 +34,26 @@ pub fn keyring(id: &str, secret: &str) -> Keyring {
     Keyring::new(Key::new(id, bytes), Vec::new())
 }
 
-/// The claims inside a `requestState` (read without verifying).
+/// The claims inside a `requestState` sealed under key `id` with `secret`
+/// (the state is encrypted: only a holder of the key reads it).
+pub fn claims_of(state: &str, id: &str, secret: &str) -> Claims {
+    keyring(id, secret)
+        .unseal(state)
+        .unwrap_or_else(|e| panic!("state {state}: {e}"))
+}
+
+/// The secret of key `k1` in [`Cfg::build`] unless a test configures its own keys.
+pub const TEST_SECRET: &str = "cmVkbWFyay10ZXN0LXN0YXRlLWtleS0zMi1ieXRlcyE";
+
+/// The claims inside a `requestState` sealed by a gateway of [`Cfg::build`]'s default key.
 pub fn claims(state: &str) -> Claims {
-    let payload = state.split('.').nth(1).expect("state has three parts");
-    serde_json::from_slice(&B64.decode(payload).expect("base64url claims")).expect("claims JSON")
+    claims_of(state, "k1", TEST_SECRET)
+}
+
+/// The bytes of a `requestState` after its key id, base64url-decoded.
+pub fn sealed_bytes(state: &str) -> Vec<u8> {
+    let (_, blob) = state.split_once('.').expect("key id and blob");
+    B64.decode(blob).expect("base64url blob")
 }
 
 /// The mrtr fixture server behind route "main", logging to the fixture's log.
@@ -47,6 +63,7 @@ impl Fixture {
     pub fn cfg(&self) -> Cfg<'_> {
         Cfg {
             fx: self,
+            script: "mrtr_server.py",
             top: Vec::new(),
             mrtr: Vec::new(),
             route: Vec::new(),
@@ -62,6 +79,8 @@ impl Fixture {
 
 pub struct Cfg<'a> {
     fx: &'a Fixture,
+    /// The fixture server under tests/fixtures/.
+    script: &'static str,
     top: Vec<String>,
     mrtr: Vec<String>,
     route: Vec<String>,
@@ -73,6 +92,12 @@ impl Cfg<'_> {
     /// Keys of `[server]` (before any table) or whole tables (`[[state.keys]]`, `[auth]`).
     pub fn top(mut self, text: &str) -> Self {
         self.top.push(text.to_owned());
+        self
+    }
+
+    /// Another fixture server under tests/fixtures/ (default `mrtr_server.py`).
+    pub fn script(mut self, name: &'static str) -> Self {
+        self.script = name;
         self
     }
 
@@ -105,12 +130,19 @@ impl Cfg<'_> {
             .top
             .into_iter()
             .partition(|t| !t.trim_start().starts_with('['));
+        let mut tables = tables;
+        // States are sealed under a known key, so a test can read its claims.
+        if !tables.iter().any(|t| t.contains("[[state.keys]]")) {
+            tables.push(format!(
+                "[[state.keys]]\nid = \"k1\"\nsecret = \"{TEST_SECRET}\"\nsign = true\n"
+            ));
+        }
         let mut mrtr = self.mrtr;
         if !mrtr.iter().any(|l| l.trim_start().starts_with("gather")) {
             mrtr.push("gather = \"300ms\"".into());
         }
         let py = legacy_python();
-        let script = fixture_file("mrtr_server.py");
+        let script = fixture_file(self.script);
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{}\n{}\n[mrtr]\n{}\n\
              [[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n\

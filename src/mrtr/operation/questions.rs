@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use super::replay::Replayed;
 use super::{Client, Operation};
 use crate::config::MissingCapability;
 use crate::jsonrpc::{ErrorObject, Id, code};
@@ -61,6 +62,12 @@ impl Operation {
         };
         q.key = self.namer.next(q.kind);
         self.asked += 1;
+        if let Replayed::Again(answer) = self.replayed(&q) {
+            tracing::debug!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, "answered again from the requestState (replay mode)");
+            self.note_outcome(&answer);
+            let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
+            return None;
+        }
         let params = q.request.get("params").cloned().unwrap_or(Value::Null);
         match guard::check(&self.policy, &self.target, method, &params, self.asked) {
             Verdict::Ask => {}
@@ -126,11 +133,15 @@ impl Operation {
             redmark.policy.verdict = tracing::field::Empty,
             redmark.outcome = tracing::field::Empty,
         );
-        if let Some(given) = self.advance.remove(&q.key) {
+        // Replay mode: the retry's answer to the question the last round asked
+        // goes through exactly the checks a hold-mode retry's does.
+        let retried = self.take_retry_answer(&mut q);
+        if let Some(given) = retried.clone().or_else(|| self.advance.remove(&q.key)) {
             match convert::answer(&q, &given).map(|a| self.check(&q, a)) {
                 Ok(Checked::Deliver(answer)) => {
-                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, "answered from inputResponses given in advance");
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, retry = retried.is_some(), "answered from inputResponses");
                     self.note_outcome(&answer);
+                    self.collect(&q, &answer);
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                     return None;
@@ -143,6 +154,20 @@ impl Operation {
                     );
                     tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
                     q.mark(&mark);
+                }
+                Ok(Checked::End(ending)) if retried.is_some() => {
+                    // As a hold-mode retry's: the question ends as invalid or
+                    // denied, and the server hears `cancel`.
+                    let (outcome, verdict) = match &ending {
+                        Ending::PolicyDenied { .. } => (Outcome::Denied, "policy_denied"),
+                        _ => (Outcome::Invalid, "policy_invalid_answer"),
+                    };
+                    self.close_question(&q, outcome, verdict, None);
+                    let _ = self
+                        .session
+                        .respond(q.upstream_id.clone(), convert::abandon(&q, verdict))
+                        .await;
+                    return Some(ending);
                 }
                 Ok(Checked::End(ending)) => {
                     self.pending.push(q);

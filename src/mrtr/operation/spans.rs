@@ -8,8 +8,15 @@ use crate::telemetry::traces;
 use crate::upstream::session::Session;
 
 /// The root span of an operation: span name `{mcp.method.name} {target}`
-/// (OpenTelemetry MCP semantic conventions), parented to the caller's trace.
-pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str) -> tracing::Span {
+/// (OpenTelemetry MCP semantic conventions), parented to the caller's trace,
+/// or to `parent` (a replay-mode run: the operation's first root span).
+pub(super) fn root_span(
+    route: &str,
+    req: &ClientRequest,
+    target: &str,
+    id: &str,
+    parent: Option<&str>,
+) -> tracing::Span {
     let span = tracing::info_span!(
         "operation",
         otel.name = %format!("{} {}", req.method, target),
@@ -27,11 +34,14 @@ pub(super) fn root_span(route: &str, req: &ClientRequest, target: &str, id: &str
         redmark.rounds = tracing::field::Empty,
     );
     record_target(&span, req.method, target);
-    traces::adopt_parent(
-        &span,
-        req.ctx.traceparent.as_deref(),
-        req.ctx.tracestate.as_deref(),
-    );
+    match parent {
+        Some(tp) => traces::adopt_parent(&span, Some(tp), None),
+        None => traces::adopt_parent(
+            &span,
+            req.ctx.traceparent.as_deref(),
+            req.ctx.tracestate.as_deref(),
+        ),
+    }
     span
 }
 
