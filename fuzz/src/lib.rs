@@ -24,10 +24,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use bytes::BytesMut;
-use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use tokio_util::codec::Decoder as _;
@@ -88,15 +85,12 @@ pub fn keyring() -> &'static Keyring {
 
 /// A token in the wire form `{kid}.{b64(payload)}.{b64(HMAC)}`, signed as the keyring would.
 pub fn sign(kid: &str, secret: &[u8], payload: &[u8]) -> String {
-    let signed = format!("{kid}.{}", B64.encode(payload));
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
-    mac.update(signed.as_bytes());
-    format!("{signed}.{}", B64.encode(mac.finalize().into_bytes()))
+    Keyring::new(Key::new(kid, secret.to_vec()), Vec::new()).seal_payload(payload)
 }
 
 /// First byte: bit 0 clear, the rest is a token as a client sent it; bit 0
-/// set, the rest is a payload signed here with the signing key (bit 1 clear)
-/// or the retired one, to reach the claims parse behind the MAC.
+/// set, the rest is a payload sealed here with the signing key (bit 1 clear)
+/// or the retired one, to reach the claims parse behind the AEAD tag.
 pub fn request_state(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -129,7 +123,7 @@ pub fn request_state(data: &[u8]) {
         );
     }
     if let Ok(claims) = opened {
-        assert_eq!(claims.v, 1);
+        assert_eq!(claims.v, redmark::mrtr::state::CLAIMS_VERSION);
         assert!(claims.exp > NOW_SECS, "an expired state opened");
         let again = ring
             .open(&ring.seal(&claims), now)

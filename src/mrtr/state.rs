@@ -237,7 +237,13 @@ impl Keyring {
 
     /// Seals claims, whatever their size (see [`Keyring::seal_bounded`]).
     pub fn seal(&self, claims: &Claims) -> String {
-        let plain = serde_json::to_vec(claims).unwrap_or_default();
+        self.seal_payload(&serde_json::to_vec(claims).unwrap_or_default())
+    }
+
+    /// Seals any bytes as a state's payload under the signing key (claims are
+    /// JSON; the fuzz target seals arbitrary bytes to reach the parse behind
+    /// the tag).
+    pub fn seal_payload(&self, plain: &[u8]) -> String {
         // 192-bit random nonces: collisions are negligible for any number of
         // states one key will ever seal (XChaCha20's reason to exist).
         let nonce_bytes: [u8; NONCE_LEN] = rand::random();
@@ -248,7 +254,7 @@ impl Keyring {
             .encrypt(
                 &nonce,
                 Payload {
-                    msg: &plain,
+                    msg: plain,
                     aad: self.signing.id.as_bytes(),
                 },
             )
