@@ -15,10 +15,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
-use crate::front::pipeline::Pipeline;
+use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{self, Gateway, auth};
 use crate::mrtr::Engine;
 use crate::mrtr::clock::Clock;
+use crate::mrtr::single_use::SingleUse;
 use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
@@ -43,6 +44,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("[cluster]: {0}")]
+    Cluster(#[from] ClusterError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -62,6 +65,68 @@ pub enum KeyError {
     NoSecret { id: String },
     #[error("no state key has `sign = true`")]
     NoSigningKey,
+}
+
+/// Why `[cluster]` cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("environment variable {var} (secret_env) is not set")]
+    EnvNotSet { var: String },
+    #[error(
+        "environment variable {var} is not base64url of at least 16 bytes (see `redmark keygen`)"
+    )]
+    BadSecret { var: String },
+    #[error("[state] store `{url}`: {why}")]
+    Store { url: String, why: String },
+}
+
+/// The cluster secret `[cluster] secret_env` names, and what it signs with.
+fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster>, ClusterError> {
+    let Some(c) = &config.cluster else {
+        return Ok(None);
+    };
+    let (text, var) = match (&c.secret, &c.secret_env) {
+        (Some(s), _) => (s.clone(), "[cluster] secret".to_owned()),
+        (None, Some(var)) => (
+            std::env::var(var).map_err(|_| ClusterError::EnvNotSet { var: var.clone() })?,
+            var.clone(),
+        ),
+        (None, None) => {
+            return Err(ClusterError::EnvNotSet {
+                var: "(no secret_env)".into(),
+            });
+        }
+    };
+    let secret = decode_secret(&text).ok_or(ClusterError::BadSecret { var })?;
+    let secret = front::cluster::Secret::new(secret);
+    Ok(Some(front::cluster::Cluster {
+        pipeline: front::cluster::pipeline(
+            secret.clone(),
+            config.server.max_body_bytes,
+            config.server.body_read_timeout,
+        ),
+        client: front::forward::Client::new(node.to_owned(), secret.clone()),
+        secret,
+        drain: c.drain,
+    }))
+}
+
+/// Where round ids are marked used: `[state] store`, or this node's memory.
+fn single_use(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<dyn SingleUse>>, ClusterError> {
+    let Some(url) = &config.state.store else {
+        return Ok(None);
+    };
+    let store =
+        crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
+            ClusterError::Store {
+                url: url.get_ref().clone(),
+                why: e.to_string(),
+            }
+        })?;
+    Ok(Some(Arc::new(store)))
 }
 
 /// The keyring `[[state.keys]]` describes, secrets read from the environment;
@@ -181,7 +246,9 @@ pub fn build(
         None => AuditSink::disabled(),
     };
     let shutdown = tokio::sync::watch::channel(false).0;
-    let engine = Arc::new(Engine::new(
+    let cluster = cluster(config, &node)?;
+    let store = single_use(config, &metrics)?;
+    let mut engine = Engine::new(
         &config.mrtr,
         keys,
         node,
@@ -189,7 +256,12 @@ pub fn build(
         audit,
         shutdown.subscribe(),
         options.clock,
-    ));
+    );
+    engine.advertise = config.cluster.as_ref().and_then(|c| c.advertise.clone());
+    if let Some(store) = store {
+        engine.single_use = store;
+    }
+    let engine = Arc::new(engine);
     let authenticator = auth::from_config(config.auth.as_ref());
     let watched = config
         .routes
@@ -215,13 +287,15 @@ pub fn build(
         authenticator,
         config.server.max_body_bytes,
         config.server.body_read_timeout,
-    );
+    )
+    .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
         routes,
         pipeline,
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
+        cluster,
         shutdown,
     }))
 }
@@ -273,6 +347,8 @@ fn routes(
 pub struct Running {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
+    /// The internal endpoint (`[cluster] listen`).
+    pub cluster_addr: Option<SocketAddr>,
     pub gateway: Arc<Gateway>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -311,7 +387,24 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     start_with(config, Options::default()).await
 }
 
-pub async fn start_with(config: Config, options: Options) -> Result<Running, StartError> {
+pub async fn start_with(mut config: Config, options: Options) -> Result<Running, StartError> {
+    // The internal listener is bound first: with port 0, the address other
+    // replicas use (`advertise`, sealed into every state) has the real port.
+    let internal = match config.cluster.as_mut() {
+        Some(c) => {
+            let addr = c
+                .listen_addr()
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+            let listener = bind(addr).await?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| StartError::Bind { addr, source })?;
+            c.advertise.get_or_insert_with(|| format!("http://{bound}"));
+            Some(listener)
+        }
+        None => None,
+    };
+    let cluster_addr = internal.as_ref().and_then(|l| l.local_addr().ok());
     let metrics = Arc::new(Metrics::new());
     let gateway = build(&config, metrics, options)?;
     let listener = bind(config.listen_addr()).await?;
@@ -327,7 +420,7 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     for route in gateway.routes.values() {
         tracing::info!(route = %route.name, path = %route.path, "route ready");
     }
-    tracing::info!(%addr, admin = ?admin_addr, "redmark listening");
+    tracing::info!(%addr, admin = ?admin_addr, cluster = ?cluster_addr, advertise = ?gateway.engine.advertise, node = %gateway.engine.node, "redmark listening");
     let (stop, stopped) = oneshot::channel::<()>();
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,
@@ -336,20 +429,31 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
         grace: config.server.shutdown_grace,
         metrics: Some(gateway.metrics.clone()),
     };
-    let task = tokio::spawn(serve(gateway.clone(), listener, admin, limits, stopped));
+    let listeners = Listeners {
+        client: listener,
+        admin,
+        internal,
+    };
+    let task = tokio::spawn(serve(gateway.clone(), listeners, limits, stopped));
     Ok(Running {
         addr,
         admin_addr,
+        cluster_addr,
         gateway,
         stop: Some(stop),
         task,
     })
 }
 
+struct Listeners {
+    client: TcpListener,
+    admin: Option<TcpListener>,
+    internal: Option<TcpListener>,
+}
+
 async fn serve(
     gw: Arc<Gateway>,
-    listener: TcpListener,
-    admin: Option<TcpListener>,
+    listeners: Listeners,
     limits: front::server::Limits,
     stopped: oneshot::Receiver<()>,
 ) {
@@ -361,7 +465,7 @@ async fn serve(
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
-    let admin_task = admin.map(|listener| {
+    let admin_task = listeners.admin.map(|listener| {
         let gw = gw.clone();
         tokio::spawn(front::server::serve(
             listener,
@@ -372,19 +476,46 @@ async fn serve(
             },
         ))
     });
+    // The internal listener: the client listener's bounds; it stops with it,
+    // after the drain, so forwarded retries are served while the node drains.
+    let (internal_stop, internal_stopped) = oneshot::channel::<()>();
+    let internal_task = listeners.internal.map(|listener| {
+        let gw = gw.clone();
+        let internal_limits = front::server::Limits {
+            metrics: None,
+            ..limits.clone()
+        };
+        tokio::spawn(front::server::serve(
+            listener,
+            move |req| front::cluster::handle(gw.clone(), req),
+            internal_limits,
+            async move {
+                let _ = internal_stopped.await;
+            },
+        ))
+    });
     let handler_gw = gw.clone();
     let shutdown_gw = gw.clone();
     front::server::serve(
-        listener,
+        listeners.client,
         move |req| front::http::handle(handler_gw.clone(), req),
         limits,
         async move {
             let _ = stopped.await;
+            if let Some(cluster) = &shutdown_gw.cluster {
+                tracing::info!(drain = ?cluster.drain, waiting = shutdown_gw.engine.table.len(), "draining: /readyz is 503 and new operations are refused; waiting operations are still served");
+                let left = shutdown_gw.drain(cluster.drain).await;
+                tracing::info!(left, "drained");
+            }
             tracing::info!("shutting down: no new connections; finishing in-flight requests");
             shutdown_gw.begin_shutdown();
         },
     )
     .await;
+    let _ = internal_stop.send(());
+    if let Some(t) = internal_task {
+        let _ = t.await;
+    }
     gw.shutdown_upstreams().await;
     // Every question's audit line is on disk before the process ends.
     if let Err(e) = gw.engine.audit.close().await {

@@ -53,6 +53,9 @@ pub struct Config {
     pub mrtr: MrtrConfig,
     #[serde(default)]
     pub state: StateConfig,
+    /// Several replicas: the internal endpoint forwarded retries arrive on.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
     #[serde(default)]
     pub telemetry: crate::telemetry::traces::TelemetryConfig,
     /// The audit log of questions (`redmark report` reads it); unset: no audit log.
@@ -260,9 +263,11 @@ impl Default for CacheConfig {
     }
 }
 
+mod cluster;
 mod defaults;
 mod state;
 
+pub use cluster::ClusterConfig;
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 
 /// The upstream of a route after checking: exactly one transport.
@@ -386,6 +391,7 @@ impl Config {
             }
         }
         out.extend(self.state_problems());
+        out.extend(self.cluster_problems());
         if let Some(audit) = &self.audit
             && let Err(why) = audit.get_ref().validate()
         {

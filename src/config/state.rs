@@ -20,12 +20,16 @@ pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
     (bytes.len() >= 16).then_some(bytes)
 }
 
-/// Keys that seal `requestState`.
+/// Keys that seal `requestState`, and where round ids are marked used.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     #[serde(default)]
     pub keys: Vec<Spanned<StateKeyConfig>>,
+    /// `redis://host:port/db`: each round's state single-use across replicas.
+    /// Unset: single-use holds per node.
+    #[serde(default)]
+    pub store: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

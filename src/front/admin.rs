@@ -15,6 +15,8 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
         "/readyz" => {
             if *gw.shutdown_signal().borrow() {
                 body::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+            } else if gw.engine.is_draining() {
+                body::text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
             } else {
                 body::text(StatusCode::OK, "ready\n")
             }

@@ -423,6 +423,7 @@ impl Operation {
             v: 1,
             op: self.id.clone(),
             node: self.engine.node.clone(),
+            addr: self.engine.advertise.clone(),
             pr: self.principal_digest.clone(),
             // The state outlives the operation by a grace period, so a retry that
             // comes just too late hears `operation_expired`, not a bare `state_expired`.

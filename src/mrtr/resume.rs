@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::Engine;
 use super::outgoing::Outgoing;
-use super::state::{StateError, principal_digest, request_digest};
+use super::state::{Claims, StateError, principal_digest, request_digest};
 use super::table::Resume;
 use crate::jsonrpc::Id;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
@@ -51,13 +51,15 @@ pub async fn resume(
     }
 }
 
-async fn hand_over(
+/// Opens a retry's `requestState` and checks that it is this principal's
+/// state for this request: the checks any replica can make, so a retry
+/// forwarded to its owner has passed them where it landed.
+pub fn verify(
     engine: &Engine,
     route: &Route,
     principal: &Principal,
-    req: ClientRequest,
-    tx: mpsc::Sender<Outgoing>,
-) -> Result<(), Reject> {
+    req: &ClientRequest,
+) -> Result<Claims, Reject> {
     let token = req
         .params
         .get("requestState")
@@ -73,6 +75,17 @@ async fn hand_over(
     if claims.rq != request_digest(&route.name, req.method.as_str(), &req.params) {
         return Err(StateError::WrongRequest.into_reject());
     }
+    Ok(claims)
+}
+
+async fn hand_over(
+    engine: &Engine,
+    route: &Route,
+    principal: &Principal,
+    req: ClientRequest,
+    tx: mpsc::Sender<Outgoing>,
+) -> Result<(), Reject> {
+    let claims = verify(engine, route, principal, &req)?;
     let responses = input_responses(&req.params)?;
     let unknown = || {
         Reject::new(Reason::OperationUnknown, "no operation for this requestState: this node restarted or the operation ended; call again without requestState")
@@ -80,7 +93,9 @@ async fn hand_over(
             .with("node", claims.node.clone())
     };
     if claims.node != engine.node {
-        // Forwarding to the owning replica plugs in here.
+        // A retry for another replica is forwarded by the front before it
+        // gets here; one that still names another node (a forward that
+        // reached the wrong replica, or no `[cluster]`) is never forwarded again.
         return Err(unknown());
     }
     if let Some(entry) = engine.table.get(&claims.op) {

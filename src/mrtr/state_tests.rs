@@ -13,6 +13,7 @@ fn claims() -> Claims {
         rd: 1,
         m: "hold".into(),
         tc: None,
+        addr: None,
     }
 }
 
