@@ -52,7 +52,6 @@ impl Redis {
 #[async_trait]
 impl SingleUse for Redis {
     async fn first_use(&self, round_id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let mut conn = self.conn.clone();
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut cmd = redis::cmd("SET");
         cmd.arg(format!("{PREFIX}{round_id}"))
@@ -60,8 +59,20 @@ impl SingleUse for Redis {
             .arg("NX")
             .arg("PX")
             .arg(ttl_ms);
-        let set = cmd.query_async::<Option<String>>(&mut conn);
-        match tokio::time::timeout(TIMEOUT, set).await {
+        let attempt = async {
+            let mut conn = self.conn.clone();
+            match cmd.query_async::<Option<String>>(&mut conn).await {
+                // A connection that broke while idle (Redis restarted) fails
+                // the first write, and the manager reconnects: one more try.
+                // The write did not reach Redis, so it cannot have set the key.
+                Err(e) if e.is_connection_dropped() => {
+                    let mut conn = self.conn.clone();
+                    cmd.query_async::<Option<String>>(&mut conn).await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(TIMEOUT, attempt).await {
             // `OK` when the key was set (first use), nil when it existed.
             Ok(Ok(reply)) => Ok(reply.is_some()),
             Ok(Err(e)) => Err(self.failed(e.to_string())),
