@@ -146,6 +146,8 @@ pub async fn forward(
         redmark.operation = %to.operation,
         otel.kind = "client",
     );
+    // Where it lands, a retry belongs to the operation's trace, whose root is on the owner.
+    crate::telemetry::traces::adopt_parent(&span, to.tc.as_deref(), None);
     // Only the connect is bounded: once the owner has the request, its
     // answer may take as long as the server's next step does.
     let sent = client.http.request(request).instrument(span).await;

@@ -25,6 +25,9 @@ pub struct ForwardTo {
     pub addr: String,
     /// The operation, for errors and logs.
     pub operation: String,
+    /// The operation's trace (`traceparent` of its root span), so the
+    /// forward's span joins the operation's one trace.
+    pub tc: Option<String>,
 }
 
 pub struct Owner {
@@ -69,6 +72,7 @@ impl Step for Owner {
                 node: claims.node,
                 addr,
                 operation: claims.op,
+                tc: claims.tc,
             });
         }
         Ok(())
