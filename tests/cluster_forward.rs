@@ -301,3 +301,46 @@ async fn a_draining_replica_refuses_new_operations_and_serves_its_waiting_one() 
     assert_eq!(b.metric(FORWARDED).await, Some(1.0));
     b.stop().await;
 }
+
+#[tokio::test]
+async fn the_owner_serves_the_principal_the_receiving_replica_authenticated() {
+    let fx = Fixture::new();
+    let shared = Shared::new();
+    let auth = api_key("alice-key", "alice", &["facilities"]) + &api_key("bob-key", "bob", &[]);
+    let config = |node: &str| {
+        fx.cfg()
+            .top(&format!("node_id = \"{node}\""))
+            .top(&format!(
+                "[[state.keys]]\nid = \"k1\"\nsecret = \"{}\"\nsign = true\n",
+                shared.state
+            ))
+            .top(&format!(
+                "[cluster]\nlisten = \"127.0.0.1:0\"\nsecret = \"{}\"\ndrain = \"1s\"\n",
+                shared.cluster
+            ))
+            .top(&auth)
+            .build()
+    };
+    let a = TestGateway::start(&config("n1")).await;
+    let b = TestGateway::start(&config("n2")).await;
+    let op = Op::tool("ask", json!({"tag": "alice"}))
+        .caps(form_caps())
+        .key("alice-key");
+    let asked = input_required(op.method, &op.start(&a).await);
+    // The receiving replica authenticates: no key, or bob's, never reaches the owner.
+    let anonymous = Op::tool("ask", json!({"tag": "alice"})).caps(form_caps());
+    let resp = anonymous.answer(&b, &asked, accept("x")).await;
+    assert_error(&resp, 401, -32600, "unauthenticated");
+    let bob = Op::tool("ask", json!({"tag": "alice"}))
+        .caps(form_caps())
+        .key("bob-key");
+    let resp = bob.answer(&b, &asked, accept("x")).await;
+    assert_error(&resp, 200, -32602, "state_wrong_principal");
+    assert_eq!(b.metric(FORWARDED).await, None);
+    // Alice's retry is forwarded and served on the owner as alice.
+    let done = op.answer(&b, &asked, accept("alice")).await;
+    assert_eq!(output(&done)["content"]["name"], "alice");
+    assert_eq!(a.metric(RECEIVED).await, Some(1.0));
+    a.stop().await;
+    b.stop().await;
+}

@@ -103,3 +103,68 @@ impl Config {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use crate::config::{Config, ConfigErrors};
+
+    const ROUTE: &str =
+        "[[route]]\nname = \"r\"\npath = \"/mcp\"\n[route.upstream]\ncommand = [\"true\"]\n";
+    const KEY: &str =
+        "[[state.keys]]\nid = \"k1\"\nsecret = \"AAAAAAAAAAAAAAAAAAAAAA\"\nsign = true\n";
+
+    fn parse(tables: &str) -> Result<Config, ConfigErrors> {
+        let text = format!("[server]\nlisten = \"127.0.0.1:8080\"\n{tables}\n{ROUTE}");
+        Config::parse(&text, "redmark.toml", PathBuf::from("/etc/redmark"))
+    }
+
+    #[test]
+    fn the_issue_shape_parses_with_a_ten_minute_drain() {
+        let c = parse(&format!(
+            "[cluster]\nlisten = \"0.0.0.0:9465\"\nadvertise = \"http://10.0.0.5:9465\"\nsecret_env = \"REDMARK_CLUSTER_KEY\"\n\n[state]\nstore = \"redis://127.0.0.1:6379/0\"\n{KEY}"
+        ))
+        .unwrap();
+        let cluster = c.cluster.unwrap();
+        assert_eq!(cluster.drain, std::time::Duration::from_secs(600));
+        assert_eq!(cluster.advertise.as_deref(), Some("http://10.0.0.5:9465"));
+        assert_eq!(c.state.store.unwrap().get_ref(), "redis://127.0.0.1:6379/0");
+    }
+
+    #[test]
+    fn each_mistake_is_named() {
+        for (tables, says) in [
+            (
+                format!("[cluster]\nlisten = \"nowhere\"\nsecret_env = \"K\"\n{KEY}"),
+                "is not an address",
+            ),
+            (
+                format!("[cluster]\nlisten = \"127.0.0.1:0\"\n{KEY}"),
+                "exactly one of `secret_env` and `secret`",
+            ),
+            (
+                format!("[cluster]\nlisten = \"127.0.0.1:0\"\nsecret = \"short\"\n{KEY}"),
+                "base64url of at least 16 bytes",
+            ),
+            (
+                format!(
+                    "[cluster]\nlisten = \"127.0.0.1:0\"\nsecret_env = \"K\"\nadvertise = \"10.0.0.5:9465\"\n{KEY}"
+                ),
+                "must be an http:// URL",
+            ),
+            (
+                "[cluster]\nlisten = \"127.0.0.1:0\"\nsecret_env = \"K\"\n".to_owned(),
+                "needs [[state.keys]]",
+            ),
+            (
+                "[state]\nstore = \"memcached://x\"\n".to_owned(),
+                "must be a redis://",
+            ),
+        ] {
+            let err = parse(&tables).unwrap_err().to_string();
+            assert!(err.contains(says), "{says:?} not in {err}");
+            assert!(err.starts_with("redmark.toml:"), "{err}");
+        }
+    }
+}

@@ -229,3 +229,68 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
     }
     super::http::handle_internal(gw, req).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(signed: &[(&'static str, String)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in signed {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn alice() -> Principal {
+        let mut p = Principal::new("alice", vec!["facilities".into()]);
+        let mut claims = Map::new();
+        claims.insert("tenant".into(), json!("acme"));
+        p.claims = Arc::new(crate::protocol::principal::Claims(claims));
+        p
+    }
+
+    #[test]
+    fn a_signed_forward_names_its_principal_and_nothing_else_verifies() {
+        let secret = Secret::new(vec![7; 32]);
+        let now = SystemTime::now();
+        let body = br#"{"jsonrpc":"2.0"}"#;
+        let signed = headers(&secret.sign(now, "/mcp", &alice(), body));
+        assert_eq!(secret.verify(&signed, "/mcp", body, now), Ok(alice()));
+        let reason = |r: Result<Principal, Reject>| r.unwrap_err().reason;
+        // Another route, another body, another secret, no headers, an old signature.
+        assert_eq!(
+            reason(secret.verify(&signed, "/other", body, now)),
+            Reason::ForwardBadSignature
+        );
+        assert_eq!(
+            reason(secret.verify(&signed, "/mcp", b"{}", now)),
+            Reason::ForwardBadSignature
+        );
+        assert_eq!(
+            reason(Secret::new(vec![8; 32]).verify(&signed, "/mcp", body, now)),
+            Reason::ForwardBadSignature
+        );
+        assert_eq!(
+            reason(secret.verify(&HeaderMap::new(), "/mcp", body, now)),
+            Reason::ForwardUnsigned
+        );
+        let later = now + MAX_SKEW + Duration::from_secs(2);
+        assert_eq!(
+            reason(secret.verify(&signed, "/mcp", body, later)),
+            Reason::ForwardStale
+        );
+        // Another principal under the same signature.
+        let mut swapped = signed.clone();
+        swapped.insert(
+            PRINCIPAL,
+            encode_principal(&Principal::new("mallory", vec![]))
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            reason(secret.verify(&swapped, "/mcp", body, now)),
+            Reason::ForwardBadSignature
+        );
+    }
+}
