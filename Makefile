@@ -27,5 +27,5 @@ fuzz: ## scripts/fuzz.sh: every fuzz target for FUZZ_SECONDS (30) each; cargo-fu
 bench: ## scripts/bench.sh: relay benchmark, direct vs nginx vs redmark (not part of CI)
 	bash scripts/bench.sh
 
-ci: ## .ci/run: everything CI runs (test, then conformance; fuzz is not wired in yet)
+ci: ## .ci/run: everything CI runs (test, then conformance, then fuzz)
 	bash .ci/run

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
 use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{self, Gateway, auth};
+use crate::limits::RouteLimits;
 use crate::mrtr::Engine;
 use crate::mrtr::clock::Clock;
 use crate::mrtr::single_use::SingleUse;
@@ -24,6 +25,7 @@ use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
 use crate::route::Route;
+use crate::telemetry::access::{AccessLog, AccessTarget};
 use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
@@ -46,6 +48,18 @@ pub enum StartError {
     },
     #[error("[cluster]: {0}")]
     Cluster(#[from] ClusterError),
+    #[error("{listener} listener TLS: {source}")]
+    Tls {
+        listener: &'static str,
+        #[source]
+        source: crate::front::tls::TlsError,
+    },
+    #[error("access log {} cannot be opened", path.display())]
+    AccessLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -194,6 +208,22 @@ pub fn check(config: &Config) -> Result<(), ConfigErrors> {
             problems.extend(errors.0);
         }
     }
+    for (name, section) in [
+        ("[server.tls]", &config.server.tls),
+        ("[server.admin_tls]", &config.server.admin_tls),
+    ] {
+        if let Some(t) = section
+            && let Err(e) =
+                crate::front::tls::server_config(&t.get_ref().resolved(&config.base_dir))
+        {
+            problems.push(crate::config::ConfigError {
+                file: e.path().display().to_string(),
+                line: 0,
+                column: 0,
+                message: format!("{name}: {e}"),
+            });
+        }
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -245,6 +275,7 @@ pub fn build(
         }
         None => AuditSink::disabled(),
     };
+    let access = access_log(config)?;
     let shutdown = tokio::sync::watch::channel(false).0;
     let cluster = cluster(config, &node)?;
     let store = single_use(config, &metrics)?;
@@ -296,8 +327,22 @@ pub fn build(
         sse_keepalive: config.server.sse_keepalive,
         engine,
         cluster,
+        access,
         shutdown,
     }))
+}
+
+/// The `[log] access` sink, a file relative to the config file's directory.
+fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
+    AccessLog::start(&config.log.access, &config.base_dir)
+        .map(Arc::new)
+        .map_err(|source| StartError::AccessLog {
+            path: match &config.log.access {
+                AccessTarget::File(p) => config.base_dir.join(p),
+                _ => PathBuf::new(),
+            },
+            source,
+        })
 }
 
 fn routes(
@@ -325,7 +370,7 @@ fn routes(
             metrics.clone(),
         );
         let route = Route {
-            name,
+            name: name.clone(),
             path: r.path.clone(),
             catalog: Catalog::new(&pool, r.cache.ttl),
             pool,
@@ -337,6 +382,7 @@ fn routes(
             }),
             policy,
             on_missing_capability: r.on_missing_capability,
+            limits: Arc::new(RouteLimits::new(name, &r.rate_limit, metrics.clone())),
         };
         out.insert(r.path.clone(), Arc::new(route));
     }
@@ -407,6 +453,12 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     let cluster_addr = internal.as_ref().and_then(|l| l.local_addr().ok());
     let metrics = Arc::new(Metrics::new());
     let gateway = build(&config, metrics, options)?;
+    let tls = listener_tls(&config, "client", config.server.tls.as_ref())?;
+    let admin_tls = listener_tls(&config, "admin", config.server.admin_tls.as_ref())?;
+    crate::front::tls::watch(
+        tls.iter().chain(&admin_tls).cloned().collect(),
+        gateway.shutdown.subscribe(),
+    );
     let listener = bind(config.listen_addr()).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen_addr(),
@@ -420,7 +472,16 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     for route in gateway.routes.values() {
         tracing::info!(route = %route.name, path = %route.path, "route ready");
     }
-    tracing::info!(%addr, admin = ?admin_addr, cluster = ?cluster_addr, advertise = ?gateway.engine.advertise, node = %gateway.engine.node, "redmark listening");
+    tracing::info!(
+        %addr,
+        admin = admin_addr.map(|a| a.to_string()).as_deref(),
+        cluster = cluster_addr.map(|a| a.to_string()).as_deref(),
+        advertise = gateway.engine.advertise.as_deref(),
+        node = %gateway.engine.node,
+        tls = tls.is_some(),
+        mutual_tls = config.server.tls.as_ref().is_some_and(|t| t.get_ref().client_ca.is_some()),
+        "redmark listening"
+    );
     let (stop, stopped) = oneshot::channel::<()>();
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,
@@ -428,10 +489,12 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
         send_timeout: config.server.send_timeout,
         grace: config.server.shutdown_grace,
         metrics: Some(gateway.metrics.clone()),
+        tls,
     };
     let listeners = Listeners {
         client: listener,
         admin,
+        admin_tls,
         internal,
     };
     let task = tokio::spawn(serve(gateway.clone(), listeners, limits, stopped));
@@ -445,9 +508,24 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     })
 }
 
+/// A listener's TLS from its config section, files relative to the config.
+fn listener_tls(
+    config: &Config,
+    listener: &'static str,
+    section: Option<&toml::Spanned<crate::config::TlsConfig>>,
+) -> Result<Option<Arc<crate::front::tls::Tls>>, StartError> {
+    section
+        .map(|t| {
+            crate::front::tls::Tls::load(listener, t.get_ref().resolved(&config.base_dir))
+                .map_err(|source| StartError::Tls { listener, source })
+        })
+        .transpose()
+}
+
 struct Listeners {
     client: TcpListener,
     admin: Option<TcpListener>,
+    admin_tls: Option<Arc<crate::front::tls::Tls>>,
     internal: Option<TcpListener>,
 }
 
@@ -457,11 +535,12 @@ async fn serve(
     limits: front::server::Limits,
     stopped: oneshot::Receiver<()>,
 ) {
-    // The admin listener: the same timeouts, its own small cap, not counted.
+    // The admin listener: the same timeouts, its own small cap and TLS, not counted.
     let admin_limits = front::server::Limits {
         max_connections: 256,
         grace: std::time::Duration::from_secs(1),
         metrics: None,
+        tls: listeners.admin_tls,
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
@@ -476,13 +555,15 @@ async fn serve(
             },
         ))
     });
-    // The internal listener: the client listener's bounds; it stops with it,
-    // after the drain, so forwarded retries are served while the node drains.
+    // The internal listener: the client listener's bounds, plain HTTP (the
+    // forward signature authenticates); it stops after the drain, so
+    // forwarded retries are served while the node drains.
     let (internal_stop, internal_stopped) = oneshot::channel::<()>();
     let internal_task = listeners.internal.map(|listener| {
         let gw = gw.clone();
         let internal_limits = front::server::Limits {
             metrics: None,
+            tls: None,
             ..limits.clone()
         };
         tokio::spawn(front::server::serve(

@@ -15,6 +15,7 @@
 //! - [`route`]: one configured route: its pool, catalog, policy and result stamp.
 //! - [`policy`]: policy files: guard the server's questions, judge the
 //!   answers (JSON Schema, rules, CEL authz), the call-level hook, reload.
+//! - [`limits`]: rate limits (GCRA, governor) per principal, route and tool.
 //! - [`upstream`]: legacy sessions over stdio and Streamable HTTP, initialized
 //!   per capability profile, pooled and leased one operation at a time.
 //! - [`telemetry`]: logs, OTLP traces, metrics, the audit log and the report.
@@ -32,6 +33,7 @@ pub mod app;
 pub mod config;
 pub mod front;
 pub mod jsonrpc;
+pub mod limits;
 pub mod mrtr;
 pub mod policy;
 pub mod protocol;

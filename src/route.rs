@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::MissingCapability;
+use crate::limits::RouteLimits;
 use crate::policy::reload::PolicyHandle;
 use crate::protocol::Principal;
 use crate::protocol::profile::Profile;
@@ -26,6 +27,8 @@ pub struct Route {
     /// Always a loaded policy: a route whose policy cannot be loaded does not start.
     pub policy: Arc<PolicyHandle>,
     pub on_missing_capability: MissingCapability,
+    /// `[route.rate_limit]` and the policy's per-tool rates.
+    pub limits: Arc<RouteLimits>,
 }
 
 impl Route {
@@ -55,11 +58,24 @@ impl Route {
 impl Route {
     /// A route whose server is never started (unit tests of steps that need no upstream).
     pub fn detached(name: &str) -> Arc<Route> {
+        Self::detached_with(
+            name,
+            &crate::config::RateLimitConfig::default(),
+            crate::policy::Policy::default(),
+        )
+    }
+
+    /// [`Route::detached`] with rate limits and a policy.
+    pub fn detached_with(
+        name: &str,
+        limits: &crate::config::RateLimitConfig,
+        policy: crate::policy::Policy,
+    ) -> Arc<Route> {
         use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
-        use crate::policy::Policy;
         let upstream: UpstreamConfig = toml::from_str("url = \"http://127.0.0.1:9/mcp\"")
             .unwrap_or_else(|e| panic!("upstream config: {e}"));
         let name: Arc<str> = Arc::from(name);
+        let metrics = Arc::new(crate::telemetry::metrics::Metrics::new());
         let pool = RoutePool::new(
             name.clone(),
             UpstreamTarget::Http {
@@ -69,17 +85,18 @@ impl Route {
             upstream,
             PoolConfig::default(),
             reqwest::Client::new(),
-            Arc::new(crate::telemetry::metrics::Metrics::new()),
+            metrics.clone(),
         );
         Arc::new(Route {
-            name,
+            name: name.clone(),
             path: "/mcp".into(),
             catalog: Catalog::new(&pool, Duration::from_secs(60)),
             pool,
             cache_ttl: Duration::from_secs(60),
             cache_scope: CacheScope::Public,
-            policy: PolicyHandle::fixed(Policy::default()),
+            policy: PolicyHandle::fixed(policy),
             on_missing_capability: MissingCapability::Error,
+            limits: Arc::new(RouteLimits::new(name.clone(), limits, metrics)),
         })
     }
 }

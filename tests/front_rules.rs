@@ -33,6 +33,37 @@ async fn protocol_version_header_missing_is_header_mismatch() {
     gw.stop().await;
 }
 
+/// A legacy client's first request, exactly as it sends it (no 2026 headers,
+/// no `_meta`): a 400 whose message names the one version and how to pin
+/// the common clients, with `data.supported` (spec versioning.mdx
+/// "Compatibility Matrix", legacy client against a modern server).
+#[tokio::test]
+async fn a_legacy_initialize_is_told_which_version_to_pin() {
+    let gw = gateway().await;
+    let h: Headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("accept", "application/json, text/event-stream".to_owned()),
+    ];
+    let params = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "1"}});
+    let r = post(&gw, &h, body(json!(0), "initialize", params)).await;
+    let refusal = assert_error(&r, 400, -32020, "header_missing");
+    refusal.json_reply_to(Some(json!(0)));
+    let error = r.error();
+    assert_eq!(error["data"]["supported"], json!(["2026-07-28"]));
+    let message = error["message"].as_str().unwrap();
+    for needle in [
+        "2026-07-28 only",
+        "mode=\"2026-07-28\"",
+        "--protocol-era modern",
+    ] {
+        assert!(
+            message.contains(needle),
+            "{needle:?} missing from {message}"
+        );
+    }
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn protocol_version_header_must_match_meta() {
     let gw = gateway().await;

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["protocol"],
     &["telemetry"],
     &["config"],
-    &["upstream", "policy"],
+    &["upstream", "policy", "limits"],
     &["route"],
     &["mrtr"],
     &["front"],

@@ -12,6 +12,8 @@
     clippy::cast_sign_loss
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, SystemTime};
@@ -19,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use redmark::telemetry::audit::{
     AuditConfig, AuditRecord, AuditSink, Method, Mode, Outcome, rotated, timestamp,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const BOOKING: &str = "book_meeting_room";
 
@@ -45,6 +47,8 @@ fn record(
         verdict: "ok".into(),
         redundant,
         trace_id: None,
+        reask: false,
+        rule: None,
     }
 }
 
@@ -192,8 +196,8 @@ fn table_is_aligned_ordered_and_states_the_rule() {
     assert_eq!(
         rows[0],
         [
-            "rooms", BOOKING, "1140", "24.0", rows[0][4], "9.0%", "3.5%", "1.8%", "61.7%", "7.60",
-            "4.69"
+            "rooms", BOOKING, "1140", "24.0", rows[0][4], "9.0%", "3.5%", "1.8%", "0.0%", "0.0%",
+            "0", "61.7%", "7.60", "4.69"
         ],
         "{text}"
     );
@@ -208,6 +212,75 @@ fn table_is_aligned_ordered_and_states_the_rule() {
     );
     assert!(text.contains("charged at the median"), "{text}");
     assert!(text.contains("103 question(s) charged"), "{text}");
+}
+
+/// Denied and invalid answers have columns of their own, re-asks count as
+/// questions (each attempt cost a look), small durations read as seconds or
+/// minutes, and an empty window is zero, never `-0.00`.
+#[test]
+fn the_table_shows_denied_invalid_reasks_and_small_durations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let now = SystemTime::now();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sink = runtime.block_on(async { AuditSink::start(&AuditConfig::new(&path)).unwrap() });
+    let mut reask = record(now, "create_ticket", Outcome::Invalid, Some(4_000), false);
+    reask.reask = true;
+    reask.rule = Some("maximum".into());
+    for r in [
+        reask,
+        record(now, "create_ticket", Outcome::Accepted, Some(2_500), false),
+        record(now, "create_ticket", Outcome::Denied, Some(1_500), false),
+        record(
+            now,
+            "create_ticket",
+            Outcome::Accepted,
+            Some(200_000),
+            false,
+        ),
+    ] {
+        sink.record(r);
+    }
+    runtime.block_on(sink.close()).unwrap();
+    let text = stdout(report(&path, &[]));
+    let header: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("route"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    for col in ["denied", "invalid", "reasks"] {
+        assert!(header.contains(&col), "{text}");
+    }
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.contains("create_ticket"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // asked, ..., denied, invalid, reasks, redundant, hours, redundant h
+    assert_eq!(row[2], "4", "{text}");
+    assert_eq!(&row[8..11], ["25.0%", "25.0%", "1"], "{text}");
+    // 4 + 2.5 + 1.5 + 200 s = 208 s: minutes and seconds, not 0.06 h.
+    assert_eq!(row[12], "3m28s", "{text}");
+    assert_eq!(row[13], "0.0s", "{text}");
+    let v: Value = serde_json::from_str(&stdout(report(&path, &["--format", "json"]))).unwrap();
+    assert_eq!(v["tools"][0]["reasks"].as_u64(), Some(1));
+    near(
+        v["tools"][0]["attention_hours"].as_f64().unwrap(),
+        208.0 / 3600.0,
+        1e-9,
+    );
+
+    // An empty window (the future): zeros, never `-0.00`.
+    let table = stdout(report(&path, &["--since", "2100-01-01T00:00:00Z"]));
+    let total = table.lines().find(|l| l.contains("TOTAL")).unwrap();
+    assert!(!total.contains("-0"), "negative zero: {table}");
+    let csv = stdout(report(
+        &path,
+        &["--format", "csv", "--since", "2100-01-01T00:00:00Z"],
+    ));
+    assert!(!csv.lines().last().unwrap().contains("-0"), "{csv}");
 }
 
 #[test]
@@ -242,4 +315,68 @@ fn bad_input_fails_with_a_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
     // An empty log is a report of nothing, not an error.
     assert!(stdout(report(&path, &[])).contains("TOTAL"));
+}
+
+/// A red-mark re-ask through the real gateway: the broken answer is an audit
+/// record of its own (`reask: true`, the rule, outcome `invalid`, never the
+/// value), then the accepted one; the report counts both attempts.
+#[tokio::test]
+async fn a_red_mark_reask_is_an_audit_record_and_costs_attention() {
+    use common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[audit]\npath = {}\n\
+         [[route]]\nname = \"rooms\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [{}]\n",
+        toml_path(&audit),
+        toml_path(&repo().join("policies/rooms.toml")),
+        toml_path(&rooms_bin()),
+    );
+    let gw = TestGateway::start(&config).await;
+    let op =
+        Op::tool("create_ticket", json!({"title": "printer"})).caps(json!({"elicitation": {}}));
+    let priorities = [9, 3];
+    let resps = op
+        .walk(&gw, 2, |round, q| {
+            q.reply(
+                "priority",
+                accepted(json!({"priority": priorities[round - 1]})),
+            )
+        })
+        .await;
+    assert_eq!(
+        resps[2].result()["resultType"],
+        "complete",
+        "{}",
+        resps[2].raw
+    );
+    gw.stop().await;
+    let text = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["reask"], true, "{text}");
+    assert_eq!(lines[0]["rule"], "maximum");
+    assert_eq!(lines[0]["outcome"], "invalid");
+    assert_eq!(lines[0]["verdict"], "policy_invalid_answer");
+    assert!(lines[0]["answer_ms"].is_u64());
+    assert!(lines[1].get("reask").is_none(), "{text}");
+    assert_eq!(lines[1]["outcome"], "accepted");
+    assert_eq!(lines[0]["operation"], lines[1]["operation"]);
+    for l in &lines {
+        assert!(
+            l.get("value").is_none() && l.get("content").is_none(),
+            "a value in the audit: {l}"
+        );
+    }
+    let v: Value = serde_json::from_str(&stdout(report(&audit, &["--format", "json"]))).unwrap();
+    let t = &v["tools"][0];
+    assert_eq!(
+        (t["asked"].as_u64(), t["reasks"].as_u64()),
+        (Some(2), Some(1)),
+        "{v:#}"
+    );
+    near(t["invalid_pct"].as_f64().unwrap(), 50.0, 1e-9);
 }

@@ -61,6 +61,9 @@ pub struct Config {
     /// The audit log of questions (`redmark report` reads it); unset: no audit log.
     #[serde(default)]
     pub audit: Option<Spanned<crate::telemetry::audit::AuditConfig>>,
+    /// `[log]`: where the access log goes.
+    #[serde(default)]
+    pub log: crate::telemetry::access::LogConfig,
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -106,6 +109,12 @@ pub struct ServerConfig {
     /// This node's name in sealed state (which replica holds an operation); default: random.
     #[serde(default)]
     pub node_id: Option<String>,
+    /// `[server.tls]`: serve the 2026-07-28 endpoint over HTTPS (rustls).
+    #[serde(default)]
+    pub tls: Option<Spanned<TlsConfig>>,
+    /// `[server.admin_tls]`: the admin listener's own HTTPS.
+    #[serde(default)]
+    pub admin_tls: Option<Spanned<TlsConfig>>,
 }
 
 /// Multi Round-Trip Requests: how long questions are held and how many rounds an operation may take.
@@ -181,6 +190,9 @@ pub struct RouteConfig {
     /// Policy file for this route (relative to this config file), e.g. `policies/rooms.toml`.
     #[serde(default)]
     pub policy: Option<Spanned<PathBuf>>,
+    /// `[route.rate_limit]`: limits on new calls and on retries (none by default).
+    #[serde(default)]
+    pub rate_limit: RateLimitConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -265,10 +277,14 @@ impl Default for CacheConfig {
 
 mod cluster;
 mod defaults;
+pub mod rate_limit;
 mod state;
+pub mod tls;
 
 pub use cluster::ClusterConfig;
+pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
+pub use tls::TlsConfig;
 
 /// The upstream of a route after checking: exactly one transport.
 #[derive(Debug, Clone)]
@@ -326,6 +342,14 @@ impl Config {
             .into_iter()
             .map(|(span, message)| locate(Some(span), message))
             .collect();
+        for tls in [&config.server.tls, &config.server.admin_tls]
+            .into_iter()
+            .flatten()
+        {
+            for message in tls.get_ref().unreadable(&config.base_dir) {
+                problems.push(locate(Some(tls.span()), message));
+            }
+        }
         // Policy files are read and compiled by the composition step (`app`),
         // once, with their own file and line; here only that each exists.
         for route in &config.routes {

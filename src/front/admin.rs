@@ -1,5 +1,5 @@
 //! The admin listener: `/healthz` (the process answers), `/readyz` (serving,
-//! not shutting down) and `/metrics` (Prometheus text format).
+//! not shutting down, every upstream reachable: [`super::readiness`]) and `/metrics` (Prometheus text format).
 
 use std::sync::Arc;
 
@@ -12,15 +12,7 @@ use super::response::{self as body, Body};
 pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> {
     match req.uri().path() {
         "/healthz" => body::text(StatusCode::OK, "ok\n"),
-        "/readyz" => {
-            if *gw.shutdown_signal().borrow() {
-                body::text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
-            } else if gw.engine.is_draining() {
-                body::text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
-            } else {
-                body::text(StatusCode::OK, "ready\n")
-            }
-        }
+        "/readyz" => super::readiness::readyz(&gw).await,
         "/metrics" => {
             let mut resp = body::text(StatusCode::OK, &gw.metrics.render());
             resp.headers_mut().insert(

@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::Gateway;
+use super::access;
 use super::dispatch::{self, Reply};
 use super::pipeline::{Halt, RequestBody, RequestCx};
 use super::response::{self, Body};
@@ -76,15 +77,32 @@ where
     let body: RequestBody = body.map_err(Into::into).boxed_unsync();
     let mut cx = RequestCx::new(route, head, body);
     let (resp, outcome) = match pipeline.run(&mut cx).await {
-        Ok(()) => match cx.forward.take() {
-            None if internal => {
-                gw.metrics.record_forward_received(&cx.route.name);
-                serve(&gw, &mut cx).await
+        Ok(()) => {
+            let pending = access::Pending::new(&cx, started);
+            match cx.forward.take() {
+                None if internal => {
+                    gw.metrics.record_forward_received(&cx.route.name);
+                    serve(&gw, &mut cx, pending).await
+                }
+                Some(to) => {
+                    let (resp, outcome) =
+                        super::forward::forward(&gw, super::forward::Forwarding::of(&cx), to).await;
+                    if let RequestOutcome::Done(o) = outcome {
+                        pending.write(&gw.access, resp.status(), o, None);
+                    }
+                    (resp, outcome)
+                }
+                None => serve(&gw, &mut cx, pending).await,
             }
-            Some(to) => super::forward::forward(&gw, super::forward::Forwarding::of(&cx), to).await,
-            None => serve(&gw, &mut cx).await,
-        },
-        Err(halt) => halted(halt),
+        }
+        Err(halt) => {
+            let pending = access::Pending::new(&cx, started);
+            let (resp, outcome) = halted(halt);
+            if let RequestOutcome::Done(o) = outcome {
+                pending.write(&gw.access, resp.status(), o, None);
+            }
+            (resp, outcome)
+        }
     };
     let method = cx.method_label.as_deref().unwrap_or("-");
     gw.metrics.record_request(
@@ -96,7 +114,11 @@ where
     resp
 }
 
-async fn serve(gw: &Gateway, cx: &mut RequestCx) -> (Response<Body>, RequestOutcome) {
+async fn serve(
+    gw: &Gateway,
+    cx: &mut RequestCx,
+    pending: access::Pending,
+) -> (Response<Body>, RequestOutcome) {
     let Some(req) = cx.request.take() else {
         return halted(Halt::refuse(
             None,
@@ -106,12 +128,26 @@ async fn serve(gw: &Gateway, cx: &mut RequestCx) -> (Response<Body>, RequestOutc
             ),
         ));
     };
-    tracing::debug!(route = %cx.route.name, method = %req.method, id = %req.id, principal = %cx.principal.name, "request");
     let principal = cx.principal.clone();
     match dispatch::dispatch(gw, cx.route.clone(), principal, req).await {
-        Reply::Json(out) => final_response(out),
+        Reply::Json(out) => {
+            if let Outgoing::Final {
+                status,
+                body,
+                outcome,
+            } = &out
+            {
+                pending.write(&gw.access, *status, *outcome, Some(body));
+            }
+            final_response(out)
+        }
         Reply::Stream { first, rx } => (
-            response::sse(first, rx, gw.sse_keepalive),
+            response::sse_with_end(
+                first,
+                rx,
+                gw.sse_keepalive,
+                Some(access::on_stream_end(pending, gw.access.clone())),
+            ),
             RequestOutcome::Stream,
         ),
     }

@@ -9,10 +9,12 @@
 //! - [`dispatch`]: by method: discovery, lists, operations, subscriptions ([`listen`]).
 //! - [`auth`]: authenticators (API keys, anonymous).
 //! - [`response`]: JSON and SSE response bodies.
-//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`.
+//! - [`access`]: what a request's access-log line says.
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
 //! - [`cluster`]: the internal endpoint (retries forwarded by other replicas) and its signature.
 //! - [`forward`]: the client that forwards a hold-mode retry to the replica owning it.
 
+mod access;
 pub mod admin;
 pub mod auth;
 pub mod cluster;
@@ -21,8 +23,10 @@ pub mod forward;
 pub mod http;
 mod listen;
 pub mod pipeline;
+mod readiness;
 pub mod response;
 pub mod server;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +47,8 @@ pub struct Gateway {
     pub engine: Arc<Engine>,
     /// Set with `[cluster]`: the internal endpoint and the forward client.
     pub cluster: Option<cluster::Cluster>,
+    /// One line per client request ([`access`]).
+    pub access: Arc<crate::telemetry::access::AccessLog>,
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
 }
 

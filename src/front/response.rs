@@ -12,7 +12,7 @@ use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::mrtr::Outgoing;
+use crate::mrtr::{Outcome, Outgoing};
 use crate::sse;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -48,11 +48,43 @@ struct SseState {
     rx: mpsc::Receiver<Outgoing>,
     tick: tokio::time::Interval,
     done: bool,
+    on_end: OnEnd,
+}
+
+/// Told how a stream ended: its final message's outcome and body, or `None`
+/// when it ended without one (the client went away, the sender dropped).
+pub type EndHook = Box<dyn FnOnce(Option<(Outcome, &Value)>) + Send>;
+
+/// Calls its hook once: at the final message, or on drop.
+struct OnEnd(Option<EndHook>);
+
+impl OnEnd {
+    fn fire(&mut self, end: Option<(Outcome, &Value)>) {
+        if let Some(hook) = self.0.take() {
+            hook(end);
+        }
+    }
+}
+
+impl Drop for OnEnd {
+    fn drop(&mut self) {
+        self.fire(None);
+    }
 }
 
 /// An SSE response: `first`, then everything from `rx` until a final response,
 /// with keep-alive comments in between so a dead client is noticed.
 pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> Response<Body> {
+    sse_with_end(first, rx, keepalive, None)
+}
+
+/// [`sse`], telling `on_end` how the stream ended (the access log).
+pub fn sse_with_end(
+    first: Value,
+    rx: mpsc::Receiver<Outgoing>,
+    keepalive: Duration,
+    on_end: Option<EndHook>,
+) -> Response<Body> {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let state = SseState {
@@ -60,6 +92,7 @@ pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> R
         rx,
         tick,
         done: false,
+        on_end: OnEnd(on_end),
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         if st.done {
@@ -74,8 +107,9 @@ pub fn sse(first: Value, rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> R
         let bytes = tokio::select! {
             item = st.rx.recv() => match item {
                 Some(Outgoing::Notification(n)) => sse::encode_event(&n.to_string()),
-                Some(Outgoing::Final { body, .. }) => {
+                Some(Outgoing::Final { body, outcome, .. }) => {
                     st.done = true;
+                    st.on_end.fire(Some((outcome, &body)));
                     sse::encode_event(&body.to_string())
                 }
                 None => return None,

@@ -73,6 +73,8 @@ pub struct Limits {
     pub grace: Duration,
     /// Where open and refused connections are counted (the client listener).
     pub metrics: Option<Arc<Metrics>>,
+    /// HTTPS (`[server.tls]`); plain HTTP when `None`.
+    pub tls: Option<Arc<super::tls::Tls>>,
 }
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
@@ -131,37 +133,35 @@ pub async fn serve<H, F>(
             saturated = false;
         }
         let _ = stream.set_nodelay(true);
-        let (activity, idle) = watch::channel(0usize);
-        let activity = Arc::new(activity);
-        let handler = handler.clone();
-        let service = service_fn(move |req| {
-            let handler = handler.clone();
-            let busy = InFlight::start(activity.clone());
-            async move {
-                let resp = handler(req).await;
-                // In flight until the body is written (or dropped): SSE streams count.
-                Ok::<_, std::convert::Infallible>(
-                    resp.map(|body| Tracked { body, _busy: busy }.boxed_unsync()),
-                )
-            }
-        });
-        let io = TokioIo::new(Stalled::new(stream, limits.send_timeout));
-        let conn = builder
-            .serve_connection_with_upgrades(io, service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        let header_read_timeout = limits.header_read_timeout;
+        let conn = Connection {
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            handler: handler.clone(),
+            header_read_timeout: limits.header_read_timeout,
+            send_timeout: limits.send_timeout,
+            peer,
+        };
+        let tls = limits.tls.clone();
         let metrics = limits.metrics.clone();
         if let Some(m) = &metrics {
             m.add_client_connection(1);
         }
         tokio::spawn(async move {
-            tokio::select! {
-                ended = conn => if let Err(e) = ended {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                () = idle_for(idle, header_read_timeout) => {
-                    tracing::debug!(%peer, "connection idle for header_read_timeout; closed");
+            match tls {
+                None => conn.serve(stream).await,
+                Some(tls) => {
+                    // The handshake counts against the head's time: a client
+                    // that opens TLS and stops is an idle connection too.
+                    let handshake = tls.acceptor().accept(stream);
+                    match tokio::time::timeout(conn.header_read_timeout, handshake).await {
+                        Ok(Ok(stream)) => conn.serve(stream).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, listener = tls.listener, error = %e, "TLS handshake failed");
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, listener = tls.listener, "TLS handshake not done within header_read_timeout; closed");
+                        }
+                    }
                 }
             }
             if let Some(m) = &metrics {
@@ -179,6 +179,57 @@ pub async fn serve<H, F>(
             grace = ?limits.grace,
             "shutdown grace period over; cutting remaining connections"
         );
+    }
+}
+
+/// One accepted connection, served over plain TCP or TLS alike.
+struct Connection<H> {
+    builder: Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    handler: H,
+    header_read_timeout: Duration,
+    send_timeout: Duration,
+    peer: std::net::SocketAddr,
+}
+
+impl<H, F> Connection<H>
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    async fn serve<S>(self, stream: S)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (activity, idle) = watch::channel(0usize);
+        let activity = Arc::new(activity);
+        let handler = self.handler;
+        let service = service_fn(move |req| {
+            let handler = handler.clone();
+            let busy = InFlight::start(activity.clone());
+            async move {
+                let resp = handler(req).await;
+                // In flight until the body is written (or dropped): SSE streams count.
+                Ok::<_, std::convert::Infallible>(
+                    resp.map(|body| Tracked { body, _busy: busy }.boxed_unsync()),
+                )
+            }
+        });
+        let io = TokioIo::new(Stalled::new(stream, self.send_timeout));
+        let conn = self
+            .builder
+            .serve_connection_with_upgrades(io, service)
+            .into_owned();
+        let conn = self.watcher.watch(conn);
+        let peer = self.peer;
+        tokio::select! {
+            ended = conn => if let Err(e) = ended {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            },
+            () = idle_for(idle, self.header_read_timeout) => {
+                tracing::debug!(%peer, "connection idle for header_read_timeout; closed");
+            }
+        }
     }
 }
 

@@ -158,7 +158,8 @@ pub struct Operation {
     /// The upstream call's span (a child of the root), held for the whole call.
     upstream_span: tracing::Span,
     /// The root's trace id (empty when not traced), on every log line.
-    trace_id: String,
+    /// `None` when the operation is not traced (no exporter, or not sampled).
+    trace_id: Option<String>,
     /// The progress token the upstream call carries (the first request's);
     /// progress is relayed under the attached request's own token.
     upstream_progress: Option<Value>,
@@ -176,6 +177,7 @@ pub async fn begin(
     tx: mpsc::Sender<Outgoing>,
 ) {
     let target = req.target().to_owned();
+    let access = req.ctx.access.clone();
     let id = hex::encode(rand::random::<[u8; 16]>());
     let root = root_span(&route.name, &req, &target, &id);
     let client = Client {
@@ -250,7 +252,7 @@ pub async fn begin(
     let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
     let policy = route.policy.current();
     let op = Operation {
-        trace_id: traces::trace_id(&root).unwrap_or_default(),
+        trace_id: traces::trace_id(&root),
         id,
         root,
         upstream_span,
@@ -283,6 +285,7 @@ pub async fn begin(
         engine,
         route,
     };
+    access.note(&op.id, 1, op.trace_id.as_deref());
     op.run(client).await;
 }
 
@@ -318,7 +321,7 @@ impl Operation {
             self.round += 1;
             self.awaiting = Some(self.round);
             let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
-            tracing::info!(operation = %self.id, trace_id = %self.trace_id, route = %self.route.name, tool = %self.target, round = self.round, keys = ?keys, "asking the client");
+            tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), "asking the client");
             let result = self.input_required();
             if !current.send(Outgoing::result(&current.id, result)).await {
                 // Nobody received the questions: nobody will answer them.
@@ -395,7 +398,7 @@ impl Operation {
     /// the first one only (the count is on the operation's end line).
     fn dropped_one(&mut self) {
         if self.dropped == 0 {
-            tracing::warn!(operation = %self.id, trace_id = %self.trace_id, route = %self.route.name, tool = %self.target,
+            tracing::warn!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target,
                 "the client is not reading its response stream; dropping notifications");
         }
         self.dropped += 1;
@@ -546,7 +549,7 @@ impl Operation {
                 .record_notifications_dropped(&self.route.name, dropped);
         }
         tracing::info!(
-            operation = %self.id, trace_id = %self.trace_id,
+            operation = %self.id, trace_id = self.trace_id.as_deref(),
             route = %self.route.name,
             tool = %self.target,
             outcome,

@@ -86,6 +86,9 @@ async fn hand_over(
     tx: mpsc::Sender<Outgoing>,
 ) -> Result<(), Reject> {
     let claims = verify(engine, route, principal, &req)?;
+    // For the access log: the round this request is (its state answers round `rd`).
+    let trace = claims.tc.as_deref().and_then(|tc| tc.split('-').nth(1));
+    req.ctx.access.note(&claims.op, claims.rd + 1, trace);
     let responses = input_responses(&req.params)?;
     let unknown = || {
         Reject::new(Reason::OperationUnknown, "no operation for this requestState: this node restarted or the operation ended; call again without requestState")

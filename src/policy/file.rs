@@ -52,6 +52,8 @@ struct RawTool {
     on_invalid: Option<OnInvalid>,
     max_reasks: Option<u32>,
     max_questions: Option<usize>,
+    /// Calls per principal, e.g. `"1/s"` (see `[route.rate_limit]`).
+    rate: Option<crate::config::Rate>,
     #[serde(default)]
     fields: BTreeMap<String, Spanned<RawField>>,
 }
@@ -137,6 +139,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),
                 max_questions: t.max_questions.unwrap_or(defaults.max_questions),
                 fields,
+                rate: t.rate,
             },
         );
     }

@@ -121,6 +121,8 @@ pub struct ToolRules {
     pub max_reasks: u32,
     pub max_questions: usize,
     pub fields: HashMap<String, FieldRules>,
+    /// `rate`: calls of this tool per principal (retries with `requestState` not counted).
+    pub rate: Option<crate::config::Rate>,
 }
 
 /// A loaded policy. Cheap to share; a reload swaps in a new one.

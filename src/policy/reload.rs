@@ -99,11 +99,16 @@ impl PolicyHandle {
 fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn Fn(&str, bool)) {
     match handle.reload() {
         Ok(()) => {
-            tracing::info!(route, policy = ?handle.path(), trigger = why, "policy reloaded");
+            tracing::info!(
+                route,
+                policy = handle.path().map(|p| p.display().to_string()).as_deref(),
+                trigger = why,
+                "policy reloaded"
+            );
             on_reload(route, true);
         }
         Err(errors) => {
-            tracing::error!(route, policy = ?handle.path(), trigger = why, errors = %errors, "policy reload failed; the previous policy stays in force");
+            tracing::error!(route, policy = handle.path().map(|p| p.display().to_string()).as_deref(), trigger = why, errors = %errors, "policy reload failed; the previous policy stays in force");
             on_reload(route, false);
         }
     }
@@ -118,9 +123,12 @@ pub fn watch(
     on_reload: OnReload,
 ) {
     let files = handles.iter().filter(|(_, h)| h.path().is_some()).count();
+    // Registered before this returns, not when the task first runs: a
+    // SIGHUP that arrives in between would otherwise take its default
+    // action and end the process.
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     tokio::spawn(async move {
-        #[cfg(unix)]
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -102,6 +102,16 @@ fn check_errors_name_the_line() {
     assert!(e.0[0].message.contains("maximum"), "{e}");
     let e = Policy::parse("[tool.x.fields.a]\npattern = '('\n", "p.toml").unwrap_err();
     assert!(e.0[0].message.contains("pattern does not compile"), "{e}");
+    let e = Policy::parse("[tool.x]\n\nrate = \"0/s\"\n", "p.toml").unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(e.0[0].message.contains("COUNT/UNIT"), "{e}");
+}
+
+#[test]
+fn a_tool_rate_is_read() {
+    let p = Policy::parse("[tool.transfer]\nrate = \"1/s\"\n", "p.toml").unwrap();
+    let rate = p.tool("transfer").and_then(|t| t.rate).unwrap();
+    assert_eq!(rate.to_string(), "1/s");
 }
 
 /// Found with the `policy` fuzz target (input `[tool.a.fields.b]` with

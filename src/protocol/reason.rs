@@ -114,6 +114,8 @@ reasons! {
     MissingCapability => "missing_capability", BAD_REQUEST, code::MISSING_REQUIRED_CLIENT_CAPABILITY, Client;
     /// The principal has `max_pending_per_principal` operations waiting.
     TooManyPending => "too_many_pending", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
+    /// Over a `[route.rate_limit]` or a tool's `rate`: 429 with `Retry-After`, `data.limit`.
+    RateLimited => "rate_limited", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
     ShuttingDown => "shutting_down", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
 
     // Several replicas (README "Running several replicas").

@@ -110,6 +110,49 @@ pub struct RequestContext {
     /// W3C trace context of the caller (`_meta.traceparent`, SEP-414, else the HTTP header).
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// Filled in by the operation engine for the access log.
+    pub access: AccessNote,
+}
+
+/// What the operation engine tells the front's access log about a request:
+/// the operation it belongs to, its round, and the trace id when traced.
+/// Shared (one `Arc`) by every clone of the request's context, so the front,
+/// which logs, hears what the engine, which knows, noted.
+#[derive(Debug, Clone, Default)]
+pub struct AccessNote(std::sync::Arc<std::sync::Mutex<Noted>>);
+
+/// The operation, round and trace of one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Noted {
+    pub operation: Option<String>,
+    pub round: Option<u32>,
+    pub trace_id: Option<String>,
+}
+
+impl AccessNote {
+    pub fn note(&self, operation: &str, round: u32, trace_id: Option<&str>) {
+        let mut n = self.lock();
+        n.operation = Some(operation.to_owned());
+        n.round = Some(round);
+        n.trace_id = trace_id.filter(|t| !t.is_empty()).map(str::to_owned);
+    }
+
+    pub fn get(&self) -> Noted {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Noted> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A note is bookkeeping, not part of what a request means.
+impl PartialEq for AccessNote {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -145,6 +145,14 @@ pub struct AuditRecord {
     #[serde(default)]
     pub redundant: bool,
     pub trace_id: Option<String>,
+    /// This answer broke a rule and the question was asked again with a red
+    /// mark: the attempt cost a person's attention, so it is a record of its
+    /// own (outcome `invalid`), before the record of how the question ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reask: bool,
+    /// The rule the answer broke (`maximum`, `pattern`, a rule's name), never the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// RFC 3339 UTC with milliseconds, as written in [`AuditRecord::time`].

@@ -21,6 +21,8 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         verdict: "ok".into(),
         redundant: false,
         trace_id: None,
+        reask: false,
+        rule: None,
     }
 }
 

@@ -54,6 +54,13 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub route: String,
+    /// `per_principal`, `per_route`, `tool` or `retries`.
+    pub scope: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ToolLabels {
     pub route: String,
     pub tool: String,
@@ -89,6 +96,7 @@ pub struct Metrics {
     connections: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
+    rate_limited: Family<LimitLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -194,8 +202,15 @@ impl Metrics {
             "Single-use checks refused because the shared state store ([state] store) did not answer",
             cluster.store_errors.clone(),
         );
+        let rate_limited = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "Requests refused with 429 rate_limited, by route and the limit that refused them",
+            rate_limited.clone(),
+        );
         Self {
             cluster,
+            rate_limited,
             connections,
             refused,
             dropped,
@@ -300,6 +315,15 @@ impl Metrics {
             .get_or_create(&ForwardLabels {
                 route: route.into(),
                 outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    pub fn record_rate_limited(&self, route: &str, scope: &str) {
+        self.rate_limited
+            .get_or_create(&LimitLabels {
+                route: route.into(),
+                scope: scope.into(),
             })
             .inc();
     }

@@ -1,6 +1,7 @@
-//! What operators see: logs, metrics, traces, the audit log of questions and
+//! What operators see: logs, the access log, metrics, traces, the audit log of questions and
 //! the report of what those questions cost people.
 
+pub mod access;
 pub mod audit;
 pub mod logging;
 pub mod metrics;

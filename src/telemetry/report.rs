@@ -2,8 +2,13 @@
 //! audit log ([`super::audit`]).
 //!
 //! Per route and tool, most expensive first: questions asked, median and p90
-//! answer time, the shares unanswered / declined / cancelled / redundant, and
-//! the hours of people's attention spent, in total and on redundant questions.
+//! answer time, the shares unanswered / declined / cancelled / denied /
+//! invalid / redundant, red-mark re-asks, and the hours of people's attention
+//! spent, in total and on redundant questions.
+//!
+//! A re-ask (an answer that broke a rule, asked again with a red mark) is an
+//! audit record of its own (`reask: true`, outcome `invalid`, the time spent
+//! on that attempt): each attempt is counted as asked and charged its time.
 //!
 //! Attention ([`ATTENTION_RULE`]): an answered question costs its measured
 //! answer time. A question that reached a person but got no answer
@@ -60,6 +65,8 @@ pub struct Question {
     pub answer_ms: Option<u64>,
     #[serde(default)]
     pub redundant: bool,
+    #[serde(default)]
+    pub reask: bool,
 }
 
 /// The cost of one tool's questions (or of all, in the totals line).
@@ -73,12 +80,17 @@ pub struct ToolCost {
     /// Questions charged the median because no answer time was measured.
     pub imputed: u64,
     pub redundant: u64,
+    /// Attempts whose answer broke a rule and were asked again.
+    pub reasks: u64,
     pub outcomes: BTreeMap<Outcome, u64>,
     pub median_s: Option<f64>,
     pub p90_s: Option<f64>,
     pub unanswered_pct: f64,
     pub declined_pct: f64,
     pub cancelled_pct: f64,
+    pub denied_pct: f64,
+    /// Answers that broke a rule: re-asked, or ending the operation.
+    pub invalid_pct: f64,
     pub redundant_pct: f64,
     pub attention_hours: f64,
     pub redundant_hours: f64,
@@ -160,11 +172,14 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         answered: times.len() as u64,
         imputed,
         redundant,
+        reasks: qs.iter().filter(|q| q.reask).count() as u64,
         median_s: med.map(|ms| ms / 1000.0),
         p90_s: percentile(&times, 90.0).map(|ms| ms / 1000.0),
         unanswered_pct: pct(count(Outcome::Unanswered), asked),
         declined_pct: pct(count(Outcome::Declined), asked),
         cancelled_pct: pct(count(Outcome::Cancelled), asked),
+        denied_pct: pct(count(Outcome::Denied), asked),
+        invalid_pct: pct(count(Outcome::Invalid), asked),
         redundant_pct: pct(redundant, asked),
         attention_hours: total_ms / 3_600_000.0,
         redundant_hours: redundant_ms / 3_600_000.0,
@@ -192,9 +207,10 @@ pub fn summarize(questions: &[Question]) -> (Vec<ToolCost>, ToolCost) {
     });
     let everything: Vec<&Question> = questions.iter().collect();
     let mut total = cost("", "TOTAL", &everything, fallback);
-    // Sum the tools' charges, which use each tool's own median.
-    total.attention_hours = tools.iter().map(|t| t.attention_hours).sum();
-    total.redundant_hours = tools.iter().map(|t| t.redundant_hours).sum();
+    // Sum the tools' charges, which use each tool's own median. From +0.0:
+    // an empty sum of f64 is -0.0, which would print as `-0.00`.
+    total.attention_hours = tools.iter().fold(0.0, |h, t| h + t.attention_hours);
+    total.redundant_hours = tools.iter().fold(0.0, |h, t| h + t.redundant_hours);
     (tools, total)
 }
 
@@ -290,7 +306,7 @@ fn secs(v: Option<f64>, p: usize) -> String {
     v.map_or_else(|| "-".into(), |s| format!("{s:.p$}"))
 }
 
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 14] = [
     "route",
     "tool",
     "asked",
@@ -299,12 +315,31 @@ const COLUMNS: [&str; 11] = [
     "unanswered_pct",
     "declined_pct",
     "cancelled_pct",
+    "denied_pct",
+    "invalid_pct",
+    "reasks",
     "redundant_pct",
     "attention_hours",
     "redundant_hours",
 ];
 
-fn cells(t: &ToolCost, how: Cells) -> [String; 11] {
+/// Hours for reading: seconds under a minute (`24.0s`), minutes and seconds
+/// while the hours would read `0.0x` (`3m05s`), hours otherwise (`7.60`).
+pub fn hours_cell(h: f64) -> String {
+    let secs = h * 3600.0;
+    if secs < 59.95 {
+        format!("{:.1}s", secs.max(0.0))
+    } else if h < 0.1 {
+        // Under six minutes: the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let whole = secs.round() as u64;
+        format!("{}m{:02}s", whole / 60, whole % 60)
+    } else {
+        format!("{h:.2}")
+    }
+}
+
+fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
     let (s, p, h, percent) = match how {
         Cells::Table => (1, 1, 2, "%"),
         Cells::Csv => (3, 2, 4, ""),
@@ -318,9 +353,18 @@ fn cells(t: &ToolCost, how: Cells) -> [String; 11] {
         format!("{:.p$}{percent}", t.unanswered_pct),
         format!("{:.p$}{percent}", t.declined_pct),
         format!("{:.p$}{percent}", t.cancelled_pct),
+        format!("{:.p$}{percent}", t.denied_pct),
+        format!("{:.p$}{percent}", t.invalid_pct),
+        t.reasks.to_string(),
         format!("{:.p$}{percent}", t.redundant_pct),
-        format!("{:.h$}", t.attention_hours),
-        format!("{:.h$}", t.redundant_hours),
+        match how {
+            Cells::Table => hours_cell(t.attention_hours),
+            Cells::Csv => format!("{:.h$}", t.attention_hours),
+        },
+        match how {
+            Cells::Table => hours_cell(t.redundant_hours),
+            Cells::Csv => format!("{:.h$}", t.redundant_hours),
+        },
     ]
 }
 
@@ -353,6 +397,9 @@ pub fn table(r: &Report) -> String {
         "unanswered",
         "declined",
         "cancelled",
+        "denied",
+        "invalid",
+        "reasks",
         "redundant",
         "hours",
         "redundant h",

@@ -12,7 +12,26 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
         outcome,
         answer_ms,
         redundant,
+        reask: false,
     }
+}
+
+#[test]
+fn small_durations_read_as_seconds_or_minutes() {
+    assert_eq!(hours_cell(0.0), "0.0s");
+    assert_eq!(hours_cell(0.4 / 3600.0), "0.4s");
+    assert_eq!(hours_cell(59.0 / 3600.0), "59.0s");
+    assert_eq!(hours_cell(65.0 / 3600.0), "1m05s");
+    assert_eq!(hours_cell(0.099), "5m56s");
+    assert_eq!(hours_cell(7.6), "7.60");
+}
+
+#[test]
+fn an_empty_report_has_no_negative_zero() {
+    let (tools, total) = summarize(&[]);
+    assert!(tools.is_empty());
+    assert!(total.attention_hours.is_sign_positive());
+    assert!(total.redundant_hours.is_sign_positive());
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 mod error;
+pub mod health;
 pub mod pool;
 pub mod session;
 pub mod transport;

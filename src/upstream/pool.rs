@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, broadcast};
 
 use super::UpstreamError;
+use super::health::Health;
 use super::session::{Notice, Session, Timeouts};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
@@ -96,6 +97,8 @@ pub struct RoutePool {
     closed: AtomicBool,
     /// How to tell when each session ever started has fully ended.
     endings: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
+    /// Whether the upstream can be reached, as the last start found it.
+    health: Health,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -113,7 +116,7 @@ impl RoutePool {
     ) -> Arc<Self> {
         let (notices, _) = broadcast::channel(256);
         let pool = Arc::new(Self {
-            route,
+            route: route.clone(),
             target: target.into(),
             upstream,
             limits,
@@ -124,6 +127,7 @@ impl RoutePool {
             metrics,
             closed: AtomicBool::new(false),
             endings: Mutex::new(Vec::new()),
+            health: Health::new(route.clone()),
         });
         pool.publish(&lock(&pool.state));
         tokio::spawn(reap(Arc::downgrade(&pool)));
@@ -235,7 +239,24 @@ impl RoutePool {
         }
     }
 
+    /// Starts one session; its success or failure is what `/readyz` reports.
     async fn start_session(&self, profile: Profile) -> Result<Arc<Session>, UpstreamError> {
+        let started = self.connect_and_start(profile).await;
+        match &started {
+            Ok(s) => {
+                self.health.up();
+                tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started");
+            }
+            // Logged at ERROR by `health` once per change of state, not once per request.
+            Err(e) => {
+                self.health.down(e);
+                tracing::debug!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start");
+            }
+        }
+        started
+    }
+
+    async fn connect_and_start(&self, profile: Profile) -> Result<Arc<Session>, UpstreamError> {
         let max = self.upstream.max_message_bytes;
         let link = match &self.target {
             Connect::Custom(connect) => connect()?,
@@ -265,15 +286,34 @@ impl RoutePool {
             endings.retain(|e| !*e.borrow());
             endings.push(session.ended());
         }
-        match &started {
-            Ok(s) => {
-                tracing::info!(route = %self.route, session = s.local_id, profile = %profile.label(), version = %s.init.protocol_version, "upstream session started");
-            }
-            Err(e) => {
-                tracing::warn!(route = %self.route, profile = %profile.label(), error = %e, "upstream session failed to start");
-            }
-        }
         started
+    }
+
+    /// Whether this route's upstream can be reached, as the last start found it.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Learns whether the upstream can be reached by starting a throwaway
+    /// session (the empty capability profile) and closing it, unless the
+    /// route is up, the pool is shut down, or a probe ran within the last
+    /// second. `/readyz` calls it, so a route that is down comes back up
+    /// without a client having to fail first.
+    pub fn probe(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        if self.closed.load(Ordering::Acquire)
+            || self.health.snapshot().state == super::health::State::Up
+        {
+            return None;
+        }
+        let pool = self.clone();
+        Some(tokio::spawn(async move {
+            let Some(_slot) = pool.health.claim_probe() else {
+                return;
+            };
+            if let Ok(session) = pool.start_session(Profile::default()).await {
+                session.close();
+            }
+        }))
     }
 
     fn give_back(&self, key: PoolKey, session: Arc<Session>) {

@@ -226,6 +226,21 @@ impl TestGateway {
         }
     }
 
+    /// A gateway whose client listener serves HTTPS (`[server.tls]` in the
+    /// config), driven by `http` at `https://127.0.0.1:PORT/mcp`.
+    pub async fn start_https(config_toml: &str, http: reqwest::Client) -> TestGateway {
+        let mut gw = TestGateway::start(config_toml).await;
+        let addr = gw.running.as_ref().expect("running").addr;
+        gw.client.url = format!("https://{addr}/mcp");
+        gw.client.http = http;
+        gw
+    }
+
+    /// The client listener's address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().expect("running").addr
+    }
+
     pub async fn metrics(&self) -> String {
         self.http
             .get(format!("{}/metrics", self.admin))

@@ -8,6 +8,7 @@
 //!   in an `impl Fixture` block);
 //! * [`walker`]: `Op`, one logical operation walked round by round, and the
 //!   checks of `InputRequiredResult`s and complete results;
+//! * [`certs`]: a test CA (rcgen), server and client certificates, HTTPS clients;
 //! * [`errors`]: `assert_error`, the one check of an error answer;
 //! * [`schema`]: validation against the 2026-07-28 JSON schema;
 //! * [`peers`]: child processes (legacy servers, the `redmark` binary, the
@@ -16,6 +17,7 @@
 //! This file: where the test peers are, and gateway configs.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod errors;
 pub mod fixture_log;
 pub mod gateway;
@@ -26,6 +28,8 @@ pub mod walker;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+#[allow(unused_imports)]
+pub use certs::*;
 #[allow(unused_imports)]
 pub use errors::*;
 #[allow(unused_imports)]

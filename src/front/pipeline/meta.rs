@@ -150,5 +150,6 @@ fn context(
             .cloned(),
         traceparent: trace("traceparent"),
         tracestate: trace("tracestate"),
+        access: Default::default(),
     }
 }

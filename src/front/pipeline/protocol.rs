@@ -106,15 +106,36 @@ pub fn required<'h>(
         })
 }
 
+/// What a newcomer needs to hear after the first line of an error to a
+/// legacy-era request: a client that sends `initialize`, or no
+/// `MCP-Protocol-Version`, was not pinned to 2026-07-28, and each common
+/// client has its own switch. Legacy clients have no fall-forward, so this
+/// message may be all a user sees (spec versioning.mdx: a modern-only server
+/// SHOULD name its versions in any error to `initialize`).
+pub fn modern_only_hint() -> String {
+    format!(
+        "this endpoint speaks MCP {} only (stateless: no `initialize`, no sessions). \
+         Pin your client to it: TypeScript `new Client(info, {{ versionNegotiation: {{ mode: {{ pin: '2026-07-28' }} }} }})`; \
+         Python `mcp`: `Client(url, mode=\"2026-07-28\")`; \
+         MCP Inspector: `--transport http --protocol-era modern`",
+        SUPPORTED_VERSIONS.join(", ")
+    )
+}
+
 /// The checks of this step, in order, for a request with `id` and `method`.
 pub fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
+    // A missing version header is how a legacy client (or one left in
+    // legacy/auto mode) first shows itself: spec versioning.mdx
+    // "Compatibility Matrix" (legacy client, modern server): "rejected per
+    // server validation with 400 Bad Request".
     let version = required(
         headers,
         id,
         "mcp-protocol-version",
         "MCP-Protocol-Version",
         "",
-    )?;
+    )
+    .map_err(|halt| newcomer(halt, method))?;
     let method_header = required(headers, id, "mcp-method", "Mcp-Method", "")?;
     if method_header != method {
         return Err(mismatch(
@@ -146,9 +167,9 @@ pub fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
                 Reason::MethodRemoved,
                 // spec versioning.mdx: a modern-only server SHOULD name its versions in any error to `initialize`.
                 format!(
-                    "`{method}` does not exist in MCP {}; this endpoint speaks only {}",
+                    "`{method}` does not exist in MCP {}; {}",
                     SUPPORTED_VERSIONS[0],
-                    SUPPORTED_VERSIONS.join(", ")
+                    modern_only_hint()
                 ),
             ),
             _ => (
@@ -162,4 +183,26 @@ pub fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
         ));
     }
     Ok(())
+}
+
+/// A missing `MCP-Protocol-Version` gets the pinning hint and
+/// `data.supported`; its reason (`header_missing`) is unchanged. Other
+/// refusals of the header (invalid, conflicting) pass through as they are.
+fn newcomer(halt: Halt, method: &str) -> Halt {
+    match halt {
+        Halt::Refuse(mut refusal) if refusal.reject.reason == Reason::HeaderMissing => {
+            let first = if method == "initialize" {
+                "`initialize` is a legacy handshake and the MCP-Protocol-Version header is missing"
+            } else {
+                "the MCP-Protocol-Version header is required"
+            };
+            refusal.reject.message = format!("{first}: {}", modern_only_hint());
+            refusal
+                .reject
+                .data
+                .insert("supported".to_owned(), json!(SUPPORTED_VERSIONS));
+            Halt::Refuse(refusal)
+        }
+        other => other,
+    }
 }

@@ -319,6 +319,74 @@ async fn unsupported_version_names_supported_and_requested() {
     assert_eq!(r.id, Some(Id::Number(1)));
 }
 
+/// What an unpinned client needs to act on: the one version, and the switch of
+/// each common client.
+fn assert_newcomer_hint(r: &Refusal) {
+    let m = &r.reject.message;
+    for needle in [
+        "speaks MCP 2026-07-28 only",
+        "pin: '2026-07-28'",
+        "mode=\"2026-07-28\"",
+        "--transport http --protocol-era modern",
+    ] {
+        assert!(m.contains(needle), "{needle:?} missing from {m}");
+    }
+    assert_eq!(r.reject.data["supported"], json!(["2026-07-28"]));
+}
+
+#[tokio::test]
+async fn a_missing_version_header_says_how_to_pin_the_client() {
+    let h = headers(&[("mcp-method", "tools/list")]);
+    let r = parse(&h, &body("tools/list", json!({"_meta": meta()})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (r.reject.reason.as_str(), r.reject.code(), r.reject.status()),
+        ("header_missing", -32020, StatusCode::BAD_REQUEST)
+    );
+    assert!(
+        r.reject
+            .message
+            .starts_with("the MCP-Protocol-Version header is required")
+    );
+    assert_newcomer_hint(&r);
+    // A bare legacy `initialize` (no headers at all, as a legacy client sends it).
+    let legacy = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
+    let r = parse(&HeaderMap::new(), &body("initialize", legacy))
+        .await
+        .unwrap_err();
+    assert_eq!(r.reject.reason.as_str(), "header_missing");
+    assert!(
+        r.reject
+            .message
+            .starts_with("`initialize` is a legacy handshake"),
+        "{}",
+        r.reject.message
+    );
+    assert_newcomer_hint(&r);
+    // The Mcp-Method header is another mistake: no hint there.
+    let r = parse(
+        &headers(&[("mcp-protocol-version", "2026-07-28")]),
+        &body("tools/list", json!({"_meta": meta()})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(r.reject.reason.as_str(), "header_missing");
+    assert!(!r.reject.data.contains_key("supported"));
+}
+
+#[tokio::test]
+async fn an_initialize_with_modern_headers_says_how_to_pin_the_client() {
+    let r = parse(
+        &good_headers("initialize"),
+        &body("initialize", json!({"_meta": meta()})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(r.reject.reason.as_str(), "method_removed");
+    assert_newcomer_hint(&r);
+}
+
 #[tokio::test]
 async fn removed_and_unknown_methods_are_404() {
     for m in [

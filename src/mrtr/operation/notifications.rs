@@ -57,6 +57,7 @@ mod tests {
             profile: Profile::default(),
             traceparent: None,
             tracestate: None,
+            access: Default::default(),
         }
     }
 

@@ -52,7 +52,7 @@ impl Operation {
         let mut q = match convert::question(id.clone(), method, params) {
             Ok(q) => q,
             Err(e) => {
-                tracing::info!(operation = %self.id, trace_id = %self.trace_id, %method, "upstream pushed a request that is not a question; refused");
+                tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), %method, "upstream pushed a request that is not a question; refused");
                 let err = ErrorObject::new(Reason::NotRelayed.code(), e.to_string())
                     .with_data(json!({"reason": Reason::NotRelayed}));
                 let _ = self.session.respond(id, Err(err)).await;
@@ -65,7 +65,7 @@ impl Operation {
         match guard::check(&self.policy, &self.target, method, &params, self.asked) {
             Verdict::Ask => {}
             Verdict::Refuse(r) => {
-                tracing::warn!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, key = %q.key, reason = %r.reason, field = ?r.field, "question refused by policy");
+                tracing::warn!(operation = %self.id, trace_id = self.trace_id.as_deref(), tool = %self.target, key = %q.key, reason = %r.reason, field = r.field.as_deref(), "question refused by policy");
                 // A refused question never reaches the client, and the server is not left waiting.
                 let answer = match (self.policy.defaults.on_refused, q.kind) {
                     (OnRefused::Decline, Kind::Elicitation) => Ok(json!({"action": "decline"})),
@@ -75,7 +75,7 @@ impl Operation {
                     )
                     .with_data(json!({"reason": r.reason}))),
                 };
-                self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None);
+                self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None, None);
                 let _ = self.session.respond(q.upstream_id, answer).await;
                 return Some(Ending::PolicyRefused {
                     reason: r.reason,
@@ -84,7 +84,7 @@ impl Operation {
                 });
             }
             Verdict::ModelOwned { field, guidance } => {
-                tracing::info!(operation = %self.id, trace_id = %self.trace_id, tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
+                tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
                 let _ = self
                     .session
                     .respond(q.upstream_id, Ok(json!({"action": "cancel"})))
@@ -98,7 +98,7 @@ impl Operation {
             if q.kind == Kind::Elicitation
                 && self.route.on_missing_capability == MissingCapability::Decline
             {
-                tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
+                tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
                 self.declined = true;
                 let _ = self
                     .session
@@ -129,7 +129,7 @@ impl Operation {
         if let Some(given) = self.advance.remove(&q.key) {
             match convert::answer(&q, &given).map(|a| self.check(&q, a)) {
                 Ok(Checked::Deliver(answer)) => {
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, "answered from inputResponses given in advance");
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, "answered from inputResponses given in advance");
                     self.note_outcome(&answer);
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
@@ -141,7 +141,7 @@ impl Operation {
                         &self.target,
                         "policy_invalid_answer",
                     );
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, field = %field, rule = %rule, "an answer given in advance broke a rule; asking with a red mark");
                     q.mark(&mark);
                 }
                 Ok(Checked::End(ending)) => {
@@ -149,7 +149,7 @@ impl Operation {
                     return Some(ending);
                 }
                 Err(e) => {
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, error = %e, "an answer given in advance is malformed; asking instead");
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), error = %e, "an answer given in advance is malformed; asking instead");
                 }
             }
         }
@@ -227,7 +227,7 @@ impl Operation {
             );
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
-        self.audit(q, outcome, verdict, answer_ms, answer);
+        self.audit(q, outcome, verdict, answer_ms, answer, None);
         self.log_values(q, answer);
     }
 
@@ -245,7 +245,7 @@ impl Operation {
         };
         for (field, value) in content {
             if rules.get(field).is_some_and(|r| r.log_value) {
-                tracing::info!(parent: &q.span, operation = %self.id, trace_id = %self.trace_id, key = %q.key, field = %field, value = %value, "answer value (policy log_value)");
+                tracing::info!(parent: &q.span, operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, field = %field, value = %value, "answer value (policy log_value)");
             }
         }
     }
@@ -257,6 +257,7 @@ impl Operation {
         verdict: &str,
         answer_ms: Option<u64>,
         answer: Option<&Value>,
+        reask_rule: Option<&str>,
     ) {
         if !self.engine.audit.is_enabled() {
             return;
@@ -293,8 +294,28 @@ impl Operation {
             answer_ms,
             verdict: verdict.to_owned(),
             redundant: content.is_some_and(|c| audit::redundant(&self.arguments, c)),
-            trace_id: (!self.trace_id.is_empty()).then(|| self.trace_id.clone()),
+            trace_id: self.trace_id.clone(),
+            reask: reask_rule.is_some(),
+            rule: reask_rule.map(str::to_owned),
         });
+    }
+
+    /// A person's answer broke `rule` and the question is asked again: the
+    /// attempt is an audit record of its own (`reask: true`, outcome
+    /// `invalid`, the time the person spent on it), and the next attempt is
+    /// timed from now, so no second of attention is counted twice.
+    fn audit_reask(&self, q: &mut Question, rule: &str) {
+        let spent = q.asked_at.elapsed();
+        q.asked_at = tokio::time::Instant::now();
+        let answer_ms = u64::try_from(spent.as_millis()).unwrap_or(u64::MAX);
+        self.audit(
+            q,
+            Outcome::Invalid,
+            "policy_invalid_answer",
+            Some(answer_ms),
+            None,
+            Some(rule),
+        );
     }
 
     pub(super) fn note_outcome(&mut self, answer: &Value) {
@@ -313,6 +334,8 @@ impl Operation {
         tx: tokio::sync::mpsc::Sender<Outgoing>,
         round: u32,
     ) -> Client {
+        ctx.access
+            .note(&self.id, round + 1, self.trace_id.as_deref());
         let span = super::round_trip_span(
             &self.root,
             self.method,
@@ -403,7 +426,7 @@ impl Operation {
                         .get("action")
                         .and_then(Value::as_str)
                         .unwrap_or("answer");
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %key, kind = ?q.kind, action, "answer delivered to the server");
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %key, kind = ?q.kind, action, "answer delivered to the server");
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                 }
                 Checked::Reask { field, rule, mark } => {
@@ -412,8 +435,11 @@ impl Operation {
                         &self.target,
                         "policy_invalid_answer",
                     );
-                    tracing::info!(operation = %self.id, trace_id = %self.trace_id, key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
-                    self.pending[pos].mark(&mark);
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %key, field = %field, rule = %rule, "answer broke a rule; asking again with a red mark");
+                    let mut q = self.pending.remove(pos);
+                    self.audit_reask(&mut q, &rule);
+                    q.mark(&mark);
+                    self.pending.insert(pos, q);
                 }
                 Checked::End(e) => {
                     let q = self.pending.remove(pos);

@@ -1,0 +1,53 @@
+//! Step 7: the route's rate limits (`[route.rate_limit]`, a policy's
+//! `[tool.NAME] rate`; [`crate::limits`]). Over a limit: HTTP 429 with
+//! `Retry-After` and `data.reason: "rate_limited"` naming the limit, before
+//! anything reaches the server. A request that carries a `requestState` is a
+//! retry (a person answering) and counts only against the retries bucket.
+
+use super::{Halt, RequestCx, Step};
+use crate::limits::{Limited, Request};
+use crate::protocol::{Method, Reason, Reject};
+use http::HeaderValue;
+use http::header::RETRY_AFTER;
+
+pub struct RateLimit;
+
+#[async_trait::async_trait]
+impl Step for RateLimit {
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        let req = cx.request()?;
+        let policy = cx.route.policy.current();
+        let tool_rate = (req.method == Method::ToolsCall)
+            .then(|| policy.tool(req.target()).and_then(|t| t.rate))
+            .flatten();
+        let request = Request {
+            principal: &cx.principal.name,
+            retry: req.params.contains_key("requestState"),
+            tool: tool_rate.map(|rate| (req.target(), rate)),
+        };
+        cx.route
+            .limits
+            .check(request)
+            .map_err(|limited| refusal(&req.id, &limited))
+    }
+}
+
+fn refusal(id: &crate::jsonrpc::Id, limited: &Limited) -> Halt {
+    // RFC 9110 §10.2.3: whole seconds; never 0, which would invite an
+    // immediate retry that is refused again.
+    let wait = limited.retry_after;
+    let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let retry_ms = u64::try_from(limited.retry_after.as_millis()).unwrap_or(u64::MAX);
+    let reject = Reject::new(
+        Reason::RateLimited,
+        format!(
+            "rate limit `{}` ({}) reached; retry in {retry_ms} ms",
+            limited.scope.as_str(),
+            limited.rate
+        ),
+    )
+    .with("limit", limited.scope.as_str())
+    .with("rate", limited.rate.to_string())
+    .with("retryAfterMs", retry_ms);
+    Halt::refuse(Some(id), reject).with_header(RETRY_AFTER, HeaderValue::from(seconds))
+}
