@@ -66,6 +66,17 @@ if ! command -v prometheus >/dev/null 2>&1; then
     apt-get install -y --no-install-recommends prometheus >&2
 fi
 
+# --- Redis and nginx (Debian packages; system-wide) ------------------------
+# tests/cluster_store.rs and tests/cluster_nginx.rs start their own
+# redis-server and nginx on ephemeral ports (never the system services).
+# Skipped whenever both are already on PATH.
+if ! command -v redis-server >/dev/null 2>&1 || ! [[ -x /usr/sbin/nginx ]]; then
+    log "installing redis-server and nginx with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2
+    apt-get install -y --no-install-recommends redis-server nginx >&2
+fi
+
 if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \
     && [[ -x "$CACHE/venv-client/bin/python" && -x "$CACHE/venv-legacy/bin/python" ]] \
     && [[ -f "$NPM_DIR/node_modules/.package-lock.json" ]]; then

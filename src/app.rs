@@ -15,11 +15,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
-use crate::front::pipeline::Pipeline;
+use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{self, Gateway, auth};
 use crate::limits::RouteLimits;
 use crate::mrtr::Engine;
 use crate::mrtr::clock::Clock;
+use crate::mrtr::single_use::SingleUse;
 use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
@@ -45,6 +46,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("[cluster]: {0}")]
+    Cluster(#[from] ClusterError),
     #[error("{listener} listener TLS: {source}")]
     Tls {
         listener: &'static str,
@@ -76,6 +79,68 @@ pub enum KeyError {
     NoSecret { id: String },
     #[error("no state key has `sign = true`")]
     NoSigningKey,
+}
+
+/// Why `[cluster]` cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("environment variable {var} (secret_env) is not set")]
+    EnvNotSet { var: String },
+    #[error(
+        "environment variable {var} is not base64url of at least 16 bytes (see `redmark keygen`)"
+    )]
+    BadSecret { var: String },
+    #[error("[state] store `{url}`: {why}")]
+    Store { url: String, why: String },
+}
+
+/// The cluster secret `[cluster] secret_env` names, and what it signs with.
+fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster>, ClusterError> {
+    let Some(c) = &config.cluster else {
+        return Ok(None);
+    };
+    let (text, var) = match (&c.secret, &c.secret_env) {
+        (Some(s), _) => (s.clone(), "[cluster] secret".to_owned()),
+        (None, Some(var)) => (
+            std::env::var(var).map_err(|_| ClusterError::EnvNotSet { var: var.clone() })?,
+            var.clone(),
+        ),
+        (None, None) => {
+            return Err(ClusterError::EnvNotSet {
+                var: "(no secret_env)".into(),
+            });
+        }
+    };
+    let secret = decode_secret(&text).ok_or(ClusterError::BadSecret { var })?;
+    let secret = front::cluster::Secret::new(secret);
+    Ok(Some(front::cluster::Cluster {
+        pipeline: front::cluster::pipeline(
+            secret.clone(),
+            config.server.max_body_bytes,
+            config.server.body_read_timeout,
+        ),
+        client: front::forward::Client::new(node.to_owned(), secret.clone()),
+        secret,
+        drain: c.drain,
+    }))
+}
+
+/// Where round ids are marked used: `[state] store`, or this node's memory.
+fn single_use(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<dyn SingleUse>>, ClusterError> {
+    let Some(url) = &config.state.store else {
+        return Ok(None);
+    };
+    let store =
+        crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
+            ClusterError::Store {
+                url: url.get_ref().clone(),
+                why: e.to_string(),
+            }
+        })?;
+    Ok(Some(Arc::new(store)))
 }
 
 /// The keyring `[[state.keys]]` describes, secrets read from the environment;
@@ -213,7 +278,9 @@ pub fn build(
     };
     let access = access_log(config)?;
     let shutdown = tokio::sync::watch::channel(false).0;
-    let engine = Arc::new(Engine::new(
+    let cluster = cluster(config, &node)?;
+    let store = single_use(config, &metrics)?;
+    let mut engine = Engine::new(
         &config.mrtr,
         keys,
         node,
@@ -221,7 +288,12 @@ pub fn build(
         audit,
         shutdown.subscribe(),
         options.clock,
-    ));
+    );
+    engine.advertise = config.cluster.as_ref().and_then(|c| c.advertise.clone());
+    if let Some(store) = store {
+        engine.single_use = store;
+    }
+    let engine = Arc::new(engine);
     let authenticator = auth::from_config(config.auth.as_ref());
     let watched = config
         .routes
@@ -247,13 +319,15 @@ pub fn build(
         authenticator,
         config.server.max_body_bytes,
         config.server.body_read_timeout,
-    );
+    )
+    .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
         routes,
         pipeline,
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
+        cluster,
         access,
         shutdown,
     }))
@@ -320,6 +394,8 @@ fn routes(
 pub struct Running {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
+    /// The internal endpoint (`[cluster] listen`).
+    pub cluster_addr: Option<SocketAddr>,
     pub gateway: Arc<Gateway>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -358,7 +434,24 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     start_with(config, Options::default()).await
 }
 
-pub async fn start_with(config: Config, options: Options) -> Result<Running, StartError> {
+pub async fn start_with(mut config: Config, options: Options) -> Result<Running, StartError> {
+    // The internal listener is bound first: with port 0, the address other
+    // replicas use (`advertise`, sealed into every state) has the real port.
+    let internal = match config.cluster.as_mut() {
+        Some(c) => {
+            let addr = c
+                .listen_addr()
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+            let listener = bind(addr).await?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| StartError::Bind { addr, source })?;
+            c.advertise.get_or_insert_with(|| format!("http://{bound}"));
+            Some(listener)
+        }
+        None => None,
+    };
+    let cluster_addr = internal.as_ref().and_then(|l| l.local_addr().ok());
     let metrics = Arc::new(Metrics::new());
     let gateway = build(&config, metrics, options)?;
     let tls = listener_tls(&config, "client", config.server.tls.as_ref())?;
@@ -383,6 +476,9 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
     tracing::info!(
         %addr,
         admin = admin_addr.map(|a| a.to_string()).as_deref(),
+        cluster = cluster_addr.map(|a| a.to_string()).as_deref(),
+        advertise = gateway.engine.advertise.as_deref(),
+        node = %gateway.engine.node,
         tls = tls.is_some(),
         mutual_tls = config.server.tls.as_ref().is_some_and(|t| t.get_ref().client_ca.is_some()),
         "redmark listening"
@@ -396,16 +492,17 @@ pub async fn start_with(config: Config, options: Options) -> Result<Running, Sta
         metrics: Some(gateway.metrics.clone()),
         tls,
     };
-    let task = tokio::spawn(serve(
-        gateway.clone(),
-        listener,
-        (admin, admin_tls),
-        limits,
-        stopped,
-    ));
+    let listeners = Listeners {
+        client: listener,
+        admin,
+        admin_tls,
+        internal,
+    };
+    let task = tokio::spawn(serve(gateway.clone(), listeners, limits, stopped));
     Ok(Running {
         addr,
         admin_addr,
+        cluster_addr,
         gateway,
         stop: Some(stop),
         task,
@@ -426,10 +523,16 @@ fn listener_tls(
         .transpose()
 }
 
+struct Listeners {
+    client: TcpListener,
+    admin: Option<TcpListener>,
+    admin_tls: Option<Arc<crate::front::tls::Tls>>,
+    internal: Option<TcpListener>,
+}
+
 async fn serve(
     gw: Arc<Gateway>,
-    listener: TcpListener,
-    (admin, admin_tls): (Option<TcpListener>, Option<Arc<crate::front::tls::Tls>>),
+    listeners: Listeners,
     limits: front::server::Limits,
     stopped: oneshot::Receiver<()>,
 ) {
@@ -438,11 +541,11 @@ async fn serve(
         max_connections: 256,
         grace: std::time::Duration::from_secs(1),
         metrics: None,
-        tls: admin_tls,
+        tls: listeners.admin_tls,
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
-    let admin_task = admin.map(|listener| {
+    let admin_task = listeners.admin.map(|listener| {
         let gw = gw.clone();
         tokio::spawn(front::server::serve(
             listener,
@@ -453,19 +556,48 @@ async fn serve(
             },
         ))
     });
+    // The internal listener: the client listener's bounds, plain HTTP (the
+    // forward signature authenticates); it stops after the drain, so
+    // forwarded retries are served while the node drains.
+    let (internal_stop, internal_stopped) = oneshot::channel::<()>();
+    let internal_task = listeners.internal.map(|listener| {
+        let gw = gw.clone();
+        let internal_limits = front::server::Limits {
+            metrics: None,
+            tls: None,
+            ..limits.clone()
+        };
+        tokio::spawn(front::server::serve(
+            listener,
+            move |req| front::cluster::handle(gw.clone(), req),
+            internal_limits,
+            async move {
+                let _ = internal_stopped.await;
+            },
+        ))
+    });
     let handler_gw = gw.clone();
     let shutdown_gw = gw.clone();
     front::server::serve(
-        listener,
+        listeners.client,
         move |req| front::http::handle(handler_gw.clone(), req),
         limits,
         async move {
             let _ = stopped.await;
+            if let Some(cluster) = &shutdown_gw.cluster {
+                tracing::info!(drain = ?cluster.drain, waiting = shutdown_gw.engine.table.len(), "draining: /readyz is 503 and new operations are refused; waiting operations are still served");
+                let left = shutdown_gw.drain(cluster.drain).await;
+                tracing::info!(left, "drained");
+            }
             tracing::info!("shutting down: no new connections; finishing in-flight requests");
             shutdown_gw.begin_shutdown();
         },
     )
     .await;
+    let _ = internal_stop.send(());
+    if let Some(t) = internal_task {
+        let _ = t.await;
+    }
     gw.shutdown_upstreams().await;
     // Every question's audit line is on disk before the process ends.
     if let Err(e) = gw.engine.audit.close().await {

@@ -171,6 +171,9 @@ fn serve(
         if let Some(admin) = running.admin_addr {
             println!("redmark admin on http://{admin}");
         }
+        if let Some(internal) = running.cluster_addr {
+            println!("redmark cluster on http://{internal}");
+        }
         let stop = running.take_stop();
         tokio::spawn(async move {
             wait_for_signal().await;

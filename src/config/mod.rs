@@ -53,6 +53,9 @@ pub struct Config {
     pub mrtr: MrtrConfig,
     #[serde(default)]
     pub state: StateConfig,
+    /// Several replicas: the internal endpoint forwarded retries arrive on.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
     #[serde(default)]
     pub telemetry: crate::telemetry::traces::TelemetryConfig,
     /// The audit log of questions (`redmark report` reads it); unset: no audit log.
@@ -272,11 +275,13 @@ impl Default for CacheConfig {
     }
 }
 
+mod cluster;
 mod defaults;
 pub mod rate_limit;
 mod state;
 pub mod tls;
 
+pub use cluster::ClusterConfig;
 pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
@@ -410,6 +415,7 @@ impl Config {
             }
         }
         out.extend(self.state_problems());
+        out.extend(self.cluster_problems());
         if let Some(audit) = &self.audit
             && let Err(why) = audit.get_ref().validate()
         {

@@ -20,7 +20,7 @@ pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
     (bytes.len() >= 16).then_some(bytes)
 }
 
-/// Keys that seal `requestState`, and its size bound.
+/// Keys that seal `requestState`, its size bound, and where round ids are marked used.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
@@ -31,6 +31,10 @@ pub struct StateConfig {
     /// grow past it ends with `state_too_large`.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: Spanned<usize>,
+    /// `redis://host:port/db`: each round's state single-use across replicas.
+    /// Unset: single-use holds per node.
+    #[serde(default)]
+    pub store: Option<Spanned<String>>,
 }
 
 impl Default for StateConfig {
@@ -38,6 +42,7 @@ impl Default for StateConfig {
         Self {
             keys: Vec::new(),
             max_bytes: Spanned::new(0..0, default_max_bytes_value()),
+            store: None,
         }
     }
 }

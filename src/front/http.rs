@@ -23,6 +23,8 @@ pub enum RequestOutcome {
     Done(Outcome),
     /// Answered with an SSE stream (counted when the stream opens).
     Stream,
+    /// Forwarded to the replica that owns the operation, which answered.
+    Forwarded,
 }
 
 impl RequestOutcome {
@@ -30,6 +32,7 @@ impl RequestOutcome {
         match self {
             RequestOutcome::Done(o) => o.as_str(),
             RequestOutcome::Stream => "stream",
+            RequestOutcome::Forwarded => "forwarded",
         }
     }
 }
@@ -41,17 +44,56 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    run(gw, false, req).await
+}
+
+/// Answers one request forwarded by another replica (the internal endpoint,
+/// `front::cluster`): its own pipeline, the same dispatch.
+pub async fn handle_internal<B>(gw: Arc<Gateway>, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    run(gw, true, req).await
+}
+
+async fn run<B>(gw: Arc<Gateway>, internal: bool, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let started = Instant::now();
     let Some(route) = gw.routes.get(req.uri().path()).cloned() else {
         return response::text(StatusCode::NOT_FOUND, "no MCP endpoint at this path\n");
     };
+    let pipeline = match (&gw.cluster, internal) {
+        (_, false) => &gw.pipeline,
+        (Some(cluster), true) => &cluster.pipeline,
+        (None, true) => {
+            return response::text(StatusCode::NOT_FOUND, "no cluster configured\n");
+        }
+    };
     let (head, body) = req.into_parts();
     let body: RequestBody = body.map_err(Into::into).boxed_unsync();
     let mut cx = RequestCx::new(route, head, body);
-    let (resp, outcome) = match gw.pipeline.run(&mut cx).await {
+    let (resp, outcome) = match pipeline.run(&mut cx).await {
         Ok(()) => {
             let pending = access::Pending::new(&cx, started);
-            serve(&gw, &mut cx, pending).await
+            match cx.forward.take() {
+                None if internal => {
+                    gw.metrics.record_forward_received(&cx.route.name);
+                    serve(&gw, &mut cx, pending).await
+                }
+                Some(to) => {
+                    let (resp, outcome) =
+                        super::forward::forward(&gw, super::forward::Forwarding::of(&cx), to).await;
+                    if let RequestOutcome::Done(o) = outcome {
+                        pending.write(&gw.access, resp.status(), o, None);
+                    }
+                    (resp, outcome)
+                }
+                None => serve(&gw, &mut cx, pending).await,
+            }
         }
         Err(halt) => {
             let pending = access::Pending::new(&cx, started);

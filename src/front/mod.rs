@@ -11,11 +11,15 @@
 //! - [`response`]: JSON and SSE response bodies.
 //! - [`access`]: what a request's access-log line says.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
+//! - [`cluster`]: the internal endpoint (retries forwarded by other replicas) and its signature.
+//! - [`forward`]: the client that forwards a hold-mode retry to the replica owning it.
 
 mod access;
 pub mod admin;
 pub mod auth;
+pub mod cluster;
 pub mod dispatch;
+pub mod forward;
 pub mod http;
 mod listen;
 pub mod pipeline;
@@ -41,6 +45,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     pub sse_keepalive: Duration,
     pub engine: Arc<Engine>,
+    /// Set with `[cluster]`: the internal endpoint and the forward client.
+    pub cluster: Option<cluster::Cluster>,
     /// One line per client request ([`access`]).
     pub access: Arc<crate::telemetry::access::AccessLog>,
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
@@ -55,6 +61,25 @@ impl Gateway {
     /// Tells long-lived streams (subscriptions) and waiting operations to finish.
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// Drains for a rolling restart: `/readyz` turns 503 and new operations
+    /// are refused (`draining`), while waiting operations are still served
+    /// (their retries come directly or forwarded) until none is left or
+    /// `within` runs out. Returns how many were still waiting.
+    pub async fn drain(&self, within: Duration) -> usize {
+        self.engine
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + within;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            let waiting = self.engine.table.len();
+            if waiting == 0 || tokio::time::Instant::now() >= deadline {
+                return waiting;
+            }
+            tick.tick().await;
+        }
     }
 
     /// Stops every pool: idle sessions end now, leased ones when returned.

@@ -23,7 +23,8 @@ use crate::upstream::health::State;
 const PROBE_WAIT: Duration = Duration::from_secs(2);
 
 pub async fn readyz(gw: &Gateway) -> http::Response<Body> {
-    let shutting_down = *gw.shutdown_signal().borrow();
+    // A draining replica (`[cluster]`, after SIGTERM) is not ready for new calls either.
+    let shutting_down = *gw.shutdown_signal().borrow() || gw.engine.is_draining();
     if !shutting_down {
         probe(gw).await;
     }

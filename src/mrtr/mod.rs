@@ -8,6 +8,7 @@
 //! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
 //! - [`state`]: sealing and opening `requestState`.
 //! - [`single_use`]: each round's state used once (this node, or a shared store).
+//! - [`redis_store`]: the shared store, Redis (`[state] store`).
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
 //! - [`ending`]: every way an operation ends, and the one reply each ending gets.
@@ -20,6 +21,7 @@ pub mod convert;
 pub mod ending;
 pub mod operation;
 pub mod outgoing;
+pub mod redis_store;
 pub mod resume;
 pub mod single_use;
 pub mod start;
@@ -43,6 +45,11 @@ pub struct Engine {
     pub keys: state::Keyring,
     /// This node's name, sealed into every state.
     pub node: String,
+    /// Where the other replicas reach this one (`[cluster] advertise`),
+    /// sealed into every hold-mode state; `None` without `[cluster]`.
+    pub advertise: Option<String>,
+    /// Set when the node drains for a restart: no new operations, waiting ones go on.
+    pub draining: std::sync::atomic::AtomicBool,
     pub ttl: Duration,
     pub max_rounds: u32,
     pub gather: Duration,
@@ -61,6 +68,10 @@ pub struct Engine {
 pub const LOCAL_SINGLE_USE_MAX: usize = 262_144;
 
 impl Engine {
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn new(
         config: &MrtrConfig,
         keys: state::Keyring,
@@ -73,6 +84,8 @@ impl Engine {
         Self {
             keys,
             node,
+            advertise: None,
+            draining: std::sync::atomic::AtomicBool::new(false),
             ttl: config.ttl,
             max_rounds: config.max_rounds,
             gather: config.gather,

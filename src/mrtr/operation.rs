@@ -527,6 +527,7 @@ impl Operation {
                 v: CLAIMS_VERSION,
                 op: self.id.clone(),
                 node: self.engine.node.clone(),
+                addr: self.engine.advertise.clone(),
                 pr: self.principal_digest.clone(),
                 // The state outlives the operation by a grace period, so a retry that
                 // comes just too late hears `operation_expired`, not a bare `state_expired`.
@@ -545,6 +546,7 @@ impl Operation {
                 v: CLAIMS_VERSION,
                 op: self.id.clone(),
                 node: self.engine.node.clone(),
+                addr: self.engine.advertise.clone(),
                 pr: self.principal_digest.clone(),
                 exp: (now + self.engine.ttl).as_secs(),
                 rq: self.request_digest.clone(),

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::Engine;
 use super::operation::{self, ReplayRun};
 use super::outgoing::Outgoing;
-use super::state::{StateError, principal_digest, request_digest};
+use super::state::{Claims, StateError, principal_digest, request_digest};
 use super::table::Resume;
 use crate::jsonrpc::Id;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
@@ -58,15 +58,15 @@ pub async fn resume(
     }
 }
 
-/// Hands a hold-mode retry to its operation (`Ok(None)`), or returns the
-/// checked and consumed replay-mode run to start.
-async fn hand_over(
+/// Opens a retry's `requestState` and checks that it is this principal's
+/// state for this request: the checks any replica can make, so a retry
+/// forwarded to its owner has passed them where it landed.
+pub fn verify(
     engine: &Engine,
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
-    tx: mpsc::Sender<Outgoing>,
-) -> Result<Option<ReplayRun>, Reject> {
+) -> Result<Claims, Reject> {
     let token = req
         .params
         .get("requestState")
@@ -82,6 +82,19 @@ async fn hand_over(
     if claims.rq != request_digest(&route.name, req.method.as_str(), &req.params) {
         return Err(StateError::WrongRequest.into_reject());
     }
+    Ok(claims)
+}
+
+/// Hands a hold-mode retry to its operation (`Ok(None)`), or returns the
+/// checked and consumed replay-mode run to start.
+async fn hand_over(
+    engine: &Engine,
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+    tx: mpsc::Sender<Outgoing>,
+) -> Result<Option<ReplayRun>, Reject> {
+    let claims = verify(engine, route, principal, req)?;
     // For the access log: the round this request is (its state answers round `rd`).
     let trace = claims.tc.as_deref().and_then(|tc| tc.split('-').nth(1));
     req.ctx.access.note(&claims.op, claims.rd + 1, trace);
@@ -99,7 +112,10 @@ async fn hand_over(
             .with("node", claims.node.clone())
     };
     if claims.node != engine.node {
-        // Forwarding to the owning replica plugs in here.
+        // A hold-mode retry for another replica is forwarded by the front
+        // (`front::pipeline::owner`) before it gets here; one that still
+        // names another node (a forward that reached the wrong replica, or no
+        // `[cluster]`) is never forwarded again.
         return Err(unknown());
     }
     if let Some(entry) = engine.table.get(&claims.op) {
@@ -241,6 +257,7 @@ mod tests {
             v: CLAIMS_VERSION,
             op: "00".repeat(16),
             node: "n0".into(),
+            addr: None,
             pr: String::new(),
             exp: 4_000_000_000,
             rq: String::new(),

@@ -21,6 +21,17 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+impl crate::protocol::IntoReject for StoreError {
+    fn into_reject(self) -> crate::protocol::Reject {
+        crate::protocol::Reject::new(
+            crate::protocol::Reason::StateStoreUnavailable,
+            format!(
+                "{self}; the retry is refused rather than accepted unchecked, try again shortly"
+            ),
+        )
+    }
+}
+
 /// Marks round ids used, once.
 #[async_trait]
 pub trait SingleUse: Send + Sync {

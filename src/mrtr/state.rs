@@ -47,6 +47,10 @@ pub struct Claims {
     pub op: String,
     /// The node holding the operation (hold mode; in replay mode the node that sealed it).
     pub node: String,
+    /// The owner's advertised internal address (`[cluster] advertise`):
+    /// under the seal, so a client cannot point a forward elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
     /// Hex SHA-256 of the principal (route-scoped).
     pub pr: String,
     /// Expiry, seconds since the Unix epoch.

@@ -124,6 +124,21 @@ reasons! {
     RateLimited => "rate_limited", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
     ShuttingDown => "shutting_down", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
 
+    // Several replicas (README "Running several replicas").
+    /// The replica that holds a hold-mode operation did not take the
+    /// forwarded retry within the connect timeout (`data.node` names it).
+    OwnerUnreachable => "owner_unreachable", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+    /// A new operation on a replica that is draining for a restart.
+    Draining => "draining", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+    /// The internal endpoint: a request without the forward signature headers.
+    ForwardUnsigned => "forward_unsigned", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// The internal endpoint: a signature that is not the cluster secret's over this request.
+    ForwardBadSignature => "forward_bad_signature", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// The internal endpoint: a forward signed more than 30 s from this replica's clock.
+    ForwardStale => "forward_stale", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// The internal endpoint: a signed request that is not a hold-mode retry.
+    ForwardNotRetry => "forward_not_retry", BAD_REQUEST, code::INVALID_REQUEST, Client;
+
     // The server behind redmark.
     /// The server answered with an error: relayed with its own code and message.
     UpstreamError => "upstream_error", OK, code::INTERNAL_ERROR, Upstream;

@@ -66,8 +66,24 @@ pub struct ToolLabels {
     pub tool: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ForwardLabels {
+    pub route: String,
+    /// `forwarded` (the owner answered) or `owner_unreachable`.
+    pub outcome: String,
+}
+
+/// What several replicas add: retries forwarded between them, and the shared store.
+#[derive(Default)]
+struct ClusterMetrics {
+    forwards: Family<ForwardLabels, Counter>,
+    received: Family<RouteLabels, Counter>,
+    store_errors: Counter,
+}
+
 pub struct Metrics {
     registry: Registry,
+    cluster: ClusterMetrics,
     rounds: Family<ToolLabels, Histogram>,
     answers: Family<ToolLabels, Histogram>,
     reloads: Family<ReloadLabels, Counter>,
@@ -171,6 +187,22 @@ impl Metrics {
             "Progress and log notifications dropped because the client was not reading its stream",
             dropped.clone(),
         );
+        let cluster = ClusterMetrics::default();
+        registry.register(
+            "forwarded_retries",
+            "Hold-mode retries this replica forwarded to the replica owning the operation, by route and outcome (forwarded, owner_unreachable)",
+            cluster.forwards.clone(),
+        );
+        registry.register(
+            "forwards_received",
+            "Hold-mode retries another replica forwarded to this one (the owner), by route",
+            cluster.received.clone(),
+        );
+        registry.register(
+            "state_store_errors",
+            "Single-use checks refused because the shared state store ([state] store) did not answer",
+            cluster.store_errors.clone(),
+        );
         let rate_limited = Family::<LimitLabels, Counter>::default();
         registry.register(
             "rate_limited",
@@ -184,6 +216,7 @@ impl Metrics {
             replay_rounds.clone(),
         );
         Self {
+            cluster,
             rate_limited,
             replay_rounds,
             connections,
@@ -292,6 +325,17 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// A retry forwarded to its owner: `forwarded` or `owner_unreachable`.
+    pub fn record_forward(&self, route: &str, outcome: &str) {
+        self.cluster
+            .forwards
+            .get_or_create(&ForwardLabels {
+                route: route.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
     pub fn record_rate_limited(&self, route: &str, scope: &str) {
         self.rate_limited
             .get_or_create(&LimitLabels {
@@ -299,6 +343,20 @@ impl Metrics {
                 scope: scope.into(),
             })
             .inc();
+    }
+
+    /// A retry another replica forwarded here, signed and admitted.
+    pub fn record_forward_received(&self, route: &str) {
+        self.cluster
+            .received
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .inc();
+    }
+
+    pub fn record_state_store_error(&self) {
+        self.cluster.store_errors.inc();
     }
 
     pub fn set_pending(&self, n: usize) {

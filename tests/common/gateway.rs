@@ -200,6 +200,8 @@ impl McpClient {
 pub struct TestGateway {
     client: McpClient,
     pub admin: String,
+    /// `http://<addr>` of the internal endpoint, with `[cluster]`.
+    pub cluster: Option<String>,
     running: Option<redmark::Running>,
 }
 
@@ -219,6 +221,7 @@ impl TestGateway {
         TestGateway {
             client: McpClient::new(format!("http://{}/mcp", running.addr)),
             admin: format!("http://{}", running.admin_addr.expect("admin listener")),
+            cluster: running.cluster_addr.map(|a| format!("http://{a}")),
             running: Some(running),
         }
     }

@@ -12,6 +12,7 @@
 //! | 7 | [`rate_limit`] | a request over the route's rate limits (429, `Retry-After`); retries counted apart |
 //! | 8 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
 //! | 9 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
+//! | 10 | [`owner`] | a new operation while the replica drains (503); a retry whose state fails its checks; marks a hold-mode retry owned by another replica for forwarding |
 //!
 //! Then the request is dispatched (`front::dispatch`): discovery and lists,
 //! or an operation (`mrtr::start`).
@@ -34,6 +35,7 @@ pub mod media;
 pub mod meta;
 pub mod name;
 pub mod origin;
+pub mod owner;
 pub mod params;
 pub mod parse;
 pub mod post_only;
@@ -85,6 +87,8 @@ pub struct RequestCx {
     pub principal: Principal,
     /// The JSON-RPC method as sent (requests and notifications), for metrics.
     pub method_label: Option<String>,
+    /// Set by [`owner`]: the replica this retry is forwarded to.
+    pub forward: Option<owner::ForwardTo>,
 }
 
 impl RequestCx {
@@ -97,6 +101,7 @@ impl RequestCx {
             request: None,
             principal: Principal::anonymous(),
             method_label: None,
+            forward: None,
         }
     }
 
@@ -188,6 +193,14 @@ impl Pipeline {
         steps.push(Box::new(known_tool::KnownTool));
         steps.push(Box::new(call_policy::CallPolicy));
         Self { steps }
+    }
+
+    /// Adds `step` after the others (the composition step adds [`owner`],
+    /// which needs the engine).
+    #[must_use]
+    pub fn then(mut self, step: Box<dyn Step>) -> Self {
+        self.steps.push(step);
+        self
     }
 
     pub async fn run(&self, cx: &mut RequestCx) -> Result<(), Halt> {

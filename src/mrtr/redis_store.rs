@@ -1,0 +1,82 @@
+//! [`SingleUse`] across replicas: round ids marked used in Redis
+//! (`[state] store = "redis://..."`) with `SET key NX PX ttl`, so the first
+//! replica to present a round's state wins and every later presentation, on
+//! any replica, is a replay. The key expires with the state, so Redis holds
+//! only ids whose states could still open.
+//!
+//! A store that does not answer within [`TIMEOUT`] refuses the retry
+//! (`state_store_unavailable`): accepting it unchecked would allow a replay.
+//! The connection manager reconnects by itself once Redis is back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::single_use::{SingleUse, StoreError};
+use crate::telemetry::metrics::Metrics;
+
+/// Longest a single-use check waits for Redis (connect included).
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Keys are `redmark:used:{round id}`.
+const PREFIX: &str = "redmark:used:";
+
+pub struct Redis {
+    conn: ConnectionManager,
+    metrics: Arc<Metrics>,
+}
+
+impl Redis {
+    /// A store at `url`; connects lazily, so a replica starts while Redis is
+    /// down (and refuses retries until it is up). Must run inside tokio.
+    pub fn new(url: &str, metrics: Arc<Metrics>) -> Result<Self, redis::RedisError> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT / 2))
+            .set_response_timeout(Some(TIMEOUT / 2))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self { conn, metrics })
+    }
+
+    fn failed(&self, why: String) -> StoreError {
+        self.metrics.record_state_store_error();
+        tracing::warn!(error = %why, "the state store did not answer a single-use check");
+        StoreError::Unavailable(why)
+    }
+}
+
+#[async_trait]
+impl SingleUse for Redis {
+    async fn first_use(&self, round_id: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{PREFIX}{round_id}"))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms);
+        let attempt = async {
+            let mut conn = self.conn.clone();
+            match cmd.query_async::<Option<String>>(&mut conn).await {
+                // A connection that broke while idle (Redis restarted) fails
+                // the first write, and the manager reconnects: one more try.
+                // The write did not reach Redis, so it cannot have set the key.
+                Err(e) if e.is_connection_dropped() => {
+                    let mut conn = self.conn.clone();
+                    cmd.query_async::<Option<String>>(&mut conn).await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(TIMEOUT, attempt).await {
+            // `OK` when the key was set (first use), nil when it existed.
+            Ok(Ok(reply)) => Ok(reply.is_some()),
+            Ok(Err(e)) => Err(self.failed(e.to_string())),
+            Err(_) => Err(self.failed(format!("no answer within {TIMEOUT:?}"))),
+        }
+    }
+}

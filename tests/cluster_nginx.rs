@@ -1,0 +1,472 @@
+//! Three `redmark` processes behind a Debian nginx (plain round robin, no
+//! stickiness), with a Debian `redis-server` as `[state] store`: route `/mcp`
+//! in front of one `tests/fixtures/mrtr_server.py` over Streamable HTTP shared
+//! by all three, route `/stdio` in front of one per replica. Real 2026-07-28
+//! clients (PyPI `mcp` 2.3.0, npm `@modelcontextprotocol/client`) walk
+//! multi-round hold-mode operations whose rounds land on different replicas;
+//! the replicas' own `/metrics` say they forwarded. Then 20 concurrent
+//! operations answered in reverse order, the internal endpoint refusing an
+//! unsigned request, `kill -9` of a replica mid-operation, and a drained
+//! replica finishing its operation before it exits.
+//!
+//! Everything listens on 127.0.0.1, on ports chosen here; nginx's config is
+//! written to a temporary directory; every process is killed at the end.
+
+// A test may panic (that is how it fails) and cast freely.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
+mod common;
+mod mrtr_support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mrtr_support::{accept, claims, form_caps, secret};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const NODES: [&str; 3] = ["r1", "r2", "r3"];
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One replica: its process and its internal endpoint.
+struct Replica {
+    node: &'static str,
+    process: Option<RedmarkProcess>,
+    internal: u16,
+}
+
+impl Replica {
+    fn process(&self) -> &RedmarkProcess {
+        self.process.as_ref().expect("replica running")
+    }
+
+    async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.process().admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    async fn metric(&self, sample: &str) -> f64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(sample).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0.0)
+    }
+}
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    _redis: ChildGuard,
+    _server: ChildGuard,
+    _nginx: ChildGuard,
+    replicas: Vec<Replica>,
+    /// `http://127.0.0.1:<nginx port>`
+    base: String,
+}
+
+fn forwarded(route: &str) -> String {
+    format!(r#"redmark_forwarded_retries_total{{route="{route}",outcome="forwarded"}}"#)
+}
+
+fn received(route: &str) -> String {
+    format!(r#"redmark_forwards_received_total{{route="{route}"}}"#)
+}
+
+const PENDING: &str = "redmark_pending_operations";
+
+fn replica_config(node: &str, internal: u16, redis: u16, server: u16) -> String {
+    let py = legacy_python();
+    let script = fixture_file("mrtr_server.py");
+    format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+node_id = "{node}"
+
+[state]
+store = "redis://127.0.0.1:{redis}/0"
+
+[[state.keys]]
+id = "k1"
+secret_env = "REDMARK_STATE_KEY"
+sign = true
+
+[cluster]
+listen = "127.0.0.1:{internal}"
+secret_env = "REDMARK_CLUSTER_KEY"
+drain = "60s"
+
+[mrtr]
+gather = "300ms"
+
+[[route]]
+name = "main"
+path = "/mcp"
+[route.upstream]
+url = "http://127.0.0.1:{server}/mcp"
+init_timeout = "60s"
+
+[[route]]
+name = "stdio"
+path = "/stdio"
+[route.upstream]
+command = [{}, {}]
+init_timeout = "120s"
+"#,
+        toml_path(&py),
+        toml_path(&script),
+    )
+}
+
+/// The nginx config of the README ("Running several replicas"), on `port`.
+fn nginx_config(dir: &Path, port: u16, upstreams: &[String]) -> String {
+    let servers: String = upstreams
+        .iter()
+        .map(|u| format!("        server {u};\n"))
+        .collect();
+    let d = dir.display();
+    format!(
+        r#"worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 512; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    upstream redmark {{
+{servers}        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://redmark;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+            proxy_next_upstream error non_idempotent;
+        }}
+    }}
+}}
+"#
+    )
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        ensure_deps();
+        let dir = tempfile::tempdir().unwrap();
+        let redis_port = free_port();
+        let mut redis = Command::new("redis-server");
+        redis
+            .args(["--port", &redis_port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path());
+        let redis = spawn_until(redis, "Ready to accept connections").await;
+        let mut server = Command::new(legacy_python());
+        server
+            .arg(fixture_file("mrtr_server.py"))
+            .args(["--http", "0"]);
+        let (server, server_port) = spawn_listening(server, "Uvicorn running on").await;
+        let env = [
+            ("REDMARK_STATE_KEY", secret()),
+            ("REDMARK_CLUSTER_KEY", secret()),
+        ];
+        let mut replicas = Vec::new();
+        for node in NODES {
+            let internal = free_port();
+            let path = dir.path().join(format!("{node}.toml"));
+            std::fs::write(
+                &path,
+                replica_config(node, internal, redis_port, server_port),
+            )
+            .unwrap();
+            let process = RedmarkProcess::start(&path, false, &env).await;
+            replicas.push(Replica {
+                node,
+                process: Some(process),
+                internal,
+            });
+        }
+        let upstreams: Vec<String> = replicas
+            .iter()
+            .map(|r| r.process().base.trim_start_matches("http://").to_owned())
+            .collect();
+        let port = free_port();
+        std::fs::write(
+            dir.path().join("nginx.conf"),
+            nginx_config(dir.path(), port, &upstreams),
+        )
+        .unwrap();
+        let mut nginx = Command::new("/usr/sbin/nginx");
+        nginx
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .args(["-g", "daemon off; master_process off;"]);
+        let nginx = nginx.kill_on_drop(true).spawn().expect("nginx starts");
+        let nginx = ChildGuard(nginx);
+        let base = format!("http://127.0.0.1:{port}");
+        let probe = reqwest::Client::new();
+        eventually("nginx to answer", || async {
+            match probe.get(format!("{base}/nowhere")).send().await {
+                Ok(r) => Ok(r.status()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await;
+        Cluster {
+            _dir: dir,
+            _redis: redis,
+            _server: server,
+            _nginx: nginx,
+            replicas,
+            base,
+        }
+    }
+
+    fn url(&self, route: &str) -> String {
+        format!("{}{route}", self.base)
+    }
+
+    fn replica(&self, node: &str) -> &Replica {
+        self.replicas.iter().find(|r| r.node == node).unwrap()
+    }
+
+    fn replica_mut(&mut self, node: &str) -> &mut Replica {
+        self.replicas.iter_mut().find(|r| r.node == node).unwrap()
+    }
+
+    fn running(&self) -> impl Iterator<Item = &Replica> {
+        self.replicas.iter().filter(|r| r.process.is_some())
+    }
+
+    async fn sum(&self, sample: &str) -> f64 {
+        let mut total = 0.0;
+        for r in self.running() {
+            total += r.metric(sample).await;
+        }
+        total
+    }
+
+    async fn settled(&self) {
+        for r in self.running() {
+            eventually(&format!("{}'s pending gauge to be 0", r.node), || async {
+                let n = r.metric(PENDING).await;
+                if n == 0.0 { Ok(()) } else { Err(n) }
+            })
+            .await;
+        }
+    }
+}
+
+fn step(lines: &[Value], i: u64) -> &Value {
+    lines
+        .iter()
+        .find(|l| l["step"] == i)
+        .unwrap_or_else(|| panic!("no output for step {i}: {lines:?}"))
+}
+
+/// The JSON text a fixture tool returned, from a driver's result.
+fn tool_output(result: &Value) -> Value {
+    serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+fn names(out: &Value) -> Vec<String> {
+    out["answers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["content"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A three-round operation walked by a real client through the balancer.
+fn rounds_script(tag: &str) -> Value {
+    json!({
+        "steps": [{"op": "call_tool", "name": "rounds", "arguments": {"tag": tag, "n": 3}}],
+        "elicitation": [
+            {"action": "accept", "content": {"name": "one"}},
+            {"action": "accept", "content": {"name": "two"}},
+            {"action": "accept", "content": {"name": "three"}},
+        ],
+    })
+}
+
+#[tokio::test]
+async fn three_replicas_behind_nginx_serve_every_round_wherever_it_lands() {
+    let cluster = Cluster::start().await;
+    // PyPI mcp 2.3.0 over the shared HTTP server; npm client over each replica's stdio server.
+    for (route, driver) in [
+        ("/mcp", "py"),
+        ("/stdio", "ts"),
+        ("/mcp", "ts"),
+        ("/stdio", "py"),
+    ] {
+        let tag = format!("{driver}{}", route.replace('/', "-"));
+        let url = cluster.url(route);
+        let lines = match driver {
+            "py" => py_client(&url, &rounds_script(&tag)).await,
+            _ => ts_client(&url, &rounds_script(&tag)).await,
+        };
+        let done = step(&lines, 0);
+        assert_eq!(done["ok"], true, "{driver} on {route}: {lines:?}");
+        let out = tool_output(&done["result"]);
+        assert_eq!(out["tag"], tag.as_str());
+        assert_eq!(names(&out), ["one", "two", "three"], "{driver} on {route}");
+    }
+    // Rounds landed on replicas that did not hold their operation, and were forwarded.
+    for route in ["main", "stdio"] {
+        let out = cluster.sum(&forwarded(route)).await;
+        let into = cluster.sum(&received(route)).await;
+        assert!(out >= 2.0, "route {route}: {out} forwarded");
+        assert_eq!(out, into, "route {route}: every forward arrived");
+    }
+    for r in &cluster.replicas {
+        let m = r.metrics().await;
+        println!(
+            "{}: forwarded {} / received {}",
+            r.node,
+            r.metric(&forwarded("main")).await + r.metric(&forwarded("stdio")).await,
+            r.metric(&received("main")).await + r.metric(&received("stdio")).await
+        );
+        assert!(m.contains("redmark_forwarded_retries"), "{m}");
+    }
+
+    // 20 at once through the balancer, answered in reverse order: each gets its own answer.
+    let ep = McpClient::new(cluster.url("/mcp"));
+    let ops: Vec<Op> = (0..20)
+        .map(|i| Op::tool("ask", json!({"tag": format!("c{i}")})).caps(form_caps()))
+        .collect();
+    let firsts = futures::future::join_all(ops.iter().map(|op| op.start(&ep))).await;
+    let asked: Vec<Asked> = firsts
+        .iter()
+        .map(|r| input_required("tools/call", r))
+        .collect();
+    let owners: std::collections::HashSet<String> =
+        asked.iter().map(|a| claims(&a.state).node).collect();
+    assert!(owners.len() >= 2, "round robin spread them: {owners:?}");
+    for i in (0..20).rev() {
+        let done = ops[i]
+            .answer(&ep, &asked[i], accept(&format!("n{i}")))
+            .await;
+        let out = output(&done);
+        assert_eq!(out["tag"], format!("c{i}"));
+        assert_eq!(out["content"]["name"], format!("n{i}"));
+    }
+
+    // The internal endpoint refuses what the cluster secret did not sign.
+    let r1 = cluster.replica("r1");
+    let unsigned = McpClient::new(format!("http://127.0.0.1:{}/mcp", r1.internal));
+    let resp = ops[0]
+        .retry(&unsigned, &asked[0].state, asked[0].reply_only(accept("x")))
+        .await;
+    assert_error(&resp, 401, -32600, "forward_unsigned");
+    cluster.settled().await;
+}
+
+#[tokio::test]
+async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishes_its_own() {
+    let mut cluster = Cluster::start().await;
+    let ep = McpClient::new(cluster.url("/mcp")).with_patience(Duration::from_secs(60));
+    let ops: Vec<Op> = (0..6)
+        .map(|i| Op::tool("ask", json!({"tag": format!("k{i}")})).caps(form_caps()))
+        .collect();
+    let mut asked = Vec::new();
+    for op in &ops {
+        asked.push(input_required("tools/call", &op.start(&ep).await));
+    }
+    let owner: Vec<String> = asked.iter().map(|a| claims(&a.state).node).collect();
+    let victim = owner[0].clone();
+    let by_owner: HashMap<&str, usize> = owner.iter().fold(HashMap::new(), |mut m, o| {
+        *m.entry(o.as_str()).or_default() += 1;
+        m
+    });
+    assert!(by_owner.len() >= 2, "{by_owner:?}");
+
+    // kill -9: no drain, no goodbye.
+    let pid = cluster.replica(&victim).process().pid();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(cluster.replica_mut(&victim).process.take());
+
+    for (i, op) in ops.iter().enumerate() {
+        let started = Instant::now();
+        let resp = op
+            .answer(&ep, &asked[i], accept(&format!("after{i}")))
+            .await;
+        if owner[i] == victim {
+            let refusal = assert_error(&resp, 503, -32603, "owner_unreachable");
+            assert_eq!(refusal.data()["node"], victim.as_str());
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                started.elapsed()
+            );
+        } else {
+            assert_eq!(output(&resp)["content"]["name"], format!("after{i}"));
+        }
+    }
+    cluster.settled().await;
+
+    // Drain: a waiting operation owned by a survivor, then SIGTERM to it.
+    let survivors: Vec<&'static str> = cluster.running().map(|r| r.node).collect();
+    let mut waiting = None;
+    for i in 0..6 {
+        let op = Op::tool("ask", json!({"tag": format!("d{i}")})).caps(form_caps());
+        let a = input_required("tools/call", &op.start(&ep).await);
+        if claims(&a.state).node == survivors[0] {
+            waiting = Some((op, a));
+            break;
+        }
+        // Not the one to drain: answered at once.
+        output(&op.answer(&ep, &a, accept("skip")).await);
+    }
+    let (op, a) = waiting.expect("round robin reaches every survivor");
+    let draining = cluster.replica_mut(survivors[0]).process.take().unwrap();
+    let admin = draining.admin.clone();
+    let stopping = tokio::spawn(draining.stop_within(Duration::from_secs(60)));
+    eventually("the drained replica's /readyz to be 503", || async {
+        match reqwest::get(format!("{admin}/readyz")).await {
+            Ok(r) if r.status() == 503 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(!stopping.is_finished());
+    let done = op.answer(&ep, &a, accept("drained")).await;
+    assert_eq!(output(&done)["content"]["name"], "drained");
+    let lines = tokio::time::timeout(Duration::from_secs(30), stopping)
+        .await
+        .expect("the drained replica exits once its operation ended")
+        .unwrap();
+    assert!(lines.iter().any(|l| l.contains("draining")), "{lines:#?}");
+    cluster.settled().await;
+}
