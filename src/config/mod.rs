@@ -156,6 +156,9 @@ pub enum MissingCapability {
 pub struct AuthConfig {
     #[serde(default)]
     pub api_key: Vec<Spanned<ApiKeyConfig>>,
+    /// Bearer JWTs from an OAuth 2.1 authorization server (see `oauth.rs`).
+    #[serde(default)]
+    pub oauth: Option<Spanned<OAuthConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -166,6 +169,9 @@ pub struct ApiKeyConfig {
     pub principal: String,
     #[serde(default)]
     pub groups: Vec<String>,
+    /// Scopes this key holds, for tools whose policy requires scopes.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,6 +193,9 @@ pub struct RouteConfig {
     /// `[route.rate_limit]`: limits on new calls and on retries (none by default).
     #[serde(default)]
     pub rate_limit: RateLimitConfig,
+    /// `[route.oauth]`: this route's own OAuth settings (its audience).
+    #[serde(default)]
+    pub oauth: Option<Spanned<RouteOAuthConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -206,6 +215,10 @@ pub struct UpstreamConfig {
     /// Extra headers sent to an HTTP server (for example its own credentials).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Environment variable holding a static bearer token for an HTTP server
+    /// (sent as `Authorization: Bearer …`; the client's own token never is).
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
     /// Limit on the `initialize` handshake.
     #[serde(default = "defaults::init_timeout", with = "humantime_serde")]
     pub init_timeout: Duration,
@@ -271,10 +284,12 @@ impl Default for CacheConfig {
 
 mod defaults;
 pub mod rate_limit;
+mod oauth;
 mod state;
 pub mod tls;
 
 pub use rate_limit::{Rate, RateLimitConfig};
+pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
 
@@ -406,6 +421,7 @@ impl Config {
                 }
             }
         }
+        out.extend(self.oauth_problems());
         out.extend(self.state_problems());
         if let Some(audit) = &self.audit
             && let Err(why) = audit.get_ref().validate()
@@ -538,10 +554,20 @@ impl RouteConfig {
                     cwd,
                 }
             }
-            (_, url) => UpstreamTarget::Http {
-                url: url.clone().unwrap_or_default(),
-                headers: up.headers.clone(),
-            },
+            (_, url) => {
+                let mut headers = up.headers.clone();
+                // The route's own credential for its server; a missing variable
+                // is a start error (`app`), so none is silently sent.
+                if let Some(var) = &up.bearer_token_env
+                    && let Ok(token) = std::env::var(var)
+                {
+                    headers.insert("Authorization".into(), format!("Bearer {}", token.trim()));
+                }
+                UpstreamTarget::Http {
+                    url: url.clone().unwrap_or_default(),
+                    headers,
+                }
+            }
         }
     }
 }

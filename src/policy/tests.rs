@@ -504,3 +504,15 @@ fn red_marks_list_the_options_of_selects() {
         r#"c must be one of a; "z" was given"#
     );
 }
+
+#[test]
+fn tool_scopes_are_read_and_checked_with_their_line() {
+    let p = Policy::parse("[tool.transfer]\nscopes = [\"payments:write\"]\n", "p.toml").unwrap();
+    assert_eq!(p.tool_scopes("transfer"), ["payments:write"]);
+    assert!(p.tool_scopes("other").is_empty());
+    let e = Policy::parse("\n[tool.transfer]\nscopes = []\n", "p.toml").unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(e.0[0].message.contains("scopes is empty"), "{e}");
+    let e = Policy::parse("[tool.t]\nscopes = [\"a b\"]\n", "p.toml").unwrap_err();
+    assert!(e.0[0].message.contains("not a scope token"), "{e}");
+}
