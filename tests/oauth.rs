@@ -411,3 +411,28 @@ async fn the_mcp_client_authorizes_itself_from_redmarks_challenge_and_metadata()
     assert!(seen.contains("/token -> 200"), "{seen}");
     assert!(requests.last().unwrap().ends_with("/mcp -> 200"), "{seen}");
 }
+
+#[tokio::test]
+async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
+    let idp = Idp::start().await;
+    let text = config(&idp.issuer, "http://127.0.0.1:9/mcp", "", "")
+        .replace(r#"jwks_min_refresh = "0s""#, r#"jwks_min_refresh = "1h""#);
+    let gw = TestGateway::start(&text).await;
+    let good = idp.token("agent", "mcp", &resource(&gw)).await;
+    // Past authentication (the upstream does not exist): the start's fetch served it.
+    let resp = call(&gw, Some(&good), "whoami", json!({})).await;
+    assert_ne!(resp.status, 401, "{}", resp.raw);
+    assert_eq!(idp.jwks_fetches().await, 1);
+    // A flood of tokens naming keys the issuer never published.
+    let payload = good.split('.').nth(1).unwrap().to_owned();
+    for i in 0..5 {
+        let header = B64.encode(format!(r#"{{"alg":"RS256","kid":"made-up-{i}"}}"#));
+        let forged = format!("{header}.{payload}.c2ln");
+        assert_unauthorized(&call(&gw, Some(&forged), "whoami", json!({})).await, "invalid_token");
+    }
+    // A real rotation within the interval is not seen yet either: the limit holds.
+    idp.rotate().await;
+    let rotated = idp.token("agent", "mcp", &resource(&gw)).await;
+    assert_unauthorized(&call(&gw, Some(&rotated), "whoami", json!({})).await, "invalid_token");
+    assert_eq!(idp.jwks_fetches().await, 1, "unknown kids did not refetch within jwks_min_refresh");
+}

@@ -15,6 +15,7 @@
 //   POST /_test/mint  {claims} signs `claims` with the current key: an
 //                              expired token, another issuer's `iss`.
 //   GET  /_test/kid            the current signing kid.
+//   GET  /_test/jwks_fetches   how many times /jwks was fetched.
 //
 // Prints "idp listening on port N" once it serves.
 import http from "node:http";
@@ -80,6 +81,7 @@ async function body(req) {
 current = await newKey();
 let issuer;
 let handler;
+let jwksFetches = 0;
 const server = http.createServer(async (req, res) => {
   try {
     if (req.url === "/_test/rotate" && req.method === "POST") {
@@ -87,6 +89,11 @@ const server = http.createServer(async (req, res) => {
       handler = provider(issuer).callback();
       res.writeHead(200, { "content-type": "application/json" });
       return res.end(JSON.stringify({ kid: current.kid }));
+    }
+    if (req.url === "/jwks") jwksFetches += 1;
+    if (req.url === "/_test/jwks_fetches") {
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(JSON.stringify({ count: jwksFetches }));
     }
     if (req.url === "/_test/kid") {
       res.writeHead(200, { "content-type": "application/json" });

@@ -98,6 +98,20 @@ impl Idp {
             .to_owned()
     }
 
+    /// How many times the JWKS was fetched.
+    pub async fn jwks_fetches(&self) -> u64 {
+        let v: Value = self
+            .http
+            .get(format!("{}/_test/jwks_fetches", self.issuer))
+            .send()
+            .await
+            .expect("idp answers")
+            .json()
+            .await
+            .expect("JSON");
+        v["count"].as_u64().expect("count")
+    }
+
     /// A new signing key with a new kid; returns the kid.
     pub async fn rotate(&self) -> String {
         self.post_json("/_test/rotate", json!({})).await["kid"]
