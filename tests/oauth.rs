@@ -428,11 +428,21 @@ async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
     for i in 0..5 {
         let header = B64.encode(format!(r#"{{"alg":"RS256","kid":"made-up-{i}"}}"#));
         let forged = format!("{header}.{payload}.c2ln");
-        assert_unauthorized(&call(&gw, Some(&forged), "whoami", json!({})).await, "invalid_token");
+        assert_unauthorized(
+            &call(&gw, Some(&forged), "whoami", json!({})).await,
+            "invalid_token",
+        );
     }
     // A real rotation within the interval is not seen yet either: the limit holds.
     idp.rotate().await;
     let rotated = idp.token("agent", "mcp", &resource(&gw)).await;
-    assert_unauthorized(&call(&gw, Some(&rotated), "whoami", json!({})).await, "invalid_token");
-    assert_eq!(idp.jwks_fetches().await, 1, "unknown kids did not refetch within jwks_min_refresh");
+    assert_unauthorized(
+        &call(&gw, Some(&rotated), "whoami", json!({})).await,
+        "invalid_token",
+    );
+    assert_eq!(
+        idp.jwks_fetches().await,
+        1,
+        "unknown kids did not refetch within jwks_min_refresh"
+    );
 }
