@@ -446,3 +446,53 @@ async fn unknown_kids_refetch_the_jwks_at_most_once_per_interval() {
         "unknown kids did not refetch within jwks_min_refresh"
     );
 }
+
+#[tokio::test]
+async fn request_state_minted_for_a_token_is_refused_for_an_api_key_of_the_same_name() {
+    let idp = Idp::start().await;
+    let fixture = Fixture::new();
+    let (_up, upstream_url) = upstream(&fixture).await;
+    // The API key's principal has the display name of the token's subject (`agent`).
+    let text = config(&idp.issuer, &upstream_url, "", "")
+        .replace(r#"principal = "ci-bot""#, r#"principal = "agent""#);
+    let gw = TestGateway::start(&text).await;
+    let token = idp.token("agent", "mcp", &resource(&gw)).await;
+    let params = |extra: Value| {
+        let mut p =
+            json!({"name": "ask", "arguments": {}, "_meta": meta(json!({"elicitation": {}}))});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        p
+    };
+    let send = |who: String, p: Value| {
+        let rb = gw.request("tools/call", p).bearer_auth(who);
+        async { read_resp(gw.send(rb).await).await }
+    };
+    let first = send(token.clone(), params(json!({}))).await;
+    let result = first.result();
+    assert_eq!(result["resultType"], "input_required", "{}", first.raw);
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let answer = json!({
+        "requestState": state,
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+    });
+    // The same display name, another principal: (issuer, subject) is not (none, "agent").
+    let stolen = send(API_KEY.to_owned(), params(answer.clone())).await;
+    assert_error(&stolen, 200, -32602, "state_wrong_principal");
+    // The token's owner retries and completes.
+    let done = send(token, params(answer)).await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "hello Ada",
+        "{}",
+        done.raw
+    );
+}
