@@ -4,7 +4,8 @@
 //! `WWW-Authenticate` challenges that point clients at it.
 //!
 //! A token is accepted when: its `alg` is one of `algorithms` (asymmetric
-//! only) and the key its `kid` names verifies it; `iss` is the issuer;
+//! only), its `typ` (if any) says access token, and the key its `kid` names
+//! verifies it; `iss` is the issuer;
 //! `aud` is the route's resource (RFC 8707); `exp`/`nbf` hold within the
 //! leeway; it names a subject (`principal_claim`); and it carries every
 //! `[auth.oauth] scopes`. The principal is (issuer, subject).
@@ -168,8 +169,18 @@ impl OAuth {
             .ok()
             .filter(|a| self.algorithms.contains(a))
             .ok_or_else(|| {
-                AuthError::InvalidToken(format!("algorithm `{alg_name}` is not accepted"))
+                let shown: String = alg_name.chars().take(16).collect();
+                AuthError::InvalidToken(format!("algorithm `{shown}` is not accepted"))
             })?;
+        // RFC 9068 §4 asks for `typ: at+jwt`; many IdPs send `JWT` or none, so
+        // those pass too, and only a token typed as something else (a DPoP
+        // proof, a logout or security event token) is refused.
+        if let Some(typ) = header.get("typ") {
+            let typ = typ.as_str().unwrap_or("").to_ascii_lowercase();
+            if !matches!(typ.as_str(), "jwt" | "at+jwt" | "application/at+jwt") {
+                return Err(invalid("not an access token (typ)"));
+            }
+        }
         // A token of another issuer is refused before its `kid` can cause a JWKS fetch.
         if payload.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
             return Err(invalid("issued by another issuer"));

@@ -208,6 +208,15 @@ async fn forged_tokens_are_invalid() {
         o.validate("/mcp", &parts.join(".")).await,
         Err(AuthError::InvalidToken(_))
     ));
+    // A JWT that is not an access token.
+    let mut h = Header::new(Algorithm::EdDSA);
+    h.kid = Some("k1".into());
+    h.typ = Some("logout+jwt".into());
+    let logout = jsonwebtoken::encode(&h, &claims(json!({})), &s.encoding).unwrap();
+    assert_eq!(
+        o.validate("/mcp", &logout).await,
+        Err(AuthError::InvalidToken("not an access token (typ)".into()))
+    );
     // An unknown kid (the store is not refetched within its interval).
     let unknown = sign(&s, "k9", &claims(json!({})));
     assert!(matches!(
