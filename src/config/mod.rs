@@ -283,13 +283,13 @@ impl Default for CacheConfig {
 }
 
 mod defaults;
-pub mod rate_limit;
 mod oauth;
+pub mod rate_limit;
 mod state;
 pub mod tls;
 
-pub use rate_limit::{Rate, RateLimitConfig};
 pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
+pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
 
