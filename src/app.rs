@@ -60,6 +60,10 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("[auth.oauth]: {0}")]
+    OAuth(#[from] crate::front::oauth::OAuthError),
+    #[error("route `{route}`: upstream bearer_token_env {var} is not set")]
+    UpstreamTokenEnv { route: String, var: String },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -246,6 +250,17 @@ pub fn build(
     metrics: Arc<Metrics>,
     options: Options,
 ) -> Result<Arc<Gateway>, StartError> {
+    build_at(config, metrics, options, None)
+}
+
+/// [`build`] for a gateway whose client listener is bound at `local_addr`:
+/// with no `[auth.oauth] public_url`, a loopback listener is the routes' origin.
+pub fn build_at(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    options: Options,
+    local_addr: Option<SocketAddr>,
+) -> Result<Arc<Gateway>, StartError> {
     let policies = policies(config)?;
     let keys = match keyring(config)? {
         Some(k) => k,
@@ -294,7 +309,17 @@ pub fn build(
         engine.single_use = store;
     }
     let engine = Arc::new(engine);
-    let authenticator = auth::from_config(config.auth.as_ref());
+    for r in &config.routes {
+        if let Some(var) = &r.get_ref().upstream.get_ref().bearer_token_env
+            && std::env::var_os(var).is_none()
+        {
+            return Err(StartError::UpstreamTokenEnv {
+                route: r.get_ref().name.clone(),
+                var: var.clone(),
+            });
+        }
+    }
+    let authenticator = auth::from_config(config, local_addr)?;
     let watched = config
         .routes
         .iter()
@@ -316,7 +341,7 @@ pub fn build(
     );
     let pipeline = Pipeline::standard(
         config.server.allowed_origins.clone(),
-        authenticator,
+        authenticator.clone(),
         config.server.max_body_bytes,
         config.server.body_read_timeout,
     )
@@ -324,6 +349,7 @@ pub fn build(
     Ok(Arc::new(Gateway {
         routes,
         pipeline,
+        authenticator,
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
@@ -453,18 +479,19 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     };
     let cluster_addr = internal.as_ref().and_then(|l| l.local_addr().ok());
     let metrics = Arc::new(Metrics::new());
-    let gateway = build(&config, metrics, options)?;
+    // Bound first: with port 0, the routes' canonical URLs need the port.
+    let listener = bind(config.listen_addr()).await?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen_addr(),
+        source,
+    })?;
+    let gateway = build_at(&config, metrics, options, Some(addr))?;
     let tls = listener_tls(&config, "client", config.server.tls.as_ref())?;
     let admin_tls = listener_tls(&config, "admin", config.server.admin_tls.as_ref())?;
     crate::front::tls::watch(
         tls.iter().chain(&admin_tls).cloned().collect(),
         gateway.shutdown.subscribe(),
     );
-    let listener = bind(config.listen_addr()).await?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.listen_addr(),
-        source,
-    })?;
     let admin = match config.admin_addr() {
         Some(a) => Some(bind(a).await?),
         None => None,

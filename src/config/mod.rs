@@ -162,6 +162,9 @@ pub enum MissingCapability {
 pub struct AuthConfig {
     #[serde(default)]
     pub api_key: Vec<Spanned<ApiKeyConfig>>,
+    /// Bearer JWTs from an OAuth 2.1 authorization server (see `oauth.rs`).
+    #[serde(default)]
+    pub oauth: Option<Spanned<OAuthConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -172,6 +175,9 @@ pub struct ApiKeyConfig {
     pub principal: String,
     #[serde(default)]
     pub groups: Vec<String>,
+    /// Scopes this key holds, for tools whose policy requires scopes.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -193,6 +199,9 @@ pub struct RouteConfig {
     /// `[route.rate_limit]`: limits on new calls and on retries (none by default).
     #[serde(default)]
     pub rate_limit: RateLimitConfig,
+    /// `[route.oauth]`: this route's own OAuth settings (its audience).
+    #[serde(default)]
+    pub oauth: Option<Spanned<RouteOAuthConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -212,6 +221,10 @@ pub struct UpstreamConfig {
     /// Extra headers sent to an HTTP server (for example its own credentials).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Environment variable holding a static bearer token for an HTTP server
+    /// (sent as `Authorization: Bearer …`; the client's own token never is).
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
     /// Limit on the `initialize` handshake.
     #[serde(default = "defaults::init_timeout", with = "humantime_serde")]
     pub init_timeout: Duration,
@@ -277,11 +290,13 @@ impl Default for CacheConfig {
 
 mod cluster;
 mod defaults;
+mod oauth;
 pub mod rate_limit;
 mod state;
 pub mod tls;
 
 pub use cluster::ClusterConfig;
+pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
@@ -414,6 +429,7 @@ impl Config {
                 }
             }
         }
+        out.extend(self.oauth_problems());
         out.extend(self.state_problems());
         out.extend(self.cluster_problems());
         if let Some(audit) = &self.audit
@@ -547,10 +563,20 @@ impl RouteConfig {
                     cwd,
                 }
             }
-            (_, url) => UpstreamTarget::Http {
-                url: url.clone().unwrap_or_default(),
-                headers: up.headers.clone(),
-            },
+            (_, url) => {
+                let mut headers = up.headers.clone();
+                // The route's own credential for its server; a missing variable
+                // is a start error (`app`), so none is silently sent.
+                if let Some(var) = &up.bearer_token_env
+                    && let Ok(token) = std::env::var(var)
+                {
+                    headers.insert("Authorization".into(), format!("Bearer {}", token.trim()));
+                }
+                UpstreamTarget::Http {
+                    url: url.clone().unwrap_or_default(),
+                    headers,
+                }
+            }
         }
     }
 }

@@ -121,3 +121,99 @@ fn connection_bounds_default_to_a_reverse_proxys_and_must_be_positive() {
         assert!(e.contains("must be positive"), "{zero}: {e}");
     }
 }
+
+const OAUTH: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+
+[auth.oauth]
+issuer = "https://idp.example.com/realms/platform"
+audience = "https://mcp.example.com/mcp/rooms"
+scopes = ["mcp"]
+principal_claim = "sub"
+groups_claim = "groups"
+
+[[route]]
+name = "rooms"
+path = "/mcp/rooms"
+[route.oauth]
+audience = "https://mcp.example.com/mcp/rooms"
+[route.upstream]
+url = "http://127.0.0.1:9000/mcp"
+"#;
+
+#[test]
+fn accepts_the_documented_oauth_shape() {
+    let c = parse(OAUTH).unwrap();
+    let o = c.auth.unwrap().oauth.unwrap().into_inner();
+    assert_eq!(o.scopes.get_ref(), &["mcp"]);
+    assert_eq!(o.algorithms.get_ref(), &["RS256", "ES256", "EdDSA"]);
+    assert_eq!(o.leeway, Duration::from_secs(30));
+}
+
+#[test]
+fn oauth_fails_closed_with_file_and_line() {
+    let cases = [
+        (
+            r#"issuer = "https://idp.example.com/realms/platform""#,
+            r#"issuer = "http://idp.example.com/realms/platform""#,
+            "must be https",
+        ),
+        (r#"scopes = ["mcp"]"#, "scopes = []", "at least one scope"),
+        (
+            r#"scopes = ["mcp"]"#,
+            r#"scopes = ["two words"]"#,
+            "not a scope token",
+        ),
+        (
+            r#"groups_claim = "groups""#,
+            "groups_claim = \"groups\"\njwks_uri = \"ftp://x/jwks\"",
+            "must be https",
+        ),
+        (
+            r#"groups_claim = "groups""#,
+            "groups_claim = \"groups\"\nalgorithms = [\"HS256\"]",
+            "`HS256` is not allowed",
+        ),
+        (
+            r#"groups_claim = "groups""#,
+            "groups_claim = \"groups\"\nalgorithms = [\"none\"]",
+            "`none` is not allowed",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let text = OAUTH.replace(from, to);
+        let errs = parse(&text).unwrap_err();
+        let e = errs.0.iter().find(|e| e.message.contains(want));
+        let e = e.unwrap_or_else(|| panic!("{want:?} not in {errs}"));
+        assert!(e.line > 0, "{e}");
+        assert_eq!(e.file, "redmark.toml");
+    }
+    // Loopback http is fine (development, tests).
+    let loopback = OAUTH.replace("https://idp.example.com", "http://127.0.0.1:8443");
+    assert!(parse(&loopback).is_ok());
+}
+
+#[test]
+fn oauth_needs_an_audience_off_loopback() {
+    let text = OAUTH
+        .replace("127.0.0.1:8080", "0.0.0.0:8080")
+        .replace("audience = \"https://mcp.example.com/mcp/rooms\"\n", "");
+    let errs = parse(&text).unwrap_err();
+    assert!(errs.to_string().contains("no audience"), "{errs}");
+    let with_public = text.replace(
+        "scopes = [\"mcp\"]",
+        "scopes = [\"mcp\"]\npublic_url = \"https://mcp.example.com\"",
+    );
+    assert!(parse(&with_public).is_ok());
+    let route_oauth_alone = GOOD.replace(
+        "[route.upstream]",
+        "[route.oauth]\naudience = \"https://x/mcp\"\n[route.upstream]",
+    );
+    assert!(
+        parse(&route_oauth_alone)
+            .unwrap_err()
+            .to_string()
+            .contains("needs [auth.oauth]")
+    );
+}

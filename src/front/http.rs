@@ -63,6 +63,13 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let started = Instant::now();
+    if req
+        .uri()
+        .path()
+        .starts_with(crate::front::oauth::WELL_KNOWN)
+    {
+        return resource_metadata(&gw, &req);
+    }
     let Some(route) = gw.routes.get(req.uri().path()).cloned() else {
         return response::text(StatusCode::NOT_FOUND, "no MCP endpoint at this path\n");
     };
@@ -112,6 +119,33 @@ where
         started.elapsed().as_secs_f64(),
     );
     resp
+}
+
+/// `GET /.well-known/oauth-protected-resource{route path}` (and the root
+/// form): the RFC 9728 document (spec 2026-07-28 basic/authorization/
+/// authorization-server-discovery.mdx: MCP servers MUST implement it).
+fn resource_metadata<B>(gw: &Gateway, req: &Request<B>) -> Response<Body> {
+    if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+        let mut resp = response::empty(StatusCode::METHOD_NOT_ALLOWED);
+        resp.headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+        return resp;
+    }
+    match gw.authenticator.resource_metadata(req.uri().path()) {
+        Some(doc) => {
+            let mut resp = response::json(StatusCode::OK, &doc);
+            // Public metadata: browser-based clients read it cross-origin.
+            resp.headers_mut().insert(
+                http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                http::HeaderValue::from_static("*"),
+            );
+            resp
+        }
+        None => response::text(
+            StatusCode::NOT_FOUND,
+            "no protected resource metadata here\n",
+        ),
+    }
 }
 
 async fn serve(

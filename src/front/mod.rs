@@ -7,7 +7,8 @@
 //! - [`http`]: one request: route, pipeline, dispatch, metrics.
 //! - [`pipeline`]: the ordered steps, and how to add one.
 //! - [`dispatch`]: by method: discovery, lists, operations, subscriptions ([`listen`]).
-//! - [`auth`]: authenticators (API keys, anonymous).
+//! - [`auth`]: authenticators (API keys, bearer JWTs, anonymous).
+//! - [`oauth`]: the OAuth 2.1 resource server: JWT validation, JWKS, Protected Resource Metadata.
 //! - [`response`]: JSON and SSE response bodies.
 //! - [`access`]: what a request's access-log line says.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
@@ -22,6 +23,7 @@ pub mod dispatch;
 pub mod forward;
 pub mod http;
 mod listen;
+pub mod oauth;
 pub mod pipeline;
 mod readiness;
 pub mod response;
@@ -42,6 +44,8 @@ pub struct Gateway {
     /// By path.
     pub routes: HashMap<String, Arc<Route>>,
     pub pipeline: pipeline::Pipeline,
+    /// Also serves the routes' Protected Resource Metadata (RFC 9728).
+    pub authenticator: Arc<dyn auth::Authenticator>,
     pub metrics: Arc<Metrics>,
     pub sse_keepalive: Duration,
     pub engine: Arc<Engine>,

@@ -353,10 +353,7 @@ fn authorized(
 ) -> bool {
     let mut ctx = cel::Context::with_env(policy.cel_env().clone());
     let vars = [
-        (
-            "principal",
-            json!({"name": &*subject.principal.name, "groups": &*subject.principal.groups, "claims": &subject.principal.claims.0}),
-        ),
+        ("principal", subject.principal.cel_value()),
         (
             "tool",
             json!({"name": subject.tool, "arguments": subject.arguments}),

@@ -66,6 +66,9 @@ struct RawTool {
     deny_message: Option<String>,
     #[serde(default)]
     fields: BTreeMap<String, Spanned<RawField>>,
+    /// OAuth scopes a token must carry to call this tool.
+    #[serde(default)]
+    scopes: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -132,6 +135,22 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 ));
             }
         }
+        if let Some(scopes) = &t.scopes {
+            if scopes.get_ref().is_empty() {
+                problems.push(at(
+                    scopes.span(),
+                    format!("tool `{name}`: scopes is empty (leave it out to require none)"),
+                ));
+            }
+            for s in scopes.get_ref() {
+                if !crate::config::is_scope_token(s) {
+                    problems.push(at(
+                        scopes.span(),
+                        format!("tool `{name}`: `{s}` is not a scope token (RFC 6749 §3.3)"),
+                    ));
+                }
+            }
+        }
         let mut fields = HashMap::new();
         for (field, rules) in &t.fields {
             match compile_field(&env, name, field, rules.get_ref()) {
@@ -174,6 +193,11 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 fields,
                 rate: t.rate,
                 allow,
+                scopes: t
+                    .scopes
+                    .as_ref()
+                    .map(|s| s.get_ref().clone())
+                    .unwrap_or_default(),
             },
         );
     }

@@ -168,6 +168,9 @@ pub struct ToolRules {
     pub rate: Option<crate::config::Rate>,
     /// `allow`: whether this principal may make this call (with these arguments).
     pub allow: Option<CallRule>,
+    /// Scopes a caller's credential must grant to call this tool (403
+    /// `insufficient_scope` otherwise), beside the route's own `[auth.oauth] scopes`.
+    pub scopes: Vec<String>,
 }
 
 /// A loaded policy. Cheap to share; a reload swaps in a new one.
@@ -217,6 +220,11 @@ impl Policy {
 
     pub fn tool(&self, name: &str) -> Option<&ToolRules> {
         self.tools.get(name)
+    }
+
+    /// The scopes `[tool.NAME] scopes` requires (none for a tool the policy does not name).
+    pub fn tool_scopes(&self, name: &str) -> &[String] {
+        self.tools.get(name).map_or(&[], |t| &t.scopes)
     }
 
     /// The key names for a tool's questions, in order.

@@ -545,3 +545,61 @@ fn red_marks_list_the_options_of_selects() {
         r#"c must be one of a; "z" was given"#
     );
 }
+
+#[test]
+fn tool_scopes_are_read_and_checked_with_their_line() {
+    let p = Policy::parse("[tool.transfer]\nscopes = [\"payments:write\"]\n", "p.toml").unwrap();
+    assert_eq!(p.tool_scopes("transfer"), ["payments:write"]);
+    assert!(p.tool_scopes("other").is_empty());
+    let e = Policy::parse("\n[tool.transfer]\nscopes = []\n", "p.toml").unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(e.0[0].message.contains("scopes is empty"), "{e}");
+    let e = Policy::parse("[tool.t]\nscopes = [\"a b\"]\n", "p.toml").unwrap_err();
+    assert!(e.0[0].message.contains("not a scope token"), "{e}");
+}
+
+#[test]
+fn authz_sees_a_tokens_issuer_subject_scopes_and_claims() {
+    let p = Policy::parse(
+        r#"
+[tool.book_room.fields.room_id]
+authz = 'principal.issuer == "https://idp.example" && principal.subject == "alice" && "rooms:book" in principal.scopes && principal.claims.tenant == "acme"'
+authz_message = "no"
+"#,
+        "p.toml",
+    )
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"room_id": {"type": "string"}}});
+    let content = json!({"room_id": "atrium"});
+    let judge_as = |who: &Principal| {
+        let subject = Subject {
+            principal: who,
+            tool: "book_room",
+            arguments: &json!({}),
+        };
+        judge(&p, &subject, &schema, content.as_object().unwrap())
+    };
+    let mut claims = serde_json::Map::new();
+    claims.insert("tenant".into(), json!("acme"));
+    let token = |iss: &str, scopes: &[&str]| {
+        Principal::from_token(
+            iss,
+            "alice",
+            vec![],
+            scopes.iter().map(|s| (*s).to_owned()).collect(),
+            claims.clone(),
+        )
+    };
+    assert!(matches!(
+        judge_as(&token("https://idp.example", &["mcp", "rooms:book"])),
+        Judgement::Valid(_)
+    ));
+    assert!(matches!(
+        judge_as(&token("https://idp.example", &["mcp"])),
+        Judgement::Denied { .. }
+    ));
+    assert!(matches!(
+        judge_as(&token("https://other.example", &["mcp", "rooms:book"])),
+        Judgement::Denied { .. }
+    ));
+}

@@ -61,6 +61,16 @@ reasons! {
     Unauthenticated => "unauthenticated", UNAUTHORIZED, code::INVALID_REQUEST, Client;
     /// Credentials presented and not valid.
     InvalidCredentials => "invalid_credentials", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    // OAuth 2.1 bearer JWTs (spec 2026-07-28 basic/authorization/index.mdx
+    // "Error Handling": invalid or expired tokens 401, insufficient scopes 403).
+    /// A bearer JWT that is malformed, badly signed, of a refused algorithm, from another issuer, or not yet valid.
+    InvalidToken => "invalid_token", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// A bearer JWT past its `exp` (beyond the leeway).
+    TokenExpired => "token_expired", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// A bearer JWT whose `aud` is not this route's resource (RFC 8707).
+    WrongAudience => "wrong_audience", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// A valid token without the scopes the route or the tool requires.
+    InsufficientScope => "insufficient_scope", FORBIDDEN, code::INVALID_REQUEST, Client;
     UnsupportedMediaType => "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE, code::INVALID_REQUEST, Client;
     NotAcceptable => "not_acceptable", NOT_ACCEPTABLE, code::INVALID_REQUEST, Client;
     BodyTooLarge => "body_too_large", PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, Client;

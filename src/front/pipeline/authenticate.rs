@@ -1,13 +1,14 @@
-//! Step 3: who is calling. The route's authenticator (API keys, or anonymous
-//! without `[auth]`) sets [`RequestCx::principal`]; every 401 carries the
-//! `WWW-Authenticate` challenge.
+//! Step 3: who is calling. The route's authenticator (API keys, bearer JWTs
+//! with `[auth.oauth]`, or anonymous without `[auth]`) sets
+//! [`RequestCx::principal`]; every 401 (and the 403 of a token without the
+//! route's scopes) carries the `WWW-Authenticate` challenge.
 
 use std::sync::Arc;
 
-use http::{HeaderValue, header};
+use http::header;
 
 use super::{Halt, RequestCx, Step};
-use crate::front::auth::{Authenticator, CHALLENGE};
+use crate::front::auth::Authenticator;
 use crate::protocol::IntoReject;
 
 pub struct Authenticate {
@@ -23,15 +24,21 @@ impl Authenticate {
 #[async_trait::async_trait]
 impl Step for Authenticate {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        match self.authenticator.authenticate(&cx.head.headers).await {
+        let route = cx.route.path.as_str();
+        match self
+            .authenticator
+            .authenticate(route, &cx.head.headers)
+            .await
+        {
             Ok(principal) => {
                 cx.principal = principal;
                 Ok(())
             }
-            Err(e) => Err(Halt::refuse(None, e.into_reject()).with_header(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(CHALLENGE),
-            )),
+            Err(e) => {
+                let challenge = self.authenticator.challenge(route, &e);
+                Err(Halt::refuse(None, e.into_reject())
+                    .with_header(header::WWW_AUTHENTICATE, challenge))
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Step 9: the route's policy decides whether this call may be made at all
+//! Step 10: the route's policy decides whether this call may be made at all
 //! ([`crate::policy::call::on_call`]), before the server sees it.
 
 use super::{Halt, RequestCx, Step};

@@ -1,4 +1,4 @@
-//! Step 8: a `tools/call` names a tool the server has (spec 2026-07-28
+//! Step 9: a `tools/call` names a tool the server has (spec 2026-07-28
 //! server/tools.mdx "Error Handling": unknown tools are -32602, which legacy
 //! SDKs often answer as an `isError` result instead), and mirrored parameters
 //! match their headers (spec streamable-http.mdx "Server Behavior for Custom

@@ -10,9 +10,10 @@
 //! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
 //! | 6 | [`parse`] | from the bytes to the typed [`ClientRequest`], in this order: not JSON, not one JSON-RPC request (a notification is answered 202 here); then [`protocol`]: missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have; then [`meta`]: a missing `_meta`; then [`name`]: an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
 //! | 7 | [`rate_limit`] | a request over the route's rate limits (429, `Retry-After`); retries counted apart |
-//! | 8 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
-//! | 9 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
-//! | 10 | [`owner`] | a new operation while the replica drains (503); a retry whose state fails its checks; marks a hold-mode retry owned by another replica for forwarding |
+//! | 8 | [`tool_scopes`] | a `tools/call` whose credential lacks the tool's policy `scopes` (403 `insufficient_scope`) |
+//! | 9 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
+//! | 10 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
+//! | 11 | [`owner`] | a new operation while the replica drains (503); a retry whose state fails its checks; marks a hold-mode retry owned by another replica for forwarding |
 //!
 //! Then the request is dispatched (`front::dispatch`): discovery and lists,
 //! or an operation (`mrtr::start`).
@@ -41,6 +42,7 @@ pub mod parse;
 pub mod post_only;
 pub mod protocol;
 pub mod rate_limit;
+pub mod tool_scopes;
 
 #[cfg(test)]
 mod tests;
@@ -184,12 +186,13 @@ impl Pipeline {
         let mut steps: Vec<Box<dyn Step>> = vec![
             Box::new(origin::Origin::new(allowed_origins)),
             Box::new(post_only::PostOnly),
-            Box::new(authenticate::Authenticate::new(authenticator)),
+            Box::new(authenticate::Authenticate::new(authenticator.clone())),
             Box::new(media::MediaTypes),
             Box::new(body::ReadBody::new(max_body_bytes, body_read_timeout)),
         ];
         steps.push(Box::new(parse::Parse));
         steps.push(Box::new(rate_limit::RateLimit));
+        steps.push(Box::new(tool_scopes::ToolScopes::new(authenticator)));
         steps.push(Box::new(known_tool::KnownTool));
         steps.push(Box::new(call_policy::CallPolicy));
         Self { steps }
