@@ -419,6 +419,9 @@ async fn serve(
     tracing::info!("redmark stopped");
 }
 
+#[path = "app_check.rs"]
+pub mod checks;
+
 #[cfg(test)]
 #[path = "app_tests.rs"]
 mod tests;

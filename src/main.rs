@@ -40,10 +40,13 @@ enum Command {
         #[arg(long)]
         admin: Option<SocketAddr>,
     },
-    /// Check a config file and exit: non-zero, with file:line messages, on any error.
+    /// Check a config file and exit: 0 when clean, 1 on any error, 2 on warnings only; each problem as file:line:column.
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Also start each upstream, list its tools and prompts, and check the policy's tool sections against them.
+        #[arg(long)]
+        probe: bool,
     },
     /// Print the SHA-256 to put in `[[auth.api_key]] sha256` for an API key read from stdin.
     HashKey,
@@ -78,18 +81,7 @@ fn main() -> ExitCode {
         logging::init(style);
     }
     match cli.command {
-        Command::Check { config } => {
-            match Config::load(&config).and_then(|c| redmark::app::check(&c).map(|()| c)) {
-                Ok(c) => {
-                    println!("{}: ok ({} route(s))", config.display(), c.routes.len());
-                    ExitCode::SUCCESS
-                }
-                Err(errors) => {
-                    eprintln!("{errors}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Check { config, probe } => check(&config, probe),
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
@@ -139,6 +131,47 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `redmark check`: errors and warnings, then the exit code that sums them up.
+fn check(path: &std::path::Path, probe: bool) -> ExitCode {
+    let c = match Config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (mut findings, lints) = redmark::app::checks::offline(&c, &text, &file);
+    if probe {
+        match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(redmark::app::checks::probe(
+                &c,
+                &file,
+                &lints,
+                &mut findings,
+            )),
+            Err(e) => {
+                eprintln!("redmark check --probe: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    for e in &findings.errors {
+        eprintln!("{e}");
+    }
+    for w in &findings.warnings {
+        eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.column, w.message);
+    }
+    match findings.exit_code() {
+        0 => {
+            println!("{}: ok ({} route(s))", path.display(), c.routes.len());
+            ExitCode::SUCCESS
+        }
+        code => ExitCode::from(code),
     }
 }
 

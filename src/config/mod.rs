@@ -263,6 +263,7 @@ impl Default for CacheConfig {
     }
 }
 
+pub mod check;
 mod defaults;
 mod state;
 
