@@ -56,6 +56,12 @@ enum Command {
         #[arg(long, default_value = "k1")]
         id: String,
     },
+    /// Reload the running gateway's redmark.toml (POST /reload on its loopback admin listener; SIGHUP does the same).
+    Reload {
+        /// The admin listener, e.g. http://127.0.0.1:9464.
+        #[arg(long, default_value = "http://127.0.0.1:9464")]
+        admin: String,
+    },
     /// Report what the questions cost people, per tool, from the audit log.
     Report {
         /// The `[audit] path` file; its rotated files (FILE.1, FILE.2, ...) are read too. Repeatable.
@@ -82,6 +88,7 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Check { config, probe } => check(&config, probe),
+        Command::Reload { admin } => reload(&admin),
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
@@ -131,6 +138,37 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `redmark reload`: asks the running gateway to reload its config file.
+fn reload(admin: &str) -> ExitCode {
+    let url = format!("{}/reload", admin.trim_end_matches('/'));
+    let sent = tokio::runtime::Runtime::new().map(|rt| {
+        rt.block_on(async {
+            let resp = reqwest::Client::new().post(&url).send().await?;
+            let status = resp.status();
+            Ok::<_, reqwest::Error>((status, resp.text().await?))
+        })
+    });
+    match sent {
+        Ok(Ok((status, body))) => {
+            println!("{}", body.trim_end());
+            if status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("redmark reload: {url}: {status}");
+                ExitCode::FAILURE
+            }
+        }
+        Ok(Err(e)) => {
+            eprintln!("redmark reload: {url}: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("redmark reload: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -197,8 +235,10 @@ fn serve(
     if let Some(addr) = admin {
         config.server.admin = Some(toml::Spanned::new(0..0, addr.to_string()));
     }
+    let running_config = config.clone();
     runtime.block_on(async move {
         let mut running = redmark::start(config).await?;
+        running.enable_reload(path, listen, admin, running_config);
         // Tests and scripts read the bound address from this line.
         println!("redmark listening on http://{}", running.addr);
         if let Some(admin) = running.admin_addr {

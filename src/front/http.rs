@@ -42,13 +42,13 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let started = Instant::now();
-    let Some(route) = gw.routes.get(req.uri().path()).cloned() else {
+    let Some(route) = gw.routes().get(req.uri().path()).cloned() else {
         return response::text(StatusCode::NOT_FOUND, "no MCP endpoint at this path\n");
     };
     let (head, body) = req.into_parts();
     let body: RequestBody = body.map_err(Into::into).boxed_unsync();
     let mut cx = RequestCx::new(route, head, body);
-    let (resp, outcome) = match gw.pipeline.run(&mut cx).await {
+    let (resp, outcome) = match gw.pipeline().run(&mut cx).await {
         Ok(()) => {
             let pending = access::Pending::new(&cx, started);
             serve(&gw, &mut cx, pending).await

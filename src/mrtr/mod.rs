@@ -40,7 +40,8 @@ use crate::telemetry::metrics::Metrics;
 
 /// What every operation of a gateway shares.
 pub struct Engine {
-    pub keys: state::Keyring,
+    /// Replaced whole by a config reload.
+    pub keys: state::SharedKeyring,
     /// This node's name, sealed into every state.
     pub node: String,
     pub ttl: Duration,
@@ -71,7 +72,7 @@ impl Engine {
         clock: clock::Clock,
     ) -> Self {
         Self {
-            keys,
+            keys: state::SharedKeyring::new(keys),
             node,
             ttl: config.ttl,
             max_rounds: config.max_rounds,
