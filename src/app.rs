@@ -462,10 +462,7 @@ async fn serve(
     tracing::info!("redmark stopped");
 }
 
-#[path = "app_check.rs"]
 pub mod checks;
-
-#[path = "app_reload.rs"]
 pub mod reload;
 
 #[cfg(test)]
