@@ -20,5 +20,8 @@ fi
 step "cargo build --bins --examples (the example configs run the built examples)"
 cargo build --quiet --bins --examples
 
+step "deployment examples (kubernetes-validate, systemd-analyze verify, redmark check)"
+bash scripts/check-deploy.sh
+
 step "cargo test (unit, integration, examples build)"
 cargo test --all-targets

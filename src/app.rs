@@ -347,15 +347,16 @@ pub fn build_at(
     )
     .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
-        routes,
-        pipeline,
-        authenticator,
+        routes: std::sync::RwLock::new(Arc::new(routes)),
+        pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
+        authenticator: std::sync::RwLock::new(authenticator),
         metrics,
         sse_keepalive: config.server.sse_keepalive,
         engine,
         cluster,
         access,
         shutdown,
+        reload: std::sync::OnceLock::new(),
     }))
 }
 
@@ -442,6 +443,48 @@ impl Running {
         let _ = (&mut self.task).await;
     }
 
+    /// Reloads `path` (the file `config` came from) on SIGHUP, and on
+    /// `POST /reload` when the admin listener is on loopback; `listen` and
+    /// `admin` are the command line's overrides of the file's addresses.
+    pub fn enable_reload(
+        &self,
+        path: PathBuf,
+        listen: Option<SocketAddr>,
+        admin: Option<SocketAddr>,
+        config: Config,
+    ) -> Arc<reload::Reloader> {
+        let reloader = reload::Reloader::new(path, listen, admin, self.gateway.clone(), config);
+        if self.admin_addr.is_some_and(|a| a.ip().is_loopback()) {
+            let r = reloader.clone();
+            let _ = self.gateway.reload.set(Arc::new(move || {
+                r.reload("POST /reload")
+                    .map(|done| serde_json::to_value(done).unwrap_or_default())
+                    .map_err(|e| e.to_string())
+            }));
+        }
+        #[cfg(unix)]
+        {
+            let r = reloader.clone();
+            let mut stop = self.gateway.shutdown_signal();
+            if let Ok(mut hup) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            {
+                tokio::spawn(async move {
+                    loop {
+                        tokio::select! {
+                            got = hup.recv() => {
+                                if got.is_none() { return; }
+                                let _ = r.reload("SIGHUP");
+                            }
+                            _ = stop.wait_for(|down| *down) => return,
+                        }
+                    }
+                });
+            }
+        }
+        reloader
+    }
+
     /// A handle that triggers shutdown from elsewhere (signal handlers).
     pub fn take_stop(&mut self) -> Option<oneshot::Sender<()>> {
         self.stop.take()
@@ -497,7 +540,7 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
         None => None,
     };
     let admin_addr = admin.as_ref().and_then(|l| l.local_addr().ok());
-    for route in gateway.routes.values() {
+    for route in gateway.routes().values() {
         tracing::info!(route = %route.name, path = %route.path, "route ready");
     }
     tracing::info!(
@@ -636,6 +679,9 @@ async fn serve(
     }
     tracing::info!("redmark stopped");
 }
+
+pub mod checks;
+pub mod reload;
 
 #[cfg(test)]
 #[path = "app_tests.rs"]

@@ -40,10 +40,13 @@ enum Command {
         #[arg(long)]
         admin: Option<SocketAddr>,
     },
-    /// Check a config file and exit: non-zero, with file:line messages, on any error.
+    /// Check a config file and exit: 0 when clean, 1 on any error, 2 on warnings only; each problem as file:line:column.
     Check {
         #[arg(long, short)]
         config: PathBuf,
+        /// Also start each upstream, list its tools and prompts, and check the policy's tool sections against them.
+        #[arg(long)]
+        probe: bool,
     },
     /// Print the SHA-256 to put in `[[auth.api_key]] sha256` for an API key read from stdin.
     HashKey,
@@ -52,6 +55,12 @@ enum Command {
         /// The key id (appears in every state sealed with it; rotate by adding a new id).
         #[arg(long, default_value = "k1")]
         id: String,
+    },
+    /// Reload the running gateway's redmark.toml (POST /reload on its loopback admin listener; SIGHUP does the same).
+    Reload {
+        /// The admin listener, e.g. http://127.0.0.1:9464.
+        #[arg(long, default_value = "http://127.0.0.1:9464")]
+        admin: String,
     },
     /// Report what the questions cost people, per tool, from the audit log.
     Report {
@@ -78,18 +87,8 @@ fn main() -> ExitCode {
         logging::init(style);
     }
     match cli.command {
-        Command::Check { config } => {
-            match Config::load(&config).and_then(|c| redmark::app::check(&c).map(|()| c)) {
-                Ok(c) => {
-                    println!("{}: ok ({} route(s))", config.display(), c.routes.len());
-                    ExitCode::SUCCESS
-                }
-                Err(errors) => {
-                    eprintln!("{errors}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Check { config, probe } => check(&config, probe),
+        Command::Reload { admin } => reload(&admin),
         Command::HashKey => {
             let mut key = String::new();
             if std::io::stdin().read_to_string(&mut key).is_err() || key.trim().is_empty() {
@@ -142,6 +141,78 @@ fn main() -> ExitCode {
     }
 }
 
+/// `redmark reload`: asks the running gateway to reload its config file.
+fn reload(admin: &str) -> ExitCode {
+    let url = format!("{}/reload", admin.trim_end_matches('/'));
+    let sent = tokio::runtime::Runtime::new().map(|rt| {
+        rt.block_on(async {
+            let resp = reqwest::Client::new().post(&url).send().await?;
+            let status = resp.status();
+            Ok::<_, reqwest::Error>((status, resp.text().await?))
+        })
+    });
+    match sent {
+        Ok(Ok((status, body))) => {
+            println!("{}", body.trim_end());
+            if status.is_success() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("redmark reload: {url}: {status}");
+                ExitCode::FAILURE
+            }
+        }
+        Ok(Err(e)) => {
+            eprintln!("redmark reload: {url}: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("redmark reload: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `redmark check`: errors and warnings, then the exit code that sums them up.
+fn check(path: &std::path::Path, probe: bool) -> ExitCode {
+    let c = match Config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (mut findings, lints) = redmark::app::checks::offline(&c, &text, &file);
+    if probe {
+        match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(redmark::app::checks::probe(
+                &c,
+                &file,
+                &lints,
+                &mut findings,
+            )),
+            Err(e) => {
+                eprintln!("redmark check --probe: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    for e in &findings.errors {
+        eprintln!("{e}");
+    }
+    for w in &findings.warnings {
+        eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.column, w.message);
+    }
+    match findings.exit_code() {
+        0 => {
+            println!("{}: ok ({} route(s))", path.display(), c.routes.len());
+            ExitCode::SUCCESS
+        }
+        code => ExitCode::from(code),
+    }
+}
+
 fn serve(
     path: PathBuf,
     listen: Option<SocketAddr>,
@@ -164,8 +235,10 @@ fn serve(
     if let Some(addr) = admin {
         config.server.admin = Some(toml::Spanned::new(0..0, addr.to_string()));
     }
+    let running_config = config.clone();
     runtime.block_on(async move {
         let mut running = redmark::start(config).await?;
+        running.enable_reload(path, listen, admin, running_config);
         // Tests and scripts read the bound address from this line.
         println!("redmark listening on http://{}", running.addr);
         if let Some(admin) = running.admin_addr {

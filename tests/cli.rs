@@ -74,6 +74,90 @@ fn check_names_file_and_line_of_each_error() {
     );
 }
 
+/// A stdio command that is not there, or not executable, and an HTTP URL
+/// that does not parse: each an error at its route's line, exit code 1.
+#[test]
+fn check_finds_upstreams_that_cannot_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("server.py");
+    std::fs::write(&script, "print()\n").unwrap();
+    let path = dir.path().join("redmark.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"gone\"\npath = \"/a\"\n[route.upstream]\ncommand = [\"no-such-mcp-server\"]\n\n\
+         [[route]]\nname = \"script\"\npath = \"/b\"\n[route.upstream]\ncommand = [\"./server.py\"]\n\n\
+         [[route]]\nname = \"web\"\npath = \"/c\"\n[route.upstream]\nurl = \"http://exa mple.com/mcp\"\n\n\
+         [[route]]\nname = \"fine\"\npath = \"/d\"\n[route.upstream]\ncommand = [\"sh\"]\n",
+    )
+    .unwrap();
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = |n: usize, words: &[&str]| {
+        let l = err
+            .lines()
+            .find(|l| l.contains(&format!("redmark.toml:{n}:")))
+            .unwrap_or_else(|| panic!("nothing at line {n}: {err}"));
+        for w in words {
+            assert!(l.contains(w), "{w:?} not in {l}");
+        }
+    };
+    line(
+        7,
+        &["route `gone`", "`no-such-mcp-server` not found on PATH"],
+    );
+    line(13, &["route `script`", "not executable"]);
+    line(19, &["route `web`", "does not parse"]);
+    assert!(!err.contains("route `fine`"), "{err}");
+}
+
+/// `--probe` starts the server and lists its tools: a policy section for a
+/// tool it does not have guards nothing, and is an error with a suggestion.
+#[test]
+fn check_probe_finds_policy_sections_for_tools_the_server_does_not_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[tool.create_ticket]\nkeys = [\"priority\"]\n\n[tool.book_rom.fields.room_id]\nauthz = 'value != \"atrium\"'\n",
+    )
+    .unwrap();
+    let path = dir.path().join("redmark.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"rooms\"\npath = \"/mcp\"\npolicy = \"policy.toml\"\n[route.upstream]\ncommand = [{}]\n",
+            toml_path(&rooms_bin())
+        ),
+    )
+    .unwrap();
+    // Without --probe nothing is started, so nothing is known of the tools.
+    assert!(check(&path).status.success());
+    let out = redmark()
+        .args(["check", "--probe", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{err}{listed}");
+    assert!(
+        listed.contains("book_room") && listed.contains("create_ticket"),
+        "{listed}"
+    );
+    let problem = err
+        .lines()
+        .find(|l| l.contains("policy.toml:4:"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        problem.contains("no tool or prompt `book_rom`"),
+        "{problem}"
+    );
+    assert!(problem.contains("did you mean book_room?"), "{problem}");
+    assert!(!err.contains("create_ticket"), "{err}");
+}
+
 #[test]
 fn hash_key_prints_the_sha256() {
     let mut child = redmark()

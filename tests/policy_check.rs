@@ -206,3 +206,64 @@ fn a_missing_policy_file_is_reported_at_the_route() {
         "{err}"
     );
 }
+
+/// A rule naming a field that does not exist compiles and then denies every
+/// answer at run time: `check` names it, where it is, with the right name.
+#[test]
+fn an_authz_rule_naming_what_does_not_exist_is_an_error() {
+    fails_at(
+        "[tool.book_room.fields.room_id]\nenum = [\"atrium\", \"nook\"]\n\n[tool.book_room.fields.choice]\nauthz = 'value != \"atrium\" || \"facilities\" in principal.grups'\n",
+        4,
+        &[
+            "principal.grups",
+            "does not exist",
+            "did you mean `principal.groups`",
+        ],
+    );
+    fails_at(
+        "[tool.t.fields.a]\nauthz = 'princpal.name == \"alice\"'\n",
+        1,
+        &["princpal", "did you mean `principal`"],
+    );
+    // Comprehension variables and the variables a rule is given are known.
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = check(
+        dir.path(),
+        "[tool.t.fields.a]\nauthz = 'principal.groups.exists(g, g == \"x\") || tool.arguments.room == value || content.b == field'\n",
+    );
+    assert!(ok, "{text}");
+}
+
+/// A rule that fails on every sample answer (a string, a number, a boolean)
+/// is a warning: exit code 2, and the file still checks.
+#[test]
+fn a_rule_that_fails_on_sample_answers_is_a_warning_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[tool.t.fields.a]\nauthz = 'value.size() > principal.groups'\n",
+    )
+    .unwrap();
+    let config = dir.path().join("redmark.toml");
+    std::fs::write(
+        &config,
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = \"policy.toml\"\n[route.upstream]\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_redmark"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}warning:",
+            at(dir.path(), 1).replace(":1:", ":1:1: ")
+        )),
+        "{err}"
+    );
+    assert!(err.contains("fails on a sample answer"), "{err}");
+}

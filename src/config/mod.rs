@@ -288,6 +288,7 @@ impl Default for CacheConfig {
     }
 }
 
+pub mod check;
 mod cluster;
 mod defaults;
 mod oauth;

@@ -13,6 +13,7 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
     match req.uri().path() {
         "/healthz" => body::text(StatusCode::OK, "ok\n"),
         "/readyz" => super::readiness::readyz(&gw).await,
+        "/reload" => reload(&gw, req.method()),
         "/metrics" => {
             let mut resp = body::text(StatusCode::OK, &gw.metrics.render());
             resp.headers_mut().insert(
@@ -24,5 +25,27 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
             resp
         }
         _ => body::text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// `POST /reload`: the config file reloaded, with what changed (200) or why
+/// nothing did (400). Served only on a loopback admin listener: anyone who
+/// can reach it can reload.
+fn reload(gw: &Gateway, method: &http::Method) -> Response<Body> {
+    if method != http::Method::POST {
+        return body::text(StatusCode::METHOD_NOT_ALLOWED, "POST /reload\n");
+    }
+    let Some(hook) = gw.reload.get() else {
+        return body::text(
+            StatusCode::FORBIDDEN,
+            "reload is served only when the admin listener is on loopback (use SIGHUP)\n",
+        );
+    };
+    match hook() {
+        Ok(done) => body::json(StatusCode::OK, &done),
+        Err(why) => body::json(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({ "error": why, "running": "the running config stays in force" }),
+        ),
     }
 }

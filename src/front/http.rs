@@ -70,11 +70,15 @@ where
     {
         return resource_metadata(&gw, &req);
     }
-    let Some(route) = gw.routes.get(req.uri().path()).cloned() else {
+    let Some(route) = gw.routes().get(req.uri().path()).cloned() else {
         return response::text(StatusCode::NOT_FOUND, "no MCP endpoint at this path\n");
     };
+    let client_pipeline;
     let pipeline = match (&gw.cluster, internal) {
-        (_, false) => &gw.pipeline,
+        (_, false) => {
+            client_pipeline = gw.pipeline();
+            &*client_pipeline
+        }
         (Some(cluster), true) => &cluster.pipeline,
         (None, true) => {
             return response::text(StatusCode::NOT_FOUND, "no cluster configured\n");
@@ -131,7 +135,7 @@ fn resource_metadata<B>(gw: &Gateway, req: &Request<B>) -> Response<Body> {
             .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
         return resp;
     }
-    match gw.authenticator.resource_metadata(req.uri().path()) {
+    match gw.authenticator().resource_metadata(req.uri().path()) {
         Some(doc) => {
             let mut resp = response::json(StatusCode::OK, &doc);
             // Public metadata: browser-based clients read it cross-origin.

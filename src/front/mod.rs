@@ -41,11 +41,13 @@ use crate::telemetry::metrics::Metrics;
 /// Everything a request handler needs, shared by all connections. Built by
 /// the composition step (`app`).
 pub struct Gateway {
-    /// By path.
-    pub routes: HashMap<String, Arc<Route>>,
-    pub pipeline: pipeline::Pipeline,
-    /// Also serves the routes' Protected Resource Metadata (RFC 9728).
-    pub authenticator: Arc<dyn auth::Authenticator>,
+    /// By path; replaced whole by a config reload ([`Gateway::routes`]).
+    pub routes: std::sync::RwLock<Arc<HashMap<String, Arc<Route>>>>,
+    /// Replaced whole by a config reload ([`Gateway::pipeline`]).
+    pub pipeline: std::sync::RwLock<Arc<pipeline::Pipeline>>,
+    /// Also serves the routes' Protected Resource Metadata (RFC 9728);
+    /// replaced with the pipeline by a config reload ([`Gateway::authenticator`]).
+    pub authenticator: std::sync::RwLock<Arc<dyn auth::Authenticator>>,
     pub metrics: Arc<Metrics>,
     pub sse_keepalive: Duration,
     pub engine: Arc<Engine>,
@@ -54,9 +56,63 @@ pub struct Gateway {
     /// One line per client request ([`access`]).
     pub access: Arc<crate::telemetry::access::AccessLog>,
     pub(crate) shutdown: tokio::sync::watch::Sender<bool>,
+    /// How `POST /reload` on the admin listener reloads the config file; set
+    /// by the composition step only when the admin listener is on loopback.
+    pub reload: std::sync::OnceLock<ReloadHook>,
 }
 
+/// Reloads the config file: what changed, or why nothing did.
+pub type ReloadHook = Arc<dyn Fn() -> Result<serde_json::Value, String> + Send + Sync>;
+
 impl Gateway {
+    /// The routes in force. A request keeps the `Route` it started with, so
+    /// a reload never touches an operation in flight.
+    pub fn routes(&self) -> Arc<HashMap<String, Arc<Route>>> {
+        self.routes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The request pipeline in force (origins, API keys, body limits).
+    pub fn pipeline(&self) -> Arc<pipeline::Pipeline> {
+        self.pipeline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The authenticator in force (API keys, OAuth).
+    pub fn authenticator(&self) -> Arc<dyn auth::Authenticator> {
+        self.authenticator
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts new routes, a new pipeline and its authenticator in force at once.
+    pub fn replace(
+        &self,
+        routes: HashMap<String, Arc<Route>>,
+        pipeline: pipeline::Pipeline,
+        authenticator: Arc<dyn auth::Authenticator>,
+    ) {
+        let mut r = self
+            .routes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut p = self
+            .pipeline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut a = self
+            .authenticator
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *r = Arc::new(routes);
+        *p = Arc::new(pipeline);
+        *a = authenticator;
+    }
     /// Changes to `true` when the gateway starts shutting down.
     pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
         self.shutdown.subscribe()
@@ -88,9 +144,10 @@ impl Gateway {
 
     /// Stops every pool: idle sessions end now, leased ones when returned.
     pub async fn shutdown_upstreams(&self) {
-        self.routes.values().for_each(|r| r.pool.shutdown());
+        let routes = self.routes();
+        routes.values().for_each(|r| r.pool.shutdown());
         futures::future::join_all(
-            self.routes
+            routes
                 .values()
                 .map(|r| r.pool.wait_ended(Duration::from_secs(5))),
         )

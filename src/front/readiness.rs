@@ -39,7 +39,8 @@ pub async fn readyz(gw: &Gateway) -> http::Response<Body> {
 
 /// Starts a probe of every route that is not up and waits for them, bounded.
 async fn probe(gw: &Gateway) {
-    let waits = gw.routes.values().filter_map(|route| {
+    let routes = gw.routes();
+    let waits = routes.values().filter_map(|route| {
         let mut rx = route.pool.health().subscribe();
         let started = route.pool.probe()?;
         Some(async move {
@@ -53,7 +54,8 @@ async fn probe(gw: &Gateway) {
 }
 
 fn report(gw: &Gateway, shutting_down: bool) -> (bool, Value) {
-    let mut routes: Vec<_> = gw.routes.values().collect();
+    let all = gw.routes();
+    let mut routes: Vec<_> = all.values().collect();
     routes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut ready = !shutting_down;
     let listed: Vec<Value> = routes

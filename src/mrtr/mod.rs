@@ -42,7 +42,8 @@ use crate::telemetry::metrics::Metrics;
 
 /// What every operation of a gateway shares.
 pub struct Engine {
-    pub keys: state::Keyring,
+    /// Replaced whole by a config reload.
+    pub keys: state::SharedKeyring,
     /// This node's name, sealed into every state.
     pub node: String,
     /// Where the other replicas reach this one (`[cluster] advertise`),
@@ -82,7 +83,7 @@ impl Engine {
         clock: clock::Clock,
     ) -> Self {
         Self {
-            keys,
+            keys: state::SharedKeyring::new(keys),
             node,
             advertise: None,
             draining: std::sync::atomic::AtomicBool::new(false),

@@ -205,6 +205,58 @@ pub struct Keyring {
 
 pub use crate::config::{decode_secret, generate_secret};
 
+/// The keyring in force, replaced whole by a config reload (a verification
+/// key added, the signing key switched): a state is sealed with the signing
+/// key in force when it is sealed, and opened with the keys in force when
+/// its retry arrives, so operations in flight go on.
+#[derive(Debug)]
+pub struct SharedKeyring(std::sync::RwLock<std::sync::Arc<Keyring>>);
+
+impl SharedKeyring {
+    pub fn new(keys: Keyring) -> Self {
+        Self(std::sync::RwLock::new(std::sync::Arc::new(keys)))
+    }
+
+    pub fn current(&self) -> std::sync::Arc<Keyring> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn replace(&self, keys: Keyring) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(keys);
+    }
+
+    pub fn seal(&self, claims: &Claims) -> String {
+        self.current().seal(claims)
+    }
+
+    pub fn seal_bounded(&self, claims: &Claims) -> Result<String, TooLarge> {
+        self.current().seal_bounded(claims)
+    }
+
+    pub fn open(&self, token: &str, now: SystemTime) -> Result<Claims, StateError> {
+        self.current().open(token, now)
+    }
+
+    pub fn unseal(&self, token: &str) -> Result<Claims, StateError> {
+        self.current().unseal(token)
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.current().max_len()
+    }
+
+    /// The id of the signing key in force.
+    pub fn signing_id(&self) -> String {
+        self.current().signing.id.clone()
+    }
+}
+
 impl Keyring {
     pub fn new(signing: Key, others: Vec<Key>) -> Self {
         let mut verifying: HashMap<String, Key> =
@@ -226,6 +278,19 @@ impl Keyring {
 
     pub fn max_len(&self) -> usize {
         self.max_len
+    }
+
+    /// This keyring, still verifying `old`'s signing key when that was the
+    /// per-process one: states it sealed stay valid after a reload that
+    /// configures keys for the first time.
+    #[must_use]
+    pub fn keeping_ephemeral(mut self, old: &Keyring) -> Self {
+        if old.signing.id.starts_with("ephemeral-") {
+            self.verifying
+                .entry(old.signing.id.clone())
+                .or_insert_with(|| old.signing.clone());
+        }
+        self
     }
 
     /// A random key that lives as long as this process.

@@ -94,6 +94,34 @@ struct RawField {
     log_value: bool,
 }
 
+/// What `redmark check` looks at beyond compiling: each `[tool.NAME]`
+/// section and each `authz` rule, with their spans in the file.
+pub(super) struct Outline {
+    pub tools: Vec<(String, std::ops::Range<usize>)>,
+    /// (tool, field, rule source, span of the field's table).
+    pub rules: Vec<(String, String, String, std::ops::Range<usize>)>,
+}
+
+/// The [`Outline`] of a policy file that parses (`None` otherwise: `parse`
+/// reports why).
+pub(super) fn outline(text: &str) -> Option<Outline> {
+    let raw: RawPolicy = toml::from_str(text).ok()?;
+    let mut out = Outline {
+        tools: Vec::new(),
+        rules: Vec::new(),
+    };
+    for (name, tool) in &raw.tool {
+        out.tools.push((name.clone(), tool.span()));
+        for (field, rules) in &tool.get_ref().fields {
+            if let Some(authz) = &rules.get_ref().authz {
+                out.rules
+                    .push((name.clone(), field.clone(), authz.clone(), rules.span()));
+            }
+        }
+    }
+    Some(out)
+}
+
 pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
     let raw: RawPolicy = toml::from_str(text).map_err(|e| {
         ConfigErrors(vec![ConfigError::at(
@@ -227,7 +255,7 @@ pub const MAX_AUTHZ_DEPTH: usize = 24;
 /// 20000 `+` the main thread. Only what is used is committed.
 const COMPILE_STACK_BYTES: usize = 64 << 20;
 
-fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
+pub(super) fn compile_authz(env: &cel::Env, source: &str) -> Result<cel::Program, String> {
     compile_rule(env, "authz", source)
 }
 

@@ -22,6 +22,7 @@ pub mod answer;
 pub mod call;
 mod file;
 pub mod guard;
+pub mod lint;
 pub mod reload;
 
 use std::collections::{HashMap, HashSet};

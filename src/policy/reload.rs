@@ -144,7 +144,7 @@ pub fn watch(
             tokio::select! {
                 _ = hangup => {
                     if files == 0 {
-                        tracing::info!("SIGHUP: no policy files to reload; changes to redmark.toml take effect on restart");
+                        tracing::info!("SIGHUP: no policy files to reload");
                     }
                     for (route, h) in handles.iter().filter(|(_, h)| h.path().is_some()) {
                         reload_logged(route, h, "SIGHUP", on_reload.as_ref());

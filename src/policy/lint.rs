@@ -1,0 +1,241 @@
+//! What `redmark check` finds in a policy beyond what stops it loading:
+//! `authz` rules that name something that does not exist. A rule reading
+//! `principal.grups` compiles, and then fails on every answer: CEL's error
+//! is a deny, so everyone is refused and nothing says why. Every rule is
+//! walked for the names it reads, checked against the variables an `authz`
+//! rule is given (`principal`, `tool`, `field`, `value`, `content`) and the
+//! fields of the fixed ones (`principal.name|groups|claims`,
+//! `tool.name|arguments`), then evaluated against a sample context of those
+//! variables: an error there that is not a missing map key is a warning.
+
+use std::path::Path;
+
+use cel::common::ast::Expr;
+
+use super::file;
+use crate::config::ConfigError;
+
+/// The variables an `authz` rule is given, and the fields of those whose shape is fixed.
+const VARIABLES: [(&str, Option<&[&str]>); 5] = [
+    ("principal", Some(&["name", "groups", "claims"])),
+    ("tool", Some(&["name", "arguments"])),
+    ("field", None),
+    ("value", None),
+    ("content", None),
+];
+
+/// A problem found by `check`: an error (exit 1) or a warning (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub warning: bool,
+    pub error: ConfigError,
+}
+
+/// A policy file's `[tool.NAME]` sections and the findings in its rules.
+#[derive(Debug, Clone, Default)]
+pub struct Lint {
+    /// Tool (or prompt) names of the sections, with the line each is on.
+    pub tools: Vec<(String, ConfigError)>,
+    pub findings: Vec<Finding>,
+}
+
+/// Lints the policy at `path`; a file that does not parse gives an empty
+/// lint (loading it reports why).
+pub fn lint(path: &Path) -> Lint {
+    let file = path.display().to_string();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Lint::default();
+    };
+    let Some(outline) = file::outline(&text) else {
+        return Lint::default();
+    };
+    let env = std::sync::Arc::new(cel::Env::stdlib());
+    let at = |span, message: String| ConfigError::at(&file, &text, Some(span), &message);
+    let mut out = Lint {
+        tools: outline
+            .tools
+            .iter()
+            .map(|(name, span)| (name.clone(), at(span.clone(), String::new())))
+            .collect(),
+        findings: Vec::new(),
+    };
+    for (tool, field, source, span) in outline.rules {
+        let Ok(program) = file::compile_authz(&env, &source) else {
+            continue;
+        };
+        let here = format!("tool `{tool}` field `{field}`: authz");
+        for (name, hint) in unknown_names(program.expression()) {
+            let hint = hint
+                .map(|h| format!(" (did you mean `{h}`?)"))
+                .unwrap_or_default();
+            out.findings.push(Finding {
+                warning: false,
+                error: at(
+                    span.clone(),
+                    format!("{here} reads `{name}`, which does not exist{hint}, so it denies every answer"),
+                ),
+            });
+        }
+        if let Some(why) = sample_failure(&env, &program, &tool, &field) {
+            out.findings.push(Finding {
+                warning: true,
+                error: at(
+                    span.clone(),
+                    format!("{here} fails on a sample answer ({why}); a failing rule denies"),
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The names a rule reads that do not exist, each with the closest one that does.
+pub fn unknown_names(root: &cel::IdedExpr) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&cel::IdedExpr, Vec<String>)> = vec![(root, Vec::new())];
+    while let Some((node, bound)) = stack.pop() {
+        match &node.expr {
+            Expr::Ident(name) => {
+                if !bound.contains(name) && !VARIABLES.iter().any(|(v, _)| v == name) {
+                    let hint = closest(name, VARIABLES.iter().map(|(v, _)| *v));
+                    out.push((name.clone(), hint.map(str::to_owned)));
+                }
+            }
+            Expr::Select(select) => {
+                if let Expr::Ident(var) = &select.operand.expr
+                    && !bound.contains(var)
+                    && let Some((_, Some(fields))) = VARIABLES.iter().find(|(v, _)| v == var)
+                    && !fields.contains(&select.field.as_str())
+                {
+                    let hint = closest(&select.field, fields.iter().copied());
+                    out.push((
+                        format!("{var}.{}", select.field),
+                        hint.map(|h| format!("{var}.{h}")),
+                    ));
+                } else {
+                    stack.push((&select.operand, bound));
+                }
+            }
+            Expr::Comprehension(c) => {
+                let mut inner = bound.clone();
+                inner.push(c.iter_var.clone());
+                inner.extend(c.iter_var2.clone());
+                inner.push(c.accu_var.clone());
+                stack.push((&c.iter_range, bound.clone()));
+                stack.push((&c.accu_init, bound));
+                for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                    stack.push((e, inner.clone()));
+                }
+            }
+            Expr::Call(call) => {
+                for e in call.target.as_deref().into_iter().chain(call.args.iter()) {
+                    stack.push((e, bound.clone()));
+                }
+            }
+            Expr::List(list) => {
+                for e in &list.elements {
+                    stack.push((e, bound.clone()));
+                }
+            }
+            Expr::Map(_) | Expr::Struct(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The known name closest to `name`, if it is close enough to be a typo.
+pub fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .map(|k| (strsim::jaro_winkler(name, k), k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// Runs the rule on samples of what it is given (the answer a string, a
+/// number, a boolean); the error when every sample fails, unless it is only
+/// a key the sample lacks (`tool.arguments.room`, `content.choice`).
+fn sample_failure(
+    env: &std::sync::Arc<cel::Env>,
+    program: &cel::Program,
+    tool: &str,
+    field: &str,
+) -> Option<String> {
+    let mut last = None;
+    for value in [
+        serde_json::json!("sample"),
+        serde_json::json!(1),
+        serde_json::json!(true),
+    ] {
+        let mut ctx = cel::Context::with_env(env.clone());
+        let vars = [
+            (
+                "principal",
+                serde_json::json!({"name": "sample", "groups": ["sample"], "claims": {}}),
+            ),
+            ("tool", serde_json::json!({"name": tool, "arguments": {}})),
+            ("field", serde_json::json!(field)),
+            ("content", serde_json::json!({ field: value.clone() })),
+            ("value", value),
+        ];
+        for (name, v) in vars {
+            ctx.add_variable_from_value(name, cel::to_value(v).ok()?);
+        }
+        match program.execute(&ctx) {
+            Ok(_) => return None,
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("No such key") {
+                    return None;
+                }
+                last = Some(text);
+            }
+        }
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(rule: &str) -> Vec<(String, Option<String>)> {
+        let env = cel::Env::stdlib();
+        let program = file::compile_authz(&env, rule).unwrap();
+        unknown_names(program.expression())
+    }
+
+    #[test]
+    fn names_that_do_not_exist_are_found() {
+        assert_eq!(
+            names(r#"value != "atrium" || "facilities" in principal.grups"#),
+            [(
+                "principal.grups".to_owned(),
+                Some("principal.groups".to_owned())
+            )]
+        );
+        assert_eq!(
+            names(r#"princpal.name == "a""#),
+            [("princpal".to_owned(), Some("principal".to_owned()))]
+        );
+        assert_eq!(names("nobody == 1"), [("nobody".to_owned(), None)]);
+        assert!(names(r#"value != "atrium" || "facilities" in principal.groups"#).is_empty());
+        assert!(
+            names(r#"principal.groups.exists(g, g == "x") && tool.arguments.room == value"#)
+                .is_empty()
+        );
+        assert!(names(r#"principal.claims.sub == content.who && field == "x""#).is_empty());
+    }
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        let tools = ["book_room", "create_ticket"];
+        assert_eq!(
+            closest("book_rom", tools.iter().copied()),
+            Some("book_room")
+        );
+        assert_eq!(closest("launch_rocket", tools.iter().copied()), None);
+    }
+}
