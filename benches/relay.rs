@@ -1,10 +1,19 @@
-//! Relay benchmark: the same `echo` workload through three paths, side by side in one run.
+//! The gateway's cost, measured against a fast upstream, side by side in one run:
 //!
-//! - direct:  a legacy (2025-11-25) client straight to `@modelcontextprotocol/server-everything`
-//! - nginx:   the same legacy client through a plain nginx reverse proxy
-//! - gateway: a 2026-07-28 client through redmark
+//! - passthrough `tools/call echo`: a legacy (2025-11-25) client straight to
+//!   `examples/bench_upstream.rs` over Streamable HTTP (direct), the same
+//!   client through a plain nginx reverse proxy (nginx), and a 2026-07-28
+//!   client through redmark (gateway); each path `BENCH_RUNS` times,
+//!   interleaved, the median reported;
+//! - complete elicitation operations per second in hold mode (`ask`: one
+//!   question, `ask2`: two at once): a client that answers every
+//!   `InputRequiredResult` with its `requestState`;
+//! - gateway memory per waiting question with `BENCH_WAITING` questions open
+//!   (hold mode on multiplexed HTTP sessions; `BENCH_WAITING_STDIO` over
+//!   stdio, one server process each), and passthrough latency while they wait.
 //!
-//! Env: BENCH_SECONDS (default 10), BENCH_WARMUP_SECONDS (2), BENCH_CONCURRENCY (16).
+//! Env: BENCH_SECONDS (default 5), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY (32),
+//! BENCH_RUNS (3), BENCH_WAITING (10000), BENCH_WAITING_STDIO (200).
 //! Output: a markdown table on stdout and in target/bench/relay.md. See benches/README.md.
 
 // An example/benchmark may panic on what it cannot do: it is not on a request path.
@@ -125,11 +134,28 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// target/release/redmark if built, else target/debug/redmark.
-fn redmark_bin() -> PathBuf {
-    let bins = ["release", "debug"].map(|p| repo().join("target").join(p).join("redmark"));
+/// `$CARGO_TARGET_DIR`, else the repository's `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from)
+}
+
+/// `<target>/release/<rel>` if built, else `<target>/debug/<rel>`.
+fn built(rel: &str) -> PathBuf {
+    let bins = ["release", "debug"].map(|p| target_dir().join(p).join(rel));
     let bin = bins.into_iter().find(|b| b.exists());
-    bin.expect("no redmark binary: run `cargo build --release --bin redmark`")
+    bin.unwrap_or_else(|| {
+        panic!("no {rel}: run `cargo build --release --bin redmark --example bench_upstream`")
+    })
+}
+
+/// The VmRSS of `pid` alone, in KiB.
+fn own_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The JSON-RPC message answering `id` in a JSON or SSE body.
@@ -142,6 +168,15 @@ fn parse_response(body: &str) -> Option<Value> {
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
         .find(|v| v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some()))
+}
+
+/// What each worker does in a loop.
+#[derive(Clone, Copy, PartialEq)]
+enum Work {
+    Echo,
+    /// A whole hold-mode operation through the gateway: the call, then a
+    /// retry answering every question, until the result is complete.
+    Elicit(&'static str),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -236,6 +271,71 @@ impl Client {
         Ok(())
     }
 
+    /// One operation of `tool` walked to its end, every question answered
+    /// with the name "bench"; Ok(()) only if the result says so.
+    async fn elicit(&mut self, tool: &str) -> anyhow::Result<()> {
+        let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        }});
+        for _ in 0..4 {
+            let id = self.next_id;
+            self.next_id += 1;
+            let req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            let resp = self.post(&req, "tools/call", Some(tool)).send().await?;
+            let status = resp.status();
+            let body = resp.text().await?;
+            anyhow::ensure!(status.is_success(), "HTTP {status}: {body}");
+            let v =
+                parse_response(&body).ok_or_else(|| anyhow::anyhow!("no response in {body}"))?;
+            let r = &v["result"];
+            if r["resultType"] == "input_required" {
+                let asked = r["inputRequests"].as_object();
+                let asked = asked.ok_or_else(|| anyhow::anyhow!("no inputRequests: {body}"))?;
+                let answers: serde_json::Map<String, Value> = asked
+                    .keys()
+                    .map(|k| {
+                        (
+                            k.clone(),
+                            json!({"action": "accept", "content": {"name": "bench"}}),
+                        )
+                    })
+                    .collect();
+                params["inputResponses"] = Value::Object(answers);
+                params["requestState"] = r["requestState"].clone();
+                continue;
+            }
+            let text = r["content"][0]["text"].as_str().unwrap_or("");
+            let want = if tool == "ask2" {
+                "bench,bench"
+            } else {
+                "bench"
+            };
+            anyhow::ensure!(text == want, "unexpected answer: {body}");
+            return Ok(());
+        }
+        anyhow::bail!("{tool} did not complete in 4 rounds")
+    }
+
+    /// The first request of an `ask` operation; Ok(()) if it asked.
+    async fn open(&mut self) -> anyhow::Result<()> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let params = json!({"name": "ask", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        }});
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let resp = self.post(&req, "tools/call", Some("ask")).send().await?;
+        let body = resp.text().await?;
+        let v = parse_response(&body).ok_or_else(|| anyhow::anyhow!("no response in {body}"))?;
+        anyhow::ensure!(
+            v["result"]["resultType"] == "input_required",
+            "not asked: {body}"
+        );
+        Ok(())
+    }
+
     async fn close(self) {
         if let Some(s) = &self.session {
             let _ = self
@@ -276,7 +376,7 @@ impl Stats {
 }
 
 /// Runs `concurrency` workers for `warmup` (discarded) and then `secs` (measured).
-async fn load(url: &str, kind: Kind, (concurrency, warmup, secs): Params) -> Stats {
+async fn load(url: &str, kind: Kind, work: Work, (concurrency, warmup, secs): Params) -> Stats {
     let start = Instant::now() + Duration::from_millis(500);
     let measure_from = start + warmup;
     let end = measure_from + secs;
@@ -292,7 +392,10 @@ async fn load(url: &str, kind: Kind, (concurrency, warmup, secs): Params) -> Sta
                 if t0 >= end {
                     break;
                 }
-                let r = c.echo().await;
+                let r = match work {
+                    Work::Echo => c.echo().await,
+                    Work::Elicit(tool) => c.elicit(tool).await,
+                };
                 if t0 < measure_from {
                     continue;
                 }
@@ -336,9 +439,9 @@ fn nginx_conf(dir: &Path, listen: u16, upstream: u16) -> PathBuf {
          error_log {d}/nginx-error.log warn;\nevents {{ worker_connections 1024; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
          \x20 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
-         \x20 upstream everything {{ server 127.0.0.1:{upstream}; keepalive 64; }}\n\
+         \x20 upstream fast {{ server 127.0.0.1:{upstream}; keepalive 64; }}\n\
          \x20 server {{\n    listen 127.0.0.1:{listen};\n    location / {{\n\
-         \x20     proxy_pass http://everything;\n      proxy_http_version 1.1;\n\
+         \x20     proxy_pass http://fast;\n      proxy_http_version 1.1;\n\
          \x20     proxy_set_header Connection \"\";\n      proxy_set_header Host 127.0.0.1:{upstream};\n\
          \x20     proxy_buffering off;\n      proxy_request_buffering off;\n      proxy_read_timeout 60s;\n\
          \x20   }}\n  }}\n}}\n"
@@ -348,6 +451,130 @@ fn nginx_conf(dir: &Path, listen: u16, upstream: u16) -> PathBuf {
     path
 }
 
+/// Opens `n` questions through the gateway (`concurrency` clients) and leaves them waiting.
+async fn open_waiting(url: &str, n: usize, concurrency: usize) -> (usize, Option<String>) {
+    let per = n.div_ceil(concurrency);
+    let mut tasks = Vec::new();
+    for w in 0..concurrency {
+        let url = url.to_string();
+        let count = per.min(n.saturating_sub(w * per));
+        tasks.push(tokio::spawn(async move {
+            let mut c = Client::new(&url, Kind::Gateway).await.expect("client");
+            let (mut ok, mut first) = (0, None);
+            for _ in 0..count {
+                match c.open().await {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        first.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+            (ok, first)
+        }));
+    }
+    let mut out = (0, None);
+    for t in tasks {
+        let (ok, first) = t.await.expect("opener");
+        out.0 += ok;
+        if out.1.is_none() {
+            out.1 = first;
+        }
+    }
+    out
+}
+
+/// The median of `xs` (NaN when empty).
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A redmark process with one route `[route.upstream] {upstream}` and extra config.
+fn start_redmark(dir: &Path, name: &'static str, upstream: &str, extra: &str) -> (Proc, String) {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{extra}\n[[route]]\nname = \"bench\"\npath = \"/mcp\"\n\
+         [route.upstream]\n{upstream}\n"
+    );
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, config).expect("write redmark config");
+    let mut cmd = Command::new(built("redmark"));
+    cmd.arg("serve").arg("--config").arg(&file);
+    cmd.env(
+        "RUST_LOG",
+        std::env::var("RUST_LOG").unwrap_or("warn".into()),
+    );
+    let marker = "redmark listening on http://";
+    let (p, text) = Proc::start(name, cmd, dir, marker);
+    let addr = text
+        .split(marker)
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next());
+    (p, format!("http://{}/mcp", addr.expect("redmark address")))
+}
+
+/// What holding `n` questions costs one gateway process.
+struct Waiting {
+    label: &'static str,
+    n: usize,
+    opened: usize,
+    idle_kib: u64,
+    full_kib: u64,
+    /// RSS of the server processes the gateway started (stdio), at `n`.
+    servers_kib: u64,
+    p50_idle: f64,
+    p50_full: f64,
+    error: Option<String>,
+}
+
+/// Starts a gateway, warms it (one complete operation: the route learns its
+/// mode), measures passthrough, opens `n` questions, measures again.
+fn measure_waiting(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    label: &'static str,
+    upstream: &str,
+    n: usize,
+    concurrency: usize,
+) -> Waiting {
+    let extra = format!(
+        "[mrtr]\nttl = \"30m\"\nmax_pending_per_principal = {}\n",
+        n + 1000
+    );
+    let pool = format!(
+        "[route.pool]\nmax_sessions = {m}\nmax_sessions_per_principal = {m}\nmax_operations_per_session = 1000\n",
+        m = n + 64
+    );
+    let (gw, url) = start_redmark(dir, label, &format!("{upstream}\n{pool}"), &extra);
+    let pid = gw.child.id();
+    let short = (16, Duration::from_millis(500), Duration::from_secs(2));
+    rt.block_on(load(
+        &url,
+        Kind::Gateway,
+        Work::Elicit("ask"),
+        (1, Duration::ZERO, Duration::from_millis(300)),
+    ));
+    let idle = rt.block_on(load(&url, Kind::Gateway, Work::Echo, short));
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_kib = own_kib(pid);
+    let (opened, error) = rt.block_on(open_waiting(&url, n, concurrency));
+    std::thread::sleep(Duration::from_millis(500));
+    let full_kib = own_kib(pid);
+    let servers_kib = mem_kib(pid, "VmRSS").saturating_sub(own_kib(pid));
+    let full = rt.block_on(load(&url, Kind::Gateway, Work::Echo, short));
+    drop(gw);
+    Waiting {
+        label,
+        n,
+        opened,
+        idle_kib,
+        full_kib,
+        servers_kib,
+        p50_idle: idle.pct(50.0),
+        p50_full: full.pct(50.0),
+        error: error.or(full.first_error),
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this
     // binary without it, and a benchmark is not a test: do nothing then.
@@ -355,26 +582,28 @@ fn main() {
         println!("relay benchmark: run it with `cargo bench --bench relay` or scripts/bench.sh");
         return;
     }
-    let secs = Duration::from_secs(env_num("BENCH_SECONDS", 10).max(1));
-    let warmup = Duration::from_secs(env_num("BENCH_WARMUP_SECONDS", 2));
-    let concurrency = env_num("BENCH_CONCURRENCY", 16).clamp(1, 1024) as usize;
+    let secs = Duration::from_secs(env_num("BENCH_SECONDS", 5).max(1));
+    let warmup = Duration::from_secs(env_num("BENCH_WARMUP_SECONDS", 1));
+    let concurrency = env_num("BENCH_CONCURRENCY", 32).clamp(1, 1024) as usize;
+    let runs = env_num("BENCH_RUNS", 3).clamp(1, 15) as usize;
+    let waiting_n = env_num("BENCH_WAITING", 10_000) as usize;
+    let waiting_stdio = env_num("BENCH_WAITING_STDIO", 200) as usize;
     let root = repo();
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path();
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
 
-    // Upstream: server-everything over Streamable HTTP.
-    let everything =
-        ".cache/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
-    let everything = root.join(everything);
-    assert!(
-        everything.exists(),
-        "no {everything:?}: run scripts/setup-test-deps.sh"
-    );
-    let up_port = free_port();
-    let mut cmd = Command::new("node");
-    cmd.arg(&everything).arg("streamableHttp");
-    cmd.env("PORT", up_port.to_string());
-    let (upstream, _) = Proc::start("server-everything", cmd, dir, "listening on port");
+    // Upstream: the fast hyper server over Streamable HTTP.
+    let fast = built("examples/bench_upstream");
+    let mut cmd = Command::new(&fast);
+    cmd.args(["--http", "0"]);
+    let marker = "bench-upstream listening on port ";
+    let (upstream, text) = Proc::start("bench-upstream", cmd, dir, marker);
+    let up_port: u16 = text
+        .split(marker)
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .expect("upstream port");
     let direct_url = format!("http://127.0.0.1:{up_port}/mcp");
 
     // nginx in front of it (logs only errors, so readiness is the port answering).
@@ -389,62 +618,94 @@ fn main() {
 
     // redmark with one route to it; the pool allows one session per worker.
     let (max, per) = (concurrency.max(64), concurrency.max(16));
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"everything\"\npath = \"/mcp\"\n\
-         [route.upstream]\nurl = \"{direct_url}\"\n\
-         [route.pool]\nmax_sessions = {max}\nmax_sessions_per_principal = {per}\n"
+    let (redmark, gateway_url) = start_redmark(
+        dir,
+        "redmark",
+        &format!(
+            "url = \"{direct_url}\"\n[route.pool]\nmax_sessions = {max}\nmax_sessions_per_principal = {per}\n"
+        ),
+        "",
     );
-    std::fs::write(dir.join("redmark.toml"), config).expect("write redmark.toml");
-    let bin = redmark_bin();
-    let mut cmd = Command::new(&bin);
-    cmd.arg("serve")
-        .arg("--config")
-        .arg(dir.join("redmark.toml"));
-    cmd.env(
-        "RUST_LOG",
-        std::env::var("RUST_LOG").unwrap_or("warn".into()),
-    );
-    let marker = "redmark listening on http://";
-    let (redmark, text) = Proc::start("redmark", cmd, dir, marker);
-    let addr = text
-        .split(marker)
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next());
-    let gateway_url = format!("http://{}/mcp", addr.expect("redmark address"));
 
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     std::thread::sleep(Duration::from_millis(500));
     let redmark_idle = mem_kib(redmark.child.id(), "VmRSS");
-    let nginx_idle = mem_kib(nginx.child.id(), "VmRSS");
     eprintln!(
-        "[bench] {concurrency} workers, {warmup:?} warm-up + {secs:?} per path; redmark {}",
-        bin.display()
+        "[bench] {cores} cores, {concurrency} workers, {runs} runs of {warmup:?} warm-up + {secs:?} per path; redmark {}",
+        built("redmark").display()
     );
 
-    let mut results = Vec::new();
-    let mut mem = Vec::new();
-    for (name, kind, url) in [
+    let params = (concurrency, warmup, secs);
+    let paths = [
         ("direct", Kind::Direct, &direct_url),
         ("nginx", Kind::Nginx, &nginx_url),
-        ("gateway", Kind::Gateway, &gateway_url),
-    ] {
-        eprintln!("[bench] {name}: {url}");
-        let s = rt.block_on(load(url, kind, (concurrency, warmup, secs)));
-        let watched = match kind {
-            Kind::Gateway => Some(("redmark", redmark_idle, redmark.child.id())),
-            Kind::Nginx => Some(("nginx", nginx_idle, nginx.child.id())),
-            Kind::Direct => None,
-        };
-        if let Some((who, idle, pid)) = watched {
-            mem.push((who, idle, mem_kib(pid, "VmRSS"), mem_kib(pid, "VmHWM")));
+        ("redmark", Kind::Gateway, &gateway_url),
+    ];
+    // (rps, p50, p99, errors) per path, per run.
+    let mut pass: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); paths.len()];
+    let mut elicit: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); 2];
+    let mut first_error: Option<String> = None;
+    for run in 1..=runs {
+        for (i, (name, kind, url)) in paths.iter().enumerate() {
+            let s = rt.block_on(load(url, *kind, Work::Echo, params));
+            eprintln!(
+                "[bench] run {run} {name}: {:.0} req/s, p50 {:.2} ms, {} errors",
+                s.rps(),
+                s.pct(50.0),
+                s.errors
+            );
+            first_error = first_error.or(s.first_error.clone());
+            pass[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
         }
-        if let Some(e) = &s.first_error {
-            eprintln!("[bench] {name}: {} errors, first: {e}", s.errors);
+        for (i, tool) in ["ask", "ask2"].into_iter().enumerate() {
+            let s = rt.block_on(load(
+                &gateway_url,
+                Kind::Gateway,
+                Work::Elicit(tool),
+                params,
+            ));
+            eprintln!(
+                "[bench] run {run} elicit {tool}: {:.0} ops/s, p50 {:.2} ms, {} errors",
+                s.rps(),
+                s.pct(50.0),
+                s.errors
+            );
+            first_error = first_error.or(s.first_error.clone());
+            elicit[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
         }
-        results.push((name, s));
+    }
+    let redmark_loaded = mem_kib(redmark.child.id(), "VmHWM");
+    drop(redmark);
+
+    eprintln!("[bench] waiting: {waiting_n} over HTTP, {waiting_stdio} over stdio");
+    let mut waits = vec![measure_waiting(
+        &rt,
+        dir,
+        "hold, multiplexed HTTP",
+        &format!("url = \"{direct_url}\""),
+        waiting_n,
+        64,
+    )];
+    if waiting_stdio > 0 {
+        waits.push(measure_waiting(
+            &rt,
+            dir,
+            "hold, stdio",
+            &format!("command = [\"{}\", \"--stdio\"]", fast.display()),
+            waiting_stdio,
+            16,
+        ));
     }
     drop(rt);
 
+    let med = |rows: &[(f64, f64, f64, usize)]| {
+        (
+            median(rows.iter().map(|r| r.0).collect()),
+            median(rows.iter().map(|r| r.1).collect()),
+            median(rows.iter().map(|r| r.2).collect()),
+            rows.iter().map(|r| r.3).sum::<usize>(),
+        )
+    };
     let mut md = String::new();
     macro_rules! out {
         ($($t:tt)*) => {
@@ -453,58 +714,93 @@ fn main() {
     }
     out!("## relay benchmark\n");
     out!(
-        "`tools/call echo` on server-everything, {concurrency} concurrent keep-alive clients, \
-         {}s measured after {}s warm-up per path, paths run one after another in one process; \
-         {} cores.\n",
+        "{cores} cores. Upstream: `examples/bench_upstream.rs` (hyper) over Streamable HTTP. \
+         {concurrency} concurrent keep-alive clients, {}s measured after {}s warm-up per path; \
+         {runs} runs, paths interleaved, medians shown (errors: total over all runs).\n",
         secs.as_secs(),
         warmup.as_secs(),
-        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
-    out!("| path | ok | errors | req/s | p50 ms | p90 ms | p99 ms |");
-    out!("|---|---:|---:|---:|---:|---:|---:|");
-    for (name, s) in &results {
-        let (ok, errors, rps) = (s.ok, s.errors, s.rps());
-        let (p50, p90, p99) = (s.pct(50.0), s.pct(90.0), s.pct(99.0));
-        out!("| {name} | {ok} | {errors} | {rps:.0} | {p50:.2} | {p90:.2} | {p99:.2} |");
-    }
-    let (d, n, g) = (&results[0].1, &results[1].1, &results[2].1);
-    out!("\n| ratio | throughput | p50 | p99 |");
-    out!("|---|---:|---:|---:|");
-    for (label, base) in [
-        ("gateway / direct", d),
-        ("gateway / nginx", n),
-        ("nginx / direct", d),
-    ] {
-        let top = if label.starts_with("nginx") { n } else { g };
+    out!(
+        "| passthrough `tools/call echo` | req/s | p50 ms | p99 ms | errors | req/s vs nginx | req/s vs direct | added p50 vs nginx's |"
+    );
+    out!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let m: Vec<_> = pass.iter().map(|r| med(r)).collect();
+    let (d, n) = (m[0], m[1]);
+    for ((name, _, _), r) in paths.iter().zip(&m) {
+        let added = if *name == "direct" {
+            "".to_owned()
+        } else {
+            format!("{:.2}x", (r.1 - d.1) / (n.1 - d.1))
+        };
         out!(
-            "| {label} | {:.2}x | {:.2}x | {:.2}x |",
-            top.rps() / base.rps(),
-            top.pct(50.0) / base.pct(50.0),
-            top.pct(99.0) / base.pct(99.0)
+            "| {name} | {:.0} | {:.2} | {:.2} | {} | {:.2}x | {:.2}x | {added} |",
+            r.0,
+            r.1,
+            r.2,
+            r.3,
+            r.0 / n.0,
+            r.0 / d.0
         );
     }
-    out!("\n| memory (RSS, MiB) | idle | end of load | peak (VmHWM) |");
-    out!("|---|---:|---:|---:|");
-    let mib = |k: u64| k as f64 / 1024.0;
-    for (who, idle, end, hwm) in mem {
-        let (idle, end, hwm) = (mib(idle), mib(end), mib(hwm));
-        out!("| {who} | {idle:.1} | {end:.1} | {hwm:.1} |");
+    out!(
+        "\n| hold-mode elicitation through redmark | complete operations/s | p50 ms (whole operation) | p99 ms | errors |"
+    );
+    out!("|---|---:|---:|---:|---:|");
+    for (tool, rows) in [
+        "`ask` (one question, 2 requests)",
+        "`ask2` (two questions at once, 2 requests)",
+    ]
+    .iter()
+    .zip(&elicit)
+    {
+        let r = med(rows);
+        out!(
+            "| {tool} | {:.0} | {:.2} | {:.2} | {} |",
+            r.0,
+            r.1,
+            r.2,
+            r.3
+        );
     }
     out!(
-        "\nnginx figures sum master and workers. Shared machine: absolute numbers are indicative, \
-         the ratios are the point."
+        "\n| waiting questions | N open | gateway RSS idle → with N, MiB | per question | server processes' RSS | passthrough p50 idle → with N, ms |"
     );
+    out!("|---|---:|---:|---:|---:|---:|");
+    let mib = |k: u64| k as f64 / 1024.0;
+    for w in &waits {
+        let per = (w.full_kib.saturating_sub(w.idle_kib) as f64 * 1024.0) / w.opened.max(1) as f64;
+        out!(
+            "| {} | {} of {} | {:.1} → {:.1} | {:.1} KiB | {:.1} MiB | {:.2} → {:.2} |",
+            w.label,
+            w.opened,
+            w.n,
+            mib(w.idle_kib),
+            mib(w.full_kib),
+            per / 1024.0,
+            mib(w.servers_kib),
+            w.p50_idle,
+            w.p50_full
+        );
+        if let Some(e) = &w.error {
+            eprintln!("[bench] {}: first error: {e}", w.label);
+        }
+    }
+    out!("| replay mode | | | not on this branch (see branch `replay`) | | |");
+    out!(
+        "\nredmark RSS: {:.1} MiB idle, peak {:.1} MiB over the passthrough and elicitation runs. \
+         Shared machine: absolute numbers are indicative, the ratios are the point.",
+        mib(redmark_idle),
+        mib(redmark_loaded)
+    );
+    if let Some(e) = &first_error {
+        out!("\nfirst error: `{e}`");
+    }
     print!("{md}");
     let out = root.join("target/bench");
     std::fs::create_dir_all(&out).expect("target/bench");
     std::fs::write(out.join("relay.md"), &md).expect("write target/bench/relay.md");
     eprintln!("[bench] wrote {}", out.join("relay.md").display());
 
-    drop(redmark);
     drop(nginx);
     drop(upstream);
-    assert!(
-        results.iter().all(|(_, s)| s.ok > 0),
-        "a path completed no requests"
-    );
 }

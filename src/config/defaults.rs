@@ -55,6 +55,9 @@ pub fn max_sessions() -> usize {
 pub fn max_sessions_per_principal() -> usize {
     16
 }
+pub fn max_operations_per_session() -> usize {
+    64
+}
 pub fn idle_timeout() -> Duration {
     Duration::from_secs(300)
 }

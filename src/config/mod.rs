@@ -254,6 +254,11 @@ pub struct PoolConfig {
     /// How long a request waits for a free session before `upstream_busy`.
     #[serde(default = "defaults::lease_timeout", with = "humantime_serde")]
     pub lease_timeout: Duration,
+    /// Operations one Streamable HTTP session may carry at once, once the
+    /// route has learned that its server sends each push on its call's own
+    /// stream (until then, and always over stdio: one).
+    #[serde(default = "defaults::max_operations_per_session")]
+    pub max_operations_per_session: usize,
 }
 
 impl Default for PoolConfig {
@@ -263,6 +268,7 @@ impl Default for PoolConfig {
             max_sessions_per_principal: defaults::max_sessions_per_principal(),
             idle_timeout: defaults::idle_timeout(),
             lease_timeout: defaults::lease_timeout(),
+            max_operations_per_session: defaults::max_operations_per_session(),
         }
     }
 }
@@ -512,7 +518,10 @@ impl Config {
                 }
                 _ => {}
             }
-            if r.pool.max_sessions == 0 || r.pool.max_sessions_per_principal == 0 {
+            if r.pool.max_sessions == 0
+                || r.pool.max_sessions_per_principal == 0
+                || r.pool.max_operations_per_session == 0
+            {
                 out.push((
                     route.span(),
                     format!("route `{}`: pool limits must be positive", r.name),

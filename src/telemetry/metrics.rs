@@ -29,6 +29,12 @@ pub struct SessionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModeLabels {
+    pub route: String,
+    pub mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabels {
     pub route: String,
     pub tool: String,
@@ -93,6 +99,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     duration: Family<MethodLabels, Histogram>,
     sessions: Family<SessionLabels, Gauge>,
+    session_ops: Family<RouteLabels, Gauge>,
+    session_mode: Family<ModeLabels, Gauge>,
     connections: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
@@ -128,6 +136,18 @@ impl Metrics {
             "upstream_sessions",
             "Upstream legacy sessions by route and state (idle, leased)",
             sessions.clone(),
+        );
+        let session_ops = Family::<RouteLabels, Gauge>::default();
+        registry.register(
+            "upstream_session_operations",
+            "Operations riding leased upstream sessions (more than the leased sessions when multiplexed)",
+            session_ops.clone(),
+        );
+        let session_mode = Family::<ModeLabels, Gauge>::default();
+        registry.register(
+            "upstream_session_mode",
+            "How a route's sessions are shared, learned from its server: 1 on the current mode (learning, multiplexed, exclusive)",
+            session_mode.clone(),
         );
         let operations = Family::<OperationLabels, Counter>::default();
         registry.register(
@@ -232,6 +252,8 @@ impl Metrics {
             requests,
             duration,
             sessions,
+            session_ops,
+            session_mode,
         }
     }
 
@@ -371,6 +393,27 @@ impl Metrics {
                     state: state.into(),
                 })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Operations on the leased sessions of `route`.
+    pub fn set_session_operations(&self, route: &str, n: usize) {
+        self.session_ops
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The learned session mode of `route`: 1 on `mode`, 0 on the others.
+    pub fn set_session_mode(&self, route: &str, mode: &str) {
+        for m in ["learning", "multiplexed", "exclusive"] {
+            self.session_mode
+                .get_or_create(&ModeLabels {
+                    route: route.into(),
+                    mode: m.into(),
+                })
+                .set(i64::from(m == mode));
         }
     }
 

@@ -1,6 +1,8 @@
 //! The session pool of one route: legacy sessions keyed by (principal,
-//! capability profile), leased one operation at a time, bounded per route and
-//! per principal, reaped when idle, and replaced when they die.
+//! capability profile), leased one operation at a time, or up to
+//! `max_operations_per_session` at a time once the route has learned that its
+//! server names each push's call by its stream ([`super::mode`]); bounded per
+//! route and per principal, reaped when idle, and replaced when they die.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +13,7 @@ use tokio::sync::{Notify, broadcast};
 
 use super::UpstreamError;
 use super::health::Health;
+use super::mode::{Mode, RouteMode};
 use super::session::{Notice, Session, Timeouts};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
@@ -23,16 +26,23 @@ pub struct PoolKey {
     pub profile: Profile,
 }
 
-/// Idle sessions of one key, with the time each was returned.
-type IdleList = Vec<(Arc<Session>, Instant)>;
+/// One started session of a key: how many operations ride it, and since
+/// when it has had none.
+struct Slot {
+    session: Arc<Session>,
+    ops: usize,
+    since: Instant,
+}
 
 #[derive(Default)]
 struct PoolState {
-    idle: HashMap<PoolKey, IdleList>,
+    /// Started sessions by key, idle (no operation) or leased.
+    sessions: HashMap<PoolKey, Vec<Slot>>,
     /// Sessions that exist: idle, leased or starting.
     total: usize,
     per_principal: HashMap<Arc<str>, usize>,
-    leased: usize,
+    /// Sessions starting, by key (shared routes wait for them rather than start more).
+    starting: HashMap<PoolKey, usize>,
 }
 
 impl PoolState {
@@ -46,25 +56,95 @@ impl PoolState {
         }
     }
 
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.sessions.values().flatten()
+    }
+
     fn idle_count(&self) -> usize {
-        self.idle.values().map(Vec::len).sum()
+        self.slots().filter(|s| s.ops == 0).count()
+    }
+
+    fn leased_count(&self) -> usize {
+        self.slots().filter(|s| s.ops > 0).count()
+    }
+
+    fn operations(&self) -> usize {
+        self.slots().map(|s| s.ops).sum()
+    }
+
+    fn starting(&self, key: &PoolKey) -> usize {
+        self.starting.get(key).copied().unwrap_or(0)
+    }
+
+    fn start_done(&mut self, key: &PoolKey) {
+        if let Some(n) = self.starting.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.starting.remove(key);
+            }
+        }
+    }
+
+    /// Removes the slot of `session` under `key`.
+    fn remove(&mut self, key: &PoolKey, session: &Arc<Session>) -> Option<Slot> {
+        let list = self.sessions.get_mut(key)?;
+        let at = list.iter().position(|s| Arc::ptr_eq(&s.session, session))?;
+        let slot = list.swap_remove(at);
+        if list.is_empty() {
+            self.sessions.remove(key);
+        }
+        Some(slot)
     }
 
     /// Removes the oldest idle session matching `filter`, to make room.
     fn evict(&mut self, filter: impl Fn(&PoolKey) -> bool) -> Option<Arc<Session>> {
-        let (key, _) = self
-            .idle
+        let (key, session) = self
+            .sessions
             .iter()
-            .filter(|(k, list)| filter(k) && !list.is_empty())
-            .filter_map(|(k, list)| list.first().map(|(_, at)| (k.clone(), *at)))
-            .min_by_key(|(_, at)| *at)?;
-        let list = self.idle.get_mut(&key)?;
-        let (session, _) = list.remove(0);
-        if list.is_empty() {
-            self.idle.remove(&key);
-        }
+            .filter(|(k, _)| filter(k))
+            .flat_map(|(k, list)| list.iter().filter(|s| s.ops == 0).map(move |s| (k, s)))
+            .min_by_key(|(_, s)| s.since)
+            .map(|(k, s)| (k.clone(), s.session.clone()))?;
+        self.remove(&key, &session)?;
         self.forget(&key.principal);
         Some(session)
+    }
+
+    /// Takes a place on a started session of `key` with room for one more
+    /// operation (`limit` each), the busiest first so that shared sessions
+    /// fill before idle ones are used; idle sessions no longer fit for use
+    /// are handed back to be closed.
+    fn take(
+        &mut self,
+        key: &PoolKey,
+        limit: usize,
+        retired: &mut Vec<Arc<Session>>,
+    ) -> Option<Arc<Session>> {
+        let list = self.sessions.get_mut(key)?;
+        let mut gone = 0;
+        list.retain(|s| {
+            let keep = s.ops > 0 || s.session.is_reusable();
+            if !keep {
+                retired.push(s.session.clone());
+                gone += 1;
+            }
+            keep
+        });
+        let chosen = list
+            .iter_mut()
+            .filter(|s| s.ops < limit && s.session.is_reusable())
+            .max_by_key(|s| s.ops)
+            .map(|s| {
+                s.ops += 1;
+                s.session.clone()
+            });
+        if list.is_empty() {
+            self.sessions.remove(key);
+        }
+        for _ in 0..gone {
+            self.forget(&key.principal);
+        }
+        chosen
     }
 }
 
@@ -95,6 +175,8 @@ pub struct RoutePool {
     notices: broadcast::Sender<Notice>,
     metrics: Arc<Metrics>,
     closed: AtomicBool,
+    /// Whether sessions of this route may carry several operations.
+    mode: Arc<RouteMode>,
     /// How to tell when each session ever started has fully ended.
     endings: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
     /// Whether the upstream can be reached, as the last start found it.
@@ -115,9 +197,17 @@ impl RoutePool {
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let (notices, _) = broadcast::channel(256);
+        let target = target.into();
+        // stdio has one byte stream for everything: no push ever names its call by transport.
+        let start = match &target {
+            Connect::Target(UpstreamTarget::Stdio { .. }) => Mode::Exclusive,
+            Connect::Target(UpstreamTarget::Http { .. }) | Connect::Custom(_) => Mode::Learning,
+        };
+        let mode = RouteMode::new(route.clone(), start, metrics.clone());
         let pool = Arc::new(Self {
             route: route.clone(),
-            target: target.into(),
+            target,
+            mode,
             upstream,
             limits,
             http,
@@ -164,8 +254,24 @@ impl RoutePool {
         self.upstream.call_timeout
     }
 
-    /// Leases a session for one operation, starting one if the limits allow,
-    /// otherwise waiting up to `lease_timeout` for one to come back.
+    /// What this route has learned about sharing its sessions.
+    pub fn mode(&self) -> Mode {
+        self.mode.get()
+    }
+
+    /// Operations one session may carry right now.
+    fn per_session(&self) -> usize {
+        if self.mode.is_multiplexed() {
+            self.limits.max_operations_per_session.max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Leases a session for one operation: a place on a started session with
+    /// room (one operation each until the route is multiplexed), else a new
+    /// session if the limits allow, otherwise waiting up to `lease_timeout`
+    /// for room.
     pub async fn acquire(
         self: &Arc<Self>,
         principal: &Arc<str>,
@@ -181,57 +287,72 @@ impl RoutePool {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let mut retired = Vec::new();
+            let limit = self.per_session();
             let reserved = {
                 let mut st = lock(&self.state);
                 if self.closed.load(Ordering::Acquire) {
                     return Err(UpstreamError::ShuttingDown);
                 }
-                while let Some((session, _)) = st.idle.get_mut(&key).and_then(Vec::pop) {
-                    if session.is_reusable() {
-                        st.leased += 1;
-                        self.publish(&st);
-                        return Ok(Lease::new(self.clone(), key, session));
-                    }
-                    st.forget(&key.principal);
-                    retired.push(session);
+                if let Some(session) = st.take(&key, limit, &mut retired) {
+                    self.publish(&st);
+                    drop(st);
+                    retired.iter().for_each(|s| s.close());
+                    return Ok(Lease::new(self.clone(), key, session));
                 }
-                let mine = st.per_principal.get(principal).copied().unwrap_or(0);
-                if mine >= self.limits.max_sessions_per_principal {
-                    // Make room from this principal's idle sessions of other profiles.
-                    if let Some(s) = st.evict(|k| k.principal == key.principal) {
+                if limit > 1 && st.starting(&key) > 0 {
+                    // A shared session of this key is on its way: wait for a
+                    // place on it rather than start one per waiting request.
+                    false
+                } else {
+                    let mine = st.per_principal.get(principal).copied().unwrap_or(0);
+                    if mine >= self.limits.max_sessions_per_principal {
+                        // Make room from this principal's idle sessions of other profiles.
+                        if let Some(s) = st.evict(|k| k.principal == key.principal) {
+                            retired.push(s);
+                        }
+                    } else if st.total >= self.limits.max_sessions
+                        && let Some(s) = st.evict(|_| true)
+                    {
                         retired.push(s);
                     }
-                } else if st.total >= self.limits.max_sessions
-                    && let Some(s) = st.evict(|_| true)
-                {
-                    retired.push(s);
-                }
 
-                let mine = st.per_principal.get(principal).copied().unwrap_or(0);
-                let room = st.total < self.limits.max_sessions
-                    && mine < self.limits.max_sessions_per_principal;
-                if room {
-                    st.total += 1;
-                    *st.per_principal.entry(principal.clone()).or_default() += 1;
-                    st.leased += 1;
+                    let mine = st.per_principal.get(principal).copied().unwrap_or(0);
+                    let room = st.total < self.limits.max_sessions
+                        && mine < self.limits.max_sessions_per_principal;
+                    if room {
+                        st.total += 1;
+                        *st.per_principal.entry(principal.clone()).or_default() += 1;
+                        *st.starting.entry(key.clone()).or_default() += 1;
+                    }
+                    self.publish(&st);
+                    room
                 }
-                self.publish(&st);
-                room
             };
             retired.iter().for_each(|s| s.close());
             if reserved {
-                return match self.start_session(profile).await {
-                    Ok(session) => Ok(Lease::new(self.clone(), key, session)),
+                let started = self.start_session(profile).await;
+                let mut st = lock(&self.state);
+                st.start_done(&key);
+                let out = match started {
+                    Ok(session) => {
+                        st.sessions.entry(key.clone()).or_default().push(Slot {
+                            session: session.clone(),
+                            ops: 1,
+                            since: Instant::now(),
+                        });
+                        Ok(Lease::new(self.clone(), key, session))
+                    }
                     Err(e) => {
-                        let mut st = lock(&self.state);
                         st.forget(&key.principal);
-                        st.leased = st.leased.saturating_sub(1);
-                        self.publish(&st);
-                        drop(st);
-                        self.freed.notify_waiters();
                         Err(e)
                     }
                 };
+                self.publish(&st);
+                drop(st);
+                // Requests waiting for room: a shared session now has places,
+                // or a failed start left room for another attempt.
+                self.freed.notify_waiters();
+                return out;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(UpstreamError::Busy(self.limits.lease_timeout));
@@ -279,6 +400,7 @@ impl RoutePool {
                 init: self.upstream.init_timeout,
                 write: self.upstream.request_timeout,
             },
+            self.mode.clone(),
         )
         .await;
         if let Ok(session) = &started {
@@ -316,20 +438,30 @@ impl RoutePool {
         }))
     }
 
-    fn give_back(&self, key: PoolKey, session: Arc<Session>) {
+    /// One operation is done with `session`; the session goes idle (or is
+    /// retired) once its last operation is done.
+    fn give_back(&self, key: &PoolKey, session: &Arc<Session>) {
         let mut st = lock(&self.state);
-        st.leased = st.leased.saturating_sub(1);
-        let keep = session.is_reusable() && !self.closed.load(Ordering::Acquire);
-        let retired = if keep {
-            st.idle
-                .entry(key)
-                .or_default()
-                .push((session, Instant::now()));
-            None
-        } else {
-            st.forget(&key.principal);
-            Some(session)
-        };
+        let closed = self.closed.load(Ordering::Acquire);
+        let mut retired = None;
+        let mut idle_now = false;
+        if let Some(slot) = st
+            .sessions
+            .get_mut(key)
+            .and_then(|list| list.iter_mut().find(|s| Arc::ptr_eq(&s.session, session)))
+        {
+            slot.ops = slot.ops.saturating_sub(1);
+            if slot.ops == 0 {
+                slot.since = Instant::now();
+                idle_now = true;
+            }
+        }
+        if idle_now && (closed || !session.is_reusable()) {
+            retired = st.remove(key, session).map(|s| s.session);
+            if retired.is_some() {
+                st.forget(&key.principal);
+            }
+        }
         self.publish(&st);
         drop(st);
         if let Some(session) = retired {
@@ -340,20 +472,31 @@ impl RoutePool {
 
     fn publish(&self, st: &PoolState) {
         self.metrics
-            .set_sessions(&self.route, st.idle_count(), st.leased);
+            .set_sessions(&self.route, st.idle_count(), st.leased_count());
+        self.metrics
+            .set_session_operations(&self.route, st.operations());
     }
 
-    /// Closes every idle session and refuses new leases; leased sessions close when returned.
+    /// Closes every idle session and refuses new leases; leased sessions close
+    /// when their last operation is done.
     pub fn shutdown(&self) {
         self.closed.store(true, Ordering::Release);
         let idle: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
-            let all: Vec<(PoolKey, IdleList)> = st.idle.drain().collect();
             let mut out = Vec::new();
-            for (key, list) in all {
-                for (s, _) in list {
+            let keys: Vec<PoolKey> = st.sessions.keys().cloned().collect();
+            for key in keys {
+                let Some(list) = st.sessions.get_mut(&key) else {
+                    continue;
+                };
+                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| s.ops == 0);
+                *list = kept;
+                if list.is_empty() {
+                    st.sessions.remove(&key);
+                }
+                for s in gone {
                     st.forget(&key.principal);
-                    out.push(s);
+                    out.push(s.session);
                 }
             }
             self.publish(&st);
@@ -378,7 +521,7 @@ impl RoutePool {
     /// Sessions (idle, leased) right now.
     pub fn counts(&self) -> (usize, usize) {
         let st = lock(&self.state);
-        (st.idle_count(), st.leased)
+        (st.idle_count(), st.leased_count())
     }
 
     fn reap_idle(&self) {
@@ -386,21 +529,23 @@ impl RoutePool {
         let expired: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
             let mut out = Vec::new();
-            let keys: Vec<PoolKey> = st.idle.keys().cloned().collect();
+            let keys: Vec<PoolKey> = st.sessions.keys().cloned().collect();
             for key in keys {
-                let Some(list) = st.idle.get_mut(&key) else {
+                let Some(list) = st.sessions.get_mut(&key) else {
                     continue;
                 };
-                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|(s, at)| {
-                    !s.is_reusable() || now.duration_since(*at) >= self.limits.idle_timeout
+                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| {
+                    s.ops == 0
+                        && (!s.session.is_reusable()
+                            || now.duration_since(s.since) >= self.limits.idle_timeout)
                 });
                 *list = kept;
                 if list.is_empty() {
-                    st.idle.remove(&key);
+                    st.sessions.remove(&key);
                 }
-                for (s, _) in gone {
+                for s in gone {
                     st.forget(&key.principal);
-                    out.push(s);
+                    out.push(s.session);
                 }
             }
             if !out.is_empty() {
@@ -433,7 +578,8 @@ async fn reap(pool: std::sync::Weak<RoutePool>) {
     }
 }
 
-/// A session held for one operation; returned to the pool (or retired) on drop.
+/// A place on a session for one operation (the whole session unless the
+/// route is multiplexed); given back to the pool on drop.
 pub struct Lease {
     pool: Arc<RoutePool>,
     key: PoolKey,
@@ -452,6 +598,146 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.pool.give_back(self.key.clone(), self.session.clone());
+        self.pool.give_back(&self.key, &self.session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::{Id, Message};
+    use crate::upstream::session::{CallEvent, CallStep};
+    use crate::upstream::transport::memory::{self, Peer};
+    use serde_json::json;
+
+    /// Where the scripted server sends its push for each call.
+    #[derive(Clone, Copy)]
+    enum PushOn {
+        CallStream,
+        Standalone,
+    }
+
+    /// A server that answers `initialize` and pushes one question per `tools/call`.
+    async fn serve(mut peer: Peer, push_on: PushOn) {
+        while let Some(msg) = peer.recv().await {
+            let Message::Request { id, method, .. } = msg else {
+                continue;
+            };
+            let out = if method == "initialize" {
+                Message::Response {
+                    id,
+                    outcome: Ok(json!({
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "serverInfo": {"name": "scripted", "version": "0"},
+                    })),
+                }
+            } else {
+                let Id::Number(n) = id else { continue };
+                let push = Message::Request {
+                    id: Id::String(format!("push-{n}")),
+                    method: "elicitation/create".into(),
+                    params: Some(json!({"message": format!("for {n}")})),
+                };
+                let sent = match push_on {
+                    PushOn::CallStream => peer.send_on(id, push).await,
+                    PushOn::Standalone => peer.send(push).await,
+                };
+                if !sent {
+                    return;
+                }
+                continue;
+            };
+            if !peer.send(out).await {
+                return;
+            }
+        }
+    }
+
+    fn pool(push_on: PushOn, max_ops: usize) -> Arc<RoutePool> {
+        let connect: Connector = Arc::new(move || {
+            let (link, peer) = memory::pair();
+            tokio::spawn(serve(peer, push_on));
+            Ok(link)
+        });
+        let upstream: UpstreamConfig = toml::from_str("url = \"http://127.0.0.1:9/mcp\"")
+            .unwrap_or_else(|e| panic!("upstream config: {e}"));
+        let limits = PoolConfig {
+            max_operations_per_session: max_ops,
+            lease_timeout: Duration::from_millis(200),
+            max_sessions_per_principal: 2,
+            ..PoolConfig::default()
+        };
+        RoutePool::new(
+            "r".into(),
+            Connect::Custom(connect),
+            upstream,
+            limits,
+            reqwest::Client::new(),
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    /// Leases a place and starts a call; returns the question's message.
+    async fn ask(pool: &Arc<RoutePool>) -> (Lease, crate::upstream::session::Call, String) {
+        let who: Arc<str> = "alice".into();
+        let lease = pool
+            .acquire(&who, Profile::default())
+            .await
+            .unwrap_or_else(|e| panic!("lease: {e}"));
+        let mut call = lease
+            .session()
+            .call("tools/call", Some(json!({"name": "t"})))
+            .await
+            .unwrap_or_else(|e| panic!("call: {e}"));
+        let CallStep::Event(CallEvent::ServerRequest { params, .. }) = call.next().await else {
+            panic!("a push for the call")
+        };
+        let message = params
+            .and_then(|p| p.get("message").and_then(|m| m.as_str().map(str::to_owned)))
+            .unwrap_or_default();
+        assert_eq!(message, format!("for {}", call.upstream_id));
+        (lease, call, message)
+    }
+
+    #[tokio::test]
+    async fn a_push_on_the_call_stream_lets_operations_share_up_to_the_limit() {
+        let pool = pool(PushOn::CallStream, 2);
+        assert_eq!(pool.mode(), Mode::Learning);
+        let a = ask(&pool).await;
+        assert_eq!(pool.mode(), Mode::Multiplexed);
+        let b = ask(&pool).await;
+        assert!(Arc::ptr_eq(a.0.session(), b.0.session()), "shared");
+        let c = ask(&pool).await;
+        assert!(!Arc::ptr_eq(a.0.session(), c.0.session()), "past the limit");
+        assert_eq!(pool.counts(), (0, 2));
+        let d = ask(&pool).await;
+        assert!(Arc::ptr_eq(c.0.session(), d.0.session()));
+        // Two sessions per principal, two operations each: the next one waits, then is busy.
+        let who: Arc<str> = "alice".into();
+        assert!(matches!(
+            pool.acquire(&who, Profile::default()).await,
+            Err(UpstreamError::Busy(_))
+        ));
+        // A cancelled call frees its place and leaves the shared session usable.
+        let (lease, mut call, _) = b;
+        call.cancel("test");
+        drop(call);
+        drop(lease);
+        assert!(a.0.session().is_reusable());
+        let e = ask(&pool).await;
+        assert!(Arc::ptr_eq(a.0.session(), e.0.session()));
+        drop((a, c, d, e));
+        assert_eq!(pool.counts(), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn a_push_on_the_standalone_stream_keeps_sessions_exclusive() {
+        let pool = pool(PushOn::Standalone, 8);
+        let a = ask(&pool).await;
+        assert_eq!(pool.mode(), Mode::Exclusive);
+        let b = ask(&pool).await;
+        assert!(!Arc::ptr_eq(a.0.session(), b.0.session()));
+        assert_eq!(pool.counts(), (0, 2));
     }
 }

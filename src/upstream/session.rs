@@ -1,8 +1,9 @@
 //! One legacy MCP session: the `initialize` handshake declaring exactly one
 //! capability profile, request/response correlation, and the routing of what
 //! the server sends: responses to their waiters, request-scoped traffic
-//! (progress, log messages, pushed requests) to the one call in flight, and
-//! list-changed notices to the route.
+//! (progress, log messages, pushed requests) to the call it belongs to (by
+//! the stream it came on, or the one call in flight), and list-changed
+//! notices to the route.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 mod inbound;
 
 use super::UpstreamError;
+use super::mode::RouteMode;
 use super::transport::Link;
 use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::protocol::profile::Profile;
@@ -29,7 +31,7 @@ pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26"
 /// rather than buffered forever.
 const CALL_QUEUE_DEPTH: usize = 64;
 
-/// Where the call in flight receives its events, and how many it missed.
+/// Where a call in flight receives its events, and how many it missed.
 #[derive(Clone)]
 struct CallSink {
     tx: mpsc::Sender<CallEvent>,
@@ -47,7 +49,7 @@ pub struct InitInfo {
     pub instructions: Option<String>,
 }
 
-/// Request-scoped traffic for the call in flight.
+/// Request-scoped traffic for one call in flight.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallEvent {
     /// `notifications/progress`, `notifications/message`, `notifications/cancelled`, ...
@@ -83,11 +85,17 @@ enum OnTimeout {
 
 struct State {
     pending: Mutex<HashMap<i64, Waiter>>,
-    call_sink: Mutex<Option<CallSink>>,
+    /// The calls in flight, by upstream request id: one on an exclusive
+    /// session, up to `max_operations_per_session` on a multiplexed one.
+    calls: Mutex<HashMap<i64, CallSink>>,
     alive: AtomicBool,
-    /// A call was abandoned mid-flight: late traffic for it could be mistaken
-    /// for another operation's, so the session is not reused.
-    tainted: AtomicBool,
+    /// A call was abandoned mid-flight. Where traffic is attributed by "the
+    /// one call in flight", late traffic for it could be mistaken for another
+    /// operation's, so the session is not reused unless the route is
+    /// multiplexed (attribution by stream, where late traffic has no owner).
+    abandoned: AtomicBool,
+    /// What the route learned about its server's pushes; the dispatcher teaches it.
+    mode: Arc<RouteMode>,
     lost_reason: Mutex<Option<String>>,
     next_id: AtomicI64,
 }
@@ -138,6 +146,7 @@ impl Session {
         profile: Profile,
         notices: broadcast::Sender<Notice>,
         timeouts: Timeouts,
+        mode: Arc<RouteMode>,
     ) -> Result<Arc<Session>, UpstreamError> {
         let init_timeout = timeouts.init;
         let Link {
@@ -150,9 +159,10 @@ impl Session {
         } = link;
         let state = Arc::new(State {
             pending: Mutex::new(HashMap::new()),
-            call_sink: Mutex::new(None),
+            calls: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
-            tainted: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            mode,
             lost_reason: Mutex::new(None),
             next_id: AtomicI64::new(1),
         });
@@ -256,9 +266,17 @@ impl Session {
         self.state.alive.load(Ordering::Acquire)
     }
 
-    /// Alive and never left with a half-finished call.
+    /// Alive, and either never left with a half-finished call or attributing
+    /// traffic by stream (multiplexed), where a half-finished call's late
+    /// traffic reaches nobody.
     pub fn is_reusable(&self) -> bool {
-        self.is_alive() && !self.state.tainted.load(Ordering::Acquire)
+        self.is_alive()
+            && (!self.state.abandoned.load(Ordering::Acquire) || self.state.mode.is_multiplexed())
+    }
+
+    /// Calls in flight on this session right now.
+    pub fn calls_in_flight(&self) -> usize {
+        lock(&self.state.calls).len()
     }
 
     pub fn upstream_session_id(&self) -> Option<String> {
@@ -359,7 +377,7 @@ impl Session {
         }
     }
 
-    /// Starts the one call of this lease; its request-scoped traffic arrives on the returned [`Call`].
+    /// Starts the call of this lease; its request-scoped traffic arrives on the returned [`Call`].
     pub async fn call(
         self: &Arc<Self>,
         method: &str,
@@ -367,11 +385,14 @@ impl Session {
     ) -> Result<Call, UpstreamError> {
         let (events_tx, events_rx) = mpsc::channel(CALL_QUEUE_DEPTH);
         let dropped = Arc::new(AtomicU64::new(0));
-        *lock(&self.state.call_sink) = Some(CallSink {
-            tx: events_tx,
-            dropped: dropped.clone(),
-        });
         let (id, response) = self.register();
+        lock(&self.state.calls).insert(
+            id,
+            CallSink {
+                tx: events_tx,
+                dropped: dropped.clone(),
+            },
+        );
         if let Err(e) = self
             .send(Message::Request {
                 id: Id::Number(id),
@@ -380,7 +401,8 @@ impl Session {
             })
             .await
         {
-            lock(&self.state.call_sink).take();
+            lock(&self.state.calls).remove(&id);
+            lock(&self.state.pending).remove(&id);
             return Err(e);
         }
         Ok(Call {
@@ -402,7 +424,10 @@ impl Session {
         // Best effort from synchronous contexts (drop): a full queue means the
         // session is in trouble anyway, and it is retired below.
         let _ = self.outbound.try_send(msg.to_value());
-        self.state.tainted.store(true, Ordering::Release);
+        // A server need not answer a cancelled request: a long-lived shared
+        // session must not keep its waiter forever.
+        lock(&self.state.pending).remove(&id);
+        self.state.abandoned.store(true, Ordering::Release);
     }
 
     /// Resolves once the peer is fully gone after [`Session::close`].
@@ -484,7 +509,7 @@ impl Call {
 
     fn finish(&mut self) {
         self.finished = true;
-        lock(&self.session.state.call_sink).take();
+        lock(&self.session.state.calls).remove(&self.upstream_id);
     }
 }
 
@@ -516,6 +541,11 @@ mod tests {
                 init: Duration::from_secs(3),
                 write: Duration::from_secs(3),
             },
+            crate::upstream::mode::RouteMode::new(
+                "r".into(),
+                crate::upstream::mode::Mode::Learning,
+                Arc::new(crate::telemetry::metrics::Metrics::new()),
+            ),
         ));
         let Some(Message::Request { method, .. }) = peer.recv().await else {
             panic!("initialize first")

@@ -1,6 +1,8 @@
 //! What a legacy server sends, routed: responses to their waiters, pushed
-//! requests and request-scoped notifications to the one call in flight,
-//! list-changed notices to the route, `ping` answered here.
+//! requests and request-scoped notifications to the call whose stream carried
+//! them (or the one call in flight, when nothing else can own them),
+//! list-changed notices to the route, `ping` answered here. Where pushes
+//! arrive teaches the route its [`crate::upstream::mode::Mode`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -8,7 +10,7 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use super::{CallEvent, Notice, State, lock};
+use super::{CallEvent, CallSink, Notice, State, lock};
 use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::protocol::Reason;
 use crate::upstream::transport::Inbound;
@@ -26,6 +28,36 @@ pub(super) async fn answer(
     }
 }
 
+/// Where a request-scoped message goes: the call whose stream carried it,
+/// or, with no stream to tell, the one call in flight. `None`: nobody (or
+/// more than one call could own it, and redmark does not guess).
+fn owner(state: &State, stream: Option<&Id>) -> Option<CallSink> {
+    let calls = lock(&state.calls);
+    if let Some(Id::Number(n)) = stream
+        && let Some(sink) = calls.get(n)
+    {
+        return Some(sink.clone());
+    }
+    if stream.is_some() && state.mode.is_multiplexed() {
+        // The stream of a request that is no call (or a call already over):
+        // on a shared session nothing else can claim it.
+        return None;
+    }
+    if stream.is_none() && state.abandoned.load(Ordering::Acquire) {
+        // An abandoned call's late push could look like the one in flight's.
+        return None;
+    }
+    match calls.len() {
+        1 => calls.values().next().cloned(),
+        _ => None,
+    }
+}
+
+/// Whether `stream` is the stream of a call in flight.
+fn on_call_stream(state: &State, stream: Option<&Id>) -> bool {
+    matches!(stream, Some(Id::Number(n)) if lock(&state.calls).contains_key(n))
+}
+
 /// Routes everything the server sends until the transport ends, then marks
 /// the session lost and releases every waiter.
 pub(super) async fn dispatch(
@@ -39,8 +71,9 @@ pub(super) async fn dispatch(
         let Some(item) = inbound.recv().await else {
             break "the transport ended".to_owned();
         };
-        let msg = match item {
-            Inbound::Message(m) => m,
+        let (stream, msg) = match item {
+            Inbound::Message(m) => (None, m),
+            Inbound::OnStream(id, m) => (Some(id), m),
             Inbound::Closed(why) => break why,
         };
         match msg {
@@ -57,8 +90,16 @@ pub(super) async fn dispatch(
                 answer(&outbound, id, Ok(json!({}))).await;
             }
             Message::Request { id, method, params } => {
-                let sink = lock(&state.call_sink).clone();
-                let delivered = match sink {
+                // What the route learns: a push on its own call's stream
+                // means the server names the call each push belongs to; one
+                // on no call's stream means it does not (and never will be
+                // trusted to).
+                if on_call_stream(&state, stream.as_ref()) {
+                    state.mode.saw_push_on_call_stream();
+                } else if stream.is_none() {
+                    state.mode.saw_push_on_standalone();
+                }
+                let delivered = match owner(&state, stream.as_ref()) {
                     Some(sink) => sink
                         .tx
                         .send(CallEvent::ServerRequest {
@@ -72,8 +113,8 @@ pub(super) async fn dispatch(
                 };
                 if !delivered {
                     // spec 2025-11-25 SEP-2260: server requests belong to a client
-                    // request; with none in flight there is nobody to ask.
-                    tracing::info!(route = %route, %method, "upstream pushed a request with no call in flight; refused");
+                    // request; with none in flight (or none it names) there is nobody to ask.
+                    tracing::info!(route = %route, %method, "upstream pushed a request with no call in flight to carry it; refused");
                     let err = ErrorObject::new(
                         Reason::NoRequestInFlight.code(),
                         format!("redmark: no client request is in flight to carry `{method}`"),
@@ -88,8 +129,7 @@ pub(super) async fn dispatch(
                     let _ = notices.send(Notice { method, params });
                     continue;
                 }
-                let sink = lock(&state.call_sink).clone();
-                match sink {
+                match owner(&state, stream.as_ref()) {
                     Some(sink) => {
                         if sink
                             .tx
@@ -105,7 +145,7 @@ pub(super) async fn dispatch(
                         }
                     }
                     None => {
-                        tracing::debug!(route = %route, %method, "upstream notification outside any call");
+                        tracing::debug!(route = %route, %method, "upstream notification no call in flight owns");
                     }
                 }
             }
@@ -115,7 +155,8 @@ pub(super) async fn dispatch(
     tracing::info!(route = %route, reason = %reason, "upstream session lost");
     // The first reason stands (a session closed for not reading says so).
     lock(&state.lost_reason).get_or_insert(reason);
-    // Dropping the waiters tells every caller the session is gone.
+    // Dropping the waiters tells every caller the session is gone: every
+    // operation on a shared session ends with its own `upstream_lost`.
     lock(&state.pending).clear();
-    lock(&state.call_sink).take();
+    lock(&state.calls).clear();
 }

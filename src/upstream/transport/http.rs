@@ -264,9 +264,18 @@ impl Shared {
     }
 
     async fn deliver(&self, data: &[u8]) {
+        self.deliver_on(None, data).await;
+    }
+
+    /// Hands up one message; `stream` is the request whose POST answer carried it.
+    async fn deliver_on(&self, stream: Option<&Id>, data: &[u8]) {
         match message_from_body(data) {
             Ok(msg) => {
-                let _ = self.inbound.send(Inbound::Message(msg)).await;
+                let item = match stream {
+                    Some(id) => Inbound::OnStream(id.clone(), msg),
+                    None => Inbound::Message(msg),
+                };
+                let _ = self.inbound.send(item).await;
             }
             Err(e) => {
                 tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC");
@@ -288,7 +297,8 @@ impl Shared {
             match decoder.feed(&chunk) {
                 Ok(events) => {
                     for ev in events.iter().filter(|e| carries_message(e)) {
-                        self.deliver(ev.data.as_bytes()).await;
+                        self.deliver_on(request_id.as_ref(), ev.data.as_bytes())
+                            .await;
                     }
                 }
                 Err(e) => {

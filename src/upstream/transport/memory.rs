@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Id, Message};
 
 /// The server's end of an in-process link.
 pub struct Peer {
@@ -62,6 +62,15 @@ impl Peer {
     pub async fn send(&self, message: Message) -> bool {
         self.to_session
             .send(Inbound::Message(message))
+            .await
+            .is_ok()
+    }
+
+    /// Sends a message as if on the response stream of the session's request
+    /// `id` (what an HTTP server does with a push that names its request).
+    pub async fn send_on(&self, id: Id, message: Message) -> bool {
+        self.to_session
+            .send(Inbound::OnStream(id, message))
             .await
             .is_ok()
     }

@@ -9,12 +9,17 @@ pub mod stdio;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Id, Message};
 
 /// What a transport hands up to its session.
 #[derive(Debug)]
 pub enum Inbound {
+    /// A message with no stream of its own: stdio, a plain JSON answer, or
+    /// HTTP's standalone GET stream.
     Message(Message),
+    /// A message that arrived on the response stream of our request `Id`
+    /// (HTTP: the SSE answer to its POST), so it belongs to that request.
+    OnStream(Id, Message),
     /// The peer is gone; no more messages will arrive.
     Closed(String),
 }
