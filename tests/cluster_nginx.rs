@@ -1,12 +1,16 @@
 //! Three `redmark` processes behind a Debian nginx (plain round robin, no
 //! stickiness), with a Debian `redis-server` as `[state] store`: route `/mcp`
 //! in front of one `tests/fixtures/mrtr_server.py` over Streamable HTTP shared
-//! by all three, route `/stdio` in front of one per replica. Real 2026-07-28
+//! by all three, route `/stdio` in front of one per replica, route `/replay`
+//! in front of the shared server in replay mode. Real 2026-07-28
 //! clients (PyPI `mcp` 2.3.0, npm `@modelcontextprotocol/client`) walk
 //! multi-round hold-mode operations whose rounds land on different replicas;
-//! the replicas' own `/metrics` say they forwarded. Then 20 concurrent
+//! the replicas' own `/metrics` say they forwarded. Replay-mode operations
+//! complete with nothing forwarded, and a consumed replay-mode state is
+//! refused by every replica (Redis). Then 20 concurrent
 //! operations answered in reverse order, the internal endpoint refusing an
-//! unsigned request, `kill -9` of a replica mid-operation, and a drained
+//! unsigned request, `kill -9` of a replica mid-operation (its hold-mode
+//! questions are `owner_unreachable`, a replay-mode one completes), and a drained
 //! replica finishing its operation before it exits.
 //!
 //! Everything listens on 127.0.0.1, on ports chosen here; nginx's config is
@@ -28,7 +32,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mrtr_support::{accept, claims, form_caps, secret};
+use mrtr_support::{TEST_SECRET, accept, claims, form_caps, secret};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -87,6 +91,10 @@ fn forwarded(route: &str) -> String {
     format!(r#"redmark_forwarded_retries_total{{route="{route}",outcome="forwarded"}}"#)
 }
 
+fn replayed(tool: &str) -> String {
+    format!(r#"redmark_replay_rounds_total{{route="replay",tool="{tool}"}}"#)
+}
+
 fn received(route: &str) -> String {
     format!(r#"redmark_forwards_received_total{{route="{route}"}}"#)
 }
@@ -130,6 +138,15 @@ path = "/stdio"
 [route.upstream]
 command = [{}, {}]
 init_timeout = "120s"
+
+# Replay mode: nothing held between rounds, no owner to forward to.
+[[route]]
+name = "replay"
+path = "/replay"
+policy = "replay.toml"
+[route.upstream]
+url = "http://127.0.0.1:{server}/mcp"
+init_timeout = "60s"
 "#,
         toml_path(&py),
         toml_path(&script),
@@ -192,9 +209,15 @@ impl Cluster {
             .args(["--http", "0"]);
         let (server, server_port) = spawn_listening(server, "Uvicorn running on").await;
         let env = [
-            ("REDMARK_STATE_KEY", secret()),
+            // The harness's default key, so `claims` can read the states.
+            ("REDMARK_STATE_KEY", TEST_SECRET.to_owned()),
             ("REDMARK_CLUSTER_KEY", secret()),
         ];
+        std::fs::write(
+            dir.path().join("replay.toml"),
+            "[defaults]\nmode = \"replay\"\n",
+        )
+        .unwrap();
         let mut replicas = Vec::new();
         for node in NODES {
             let internal = free_port();
@@ -379,6 +402,30 @@ async fn three_replicas_behind_nginx_serve_every_round_wherever_it_lands() {
         assert_eq!(out["content"]["name"], format!("n{i}"));
     }
 
+    // Replay mode through the same balancer: every round on whichever replica,
+    // nothing forwarded, nothing held.
+    let lines = py_client(&cluster.url("/replay"), &rounds_script("py-replay")).await;
+    let done = step(&lines, 0);
+    assert_eq!(done["ok"], true, "replay: {lines:?}");
+    assert_eq!(
+        names(&tool_output(&done["result"])),
+        ["one", "two", "three"]
+    );
+    assert!(cluster.sum(&replayed("rounds")).await >= 3.0);
+    assert_eq!(cluster.sum(&forwarded("replay")).await, 0.0);
+    // A consumed replay-mode state is refused by every replica (Redis single use).
+    let replay_ep = McpClient::new(cluster.url("/replay"));
+    let op = Op::tool("ask", json!({"tag": "once"})).caps(form_caps());
+    let first = input_required("tools/call", &op.start(&replay_ep).await);
+    assert_eq!(claims(&first.state).m, "replay");
+    let used = op.answer(&replay_ep, &first, accept("once")).await;
+    assert_eq!(output(&used)["content"]["name"], "once");
+    for r in cluster.running() {
+        let direct = McpClient::new(format!("{}/replay", r.process().base));
+        let again = op.answer(&direct, &first, accept("twice")).await;
+        assert_error(&again, 200, -32602, "state_replayed");
+    }
+
     // The internal endpoint refuses what the cluster secret did not sign.
     let r1 = cluster.replica("r1");
     let unsigned = McpClient::new(format!("http://127.0.0.1:{}/mcp", r1.internal));
@@ -402,6 +449,10 @@ async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishe
     }
     let owner: Vec<String> = asked.iter().map(|a| claims(&a.state).node).collect();
     let victim = owner[0].clone();
+    // A replay-mode question waiting for its person: no replica holds it.
+    let replay_ep = McpClient::new(cluster.url("/replay")).with_patience(Duration::from_secs(60));
+    let replay_op = Op::tool("ask", json!({"tag": "survives"})).caps(form_caps());
+    let replay_asked = input_required("tools/call", &replay_op.start(&replay_ep).await);
     let by_owner: HashMap<&str, usize> = owner.iter().fold(HashMap::new(), |mut m, o| {
         *m.entry(o.as_str()).or_default() += 1;
         m
@@ -434,6 +485,11 @@ async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishe
             assert_eq!(output(&resp)["content"]["name"], format!("after{i}"));
         }
     }
+    // The replay-mode operation does not care which replica died.
+    let done = replay_op
+        .answer(&replay_ep, &replay_asked, accept("still here"))
+        .await;
+    assert_eq!(output(&done)["content"]["name"], "still here");
     cluster.settled().await;
 
     // Drain: a waiting operation owned by a survivor, then SIGTERM to it.
@@ -446,8 +502,11 @@ async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishe
             waiting = Some((op, a));
             break;
         }
-        // Not the one to drain: answered at once.
-        output(&op.answer(&ep, &a, accept("skip")).await);
+        // Not the one to drain: answered at once, at its owner, so the
+        // balancer sees one request per attempt and alternates its replicas.
+        let owner = claims(&a.state).node;
+        let direct = McpClient::new(format!("{}/mcp", cluster.replica(&owner).process().base));
+        output(&op.answer(&direct, &a, accept("skip")).await);
     }
     let (op, a) = waiting.expect("round robin reaches every survivor");
     let draining = cluster.replica_mut(survivors[0]).process.take().unwrap();
