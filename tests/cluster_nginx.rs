@@ -412,6 +412,14 @@ async fn three_replicas_behind_nginx_serve_every_round_wherever_it_lands() {
         ["one", "two", "three"]
     );
     assert!(cluster.sum(&replayed("rounds")).await >= 3.0);
+    // Its rounds were asked by different replicas (round robin, no stickiness).
+    let mut asking = 0;
+    for r in cluster.running() {
+        if r.metric(&replayed("rounds")).await > 0.0 {
+            asking += 1;
+        }
+    }
+    assert!(asking >= 2, "replay rounds asked by {asking} replica(s)");
     assert_eq!(cluster.sum(&forwarded("replay")).await, 0.0);
     // A consumed replay-mode state is refused by every replica (Redis single use).
     let replay_ep = McpClient::new(cluster.url("/replay"));
