@@ -22,6 +22,7 @@
 //! - [`config`]: the config file and its checks.
 //! - [`protocol`] (bottom), [`jsonrpc`], [`sse`]: the typed 2026-07-28
 //!   request, result shaping, and the one table of every `data.reason`.
+//! - [`signal`] (bottom): SIGHUP, registered at once, for the reload watchers.
 //!
 //! [`app`] is the composition step: it loads config, policies and keys once
 //! (failing closed) and builds the [`front::Gateway`]; [`start`] binds the
@@ -38,6 +39,7 @@ pub mod mrtr;
 pub mod policy;
 pub mod protocol;
 pub mod route;
+pub mod signal;
 pub mod sse;
 pub mod telemetry;
 pub mod upstream;

@@ -192,26 +192,13 @@ pub fn watch(listeners: Vec<Arc<Tls>>, mut stop: tokio::sync::watch::Receiver<bo
     if listeners.is_empty() {
         return;
     }
-    // Registered before this returns, not when the task first runs: a
-    // SIGHUP that arrives in between would otherwise take its default
-    // action and end the process.
-    #[cfg(unix)]
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut hup = crate::signal::Hangup::register();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            #[cfg(unix)]
-            let hangup = async {
-                match hup.as_mut() {
-                    Some(s) => s.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let hangup = std::future::pending::<Option<()>>();
             tokio::select! {
-                _ = hangup => {
+                () = hup.recv() => {
                     for tls in &listeners {
                         tls.reload_logged("SIGHUP");
                     }

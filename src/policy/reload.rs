@@ -123,26 +123,13 @@ pub fn watch(
     on_reload: OnReload,
 ) {
     let files = handles.iter().filter(|(_, h)| h.path().is_some()).count();
-    // Registered before this returns, not when the task first runs: a
-    // SIGHUP that arrives in between would otherwise take its default
-    // action and end the process.
-    #[cfg(unix)]
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut hup = crate::signal::Hangup::register();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            #[cfg(unix)]
-            let hangup = async {
-                match hup.as_mut() {
-                    Some(s) => s.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let hangup = std::future::pending::<Option<()>>();
             tokio::select! {
-                _ = hangup => {
+                () = hup.recv() => {
                     if files == 0 {
                         tracing::info!("SIGHUP: no policy files to reload");
                     }
