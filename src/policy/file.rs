@@ -182,7 +182,11 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
         let mut fields = HashMap::new();
         for (field, rules) in &t.fields {
             match compile_field(&env, name, field, rules.get_ref()) {
-                Ok(r) => {
+                Ok(mut r) => {
+                    if r.authz.is_some() {
+                        r.authz_at =
+                            Some(format!("{file}:{}", at(rules.span(), String::new()).line));
+                    }
                     fields.insert(field.clone(), r);
                 }
                 Err(messages) => problems.extend(messages.into_iter().map(|m| at(rules.span(), m))),
@@ -443,6 +447,7 @@ fn compile_field(
         required: raw.required,
         authz,
         authz_source: raw.authz.clone(),
+        authz_at: None,
         authz_message: raw.authz_message.clone(),
         sensitive: raw.sensitive,
         log_value: raw.log_value,
