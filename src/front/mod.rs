@@ -60,6 +60,8 @@ pub struct Gateway {
     /// How `POST /reload` on the admin listener reloads the config file; set
     /// by the composition step only when the admin listener is on loopback.
     pub reload: std::sync::OnceLock<ReloadHook>,
+    /// The watcher of the routes' policy files; a config reload replaces what it watches.
+    pub policy_watch: crate::policy::reload::PolicyWatch,
 }
 
 /// Reloads the config file: what changed, or why nothing did.
