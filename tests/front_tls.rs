@@ -75,16 +75,39 @@ async fn https_serves_http2_and_http1_by_alpn() {
     gw.stop().await;
 }
 
+/// A server certificate of one CA and client certificates of another, the
+/// `[server.tls]` section requiring them (mutual TLS).
+struct Mutual {
+    dir: tempfile::TempDir,
+    ca: TestCa,
+    clients: TestCa,
+    section: String,
+}
+
+impl Mutual {
+    fn new() -> Mutual {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("redmark test CA");
+        let (cert, key) = ca.server("gateway").write(dir.path(), "server");
+        let clients = TestCa::new("client CA");
+        let ca_file = dir.path().join("clients.pem");
+        std::fs::write(&ca_file, &clients.pem).unwrap();
+        let section = tls_section(&cert, &key, Some(&ca_file));
+        Mutual {
+            dir,
+            ca,
+            clients,
+            section,
+        }
+    }
+}
+
 #[tokio::test]
 async fn client_ca_requires_a_client_certificate_from_that_ca() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("redmark test CA");
-    let (cert, key) = ca.server("gateway").write(dir.path(), "server");
-    let clients = TestCa::new("client CA");
-    let ca_file = dir.path().join("clients.pem");
-    std::fs::write(&ca_file, &clients.pem).unwrap();
-    let config = rooms_config(&tls_section(&cert, &key, Some(&ca_file)));
-    let alice = clients.client("alice");
+    let m = Mutual::new();
+    let ca = &m.ca;
+    let config = rooms_config(&m.section);
+    let alice = m.clients.client("alice");
     let gw = TestGateway::start_https(&config, ca.https_client(Some(&alice))).await;
 
     let ok = list(&gw.http, &gw.url).await.unwrap();
@@ -199,12 +222,8 @@ async fn list_rooms(http: &reqwest::Client, url: &str, key: Option<&str>) -> Res
 
 #[tokio::test]
 async fn a_client_certificate_names_the_principal_with_client_principal() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("redmark test CA");
-    let (cert, key) = ca.server("gateway").write(dir.path(), "server");
-    let clients = TestCa::new("client CA");
-    let ca_file = dir.path().join("clients.pem");
-    std::fs::write(&ca_file, &clients.pem).unwrap();
+    let m = Mutual::new();
+    let (dir, ca, clients) = (&m.dir, &m.ca, &m.clients);
     // Calls need credentials ([auth]); the rule sees who the certificate names.
     let policy = dir.path().join("certs.toml");
     std::fs::write(
@@ -213,9 +232,8 @@ async fn a_client_certificate_names_the_principal_with_client_principal() {
     )
     .unwrap();
     const KEY: &str = "key-bob-0123456789abcdef";
-    let extra = tls_section(&cert, &key, Some(&ca_file))
-        + "client_principal = \"common_name\"\n"
-        + &api_key(KEY, "bob", &[]);
+    let extra =
+        m.section.clone() + "client_principal = \"common_name\"\n" + &api_key(KEY, "bob", &[]);
     let config = rooms_config(&extra).replace(
         "path = \"/mcp\"\n",
         &format!("path = \"/mcp\"\npolicy = {}\n", toml_path(&policy)),
