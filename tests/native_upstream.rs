@@ -43,8 +43,13 @@ fn server_cmd(fx: &Fixture, http: bool) -> Command {
 
 /// The config of one route in front of `upstream` (a `[route.upstream]` body).
 fn config(fx: &Fixture, upstream: &str) -> String {
+    config_with(fx, "", upstream)
+}
+
+/// [`config`] with `top` (tables such as `[state]`) before `[[route]]`.
+fn config_with(fx: &Fixture, top: &str, upstream: &str) -> String {
     format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{top}\n\
          [[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n\
          [route.upstream]\n{upstream}\ninit_timeout = \"120s\"\n",
         fx.policy(POLICY)
@@ -104,6 +109,10 @@ fn protocol_gauge(protocol: &str) -> String {
 /// A real 2026 client answers accept, decline and cancel; the server's own
 /// tool reports each outcome exactly as it received it.
 async fn three_ways_from_the_py_client(fx: &Fixture, gw: &TestGateway) {
+    three_ways(fx, gw, false).await;
+}
+
+async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool) {
     let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
     let script = json!({
         "steps": [step("accept"), step("decline"), step("cancel")],
@@ -113,9 +122,17 @@ async fn three_ways_from_the_py_client(fx: &Fixture, gw: &TestGateway) {
             {"action": "cancel"},
         ],
     });
-    let out = py_client(&gw.url, &script).await;
+    let out = if node {
+        ts_client(&gw.url, &script).await
+    } else {
+        py_client(&gw.url, &script).await
+    };
     let asked: Vec<&Value> = out.iter().filter(|l| l["event"] == "elicitation").collect();
     assert_eq!(asked.len(), 3, "{out:#?}");
+    if node {
+        // The Node driver prints the key it answered: the server's own.
+        assert_eq!(asked[0]["key"], KEY, "{out:#?}");
+    }
     assert_eq!(
         asked[0]["message"], "How many nights at the Ritz?",
         "{out:#?}"
@@ -161,6 +178,15 @@ async fn auto_detects_a_native_http_server_and_its_questions_reach_a_2026_client
         "{}",
         gw.metrics().await
     );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn ts_client_answers_a_native_http_server_three_ways() {
+    let fx = Fixture::new();
+    let (_server, upstream) = http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    three_ways(&fx, &gw, true).await;
     gw.stop().await;
 }
 
@@ -273,6 +299,20 @@ async fn a_tampered_wrapped_state_is_refused_before_the_server_sees_anything() {
     let r = op.retry(&ep, &q.state, good).await;
     assert_error(&r, 200, -32602, "state_replayed");
     assert_eq!(received(&fx).len(), 1);
+    gw.stop().await;
+}
+
+/// The wrapped state (the server's own, plus the questions) is bounded by
+/// `[state] max_bytes` like any other: past it the call ends, precisely.
+#[tokio::test]
+async fn a_wrapped_state_past_max_bytes_ends_the_call() {
+    let fx = Fixture::new();
+    let (_server, upstream) = http_server(&fx).await;
+    let gw = TestGateway::start(&config_with(&fx, "[state]\nmax_bytes = 1024\n", &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    let r = book().start(&ep).await;
+    let data = assert_error(&r, 200, -32602, "state_too_large").data();
+    assert_eq!(data["max_bytes"], 1024, "{data}");
     gw.stop().await;
 }
 
