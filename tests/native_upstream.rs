@@ -213,7 +213,9 @@ async fn auto_detects_a_native_stdio_server_which_serves_concurrent_calls() {
 async fn invalid_and_denied_answers_never_reach_the_native_server() {
     let fx = Fixture::new();
     let (_server, upstream) = http_server(&fx).await;
-    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let audit_path = fx.path("audit.jsonl");
+    let top = format!("[audit]\npath = {}\n", toml_path(&audit_path));
+    let gw = TestGateway::start(&config_with(&fx, &top, &upstream)).await;
     let ep = McpClient::new(&gw.url);
     let op = book();
     let first = op.start(&ep).await;
