@@ -369,3 +369,51 @@ async fn the_same_server_pinned_legacy_is_fronted_through_conversion() {
     assert_eq!(gw.metric(&protocol_gauge("legacy")).await, Some(1.0));
     gw.stop().await;
 }
+
+/// Detection is cached per route and forgotten when the server stops
+/// answering: the native server goes away, and a legacy server (PyPI `mcp`
+/// 1.30.0 FastMCP) comes up on the same port; the next request detects it
+/// and the route is fronted through conversion.
+#[tokio::test]
+async fn a_server_that_goes_away_is_detected_again() {
+    let fx = Fixture::new();
+    let (mut native, port) = spawn_listening(server_cmd(&fx, true), "Uvicorn running").await;
+    let upstream = format!("url = \"http://127.0.0.1:{port}/mcp\"");
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    input_required("tools/call", &book().start(&ep).await);
+    assert_eq!(gw.metric(&protocol_gauge("2026-07-28")).await, Some(1.0));
+
+    native.0.kill().await.unwrap();
+    let r = ep.rpc("tools/list", json!({}), caps()).await;
+    assert_eq!(r.reason(), "upstream_unavailable", "{:?}", r.last());
+    assert_eq!(gw.metric(&protocol_gauge("unknown")).await, Some(1.0));
+
+    let mut legacy = Command::new(legacy_python());
+    legacy
+        .arg(fixture_file("e2e_legacy_py.py"))
+        .args(["--http", &port.to_string()]);
+    let _legacy = spawn_until(legacy, "Uvicorn running").await;
+    let op = Op::tool("register", json!({"event": "the launch"})).caps(caps());
+    let q = eventually("the legacy server answers", || {
+        let (op, ep) = (&op, &ep);
+        async move {
+            let r = op.start(ep).await;
+            if r.last().get("result").is_some() {
+                Ok(input_required("tools/call", &r))
+            } else {
+                Err(format!("{:?}", r.last()))
+            }
+        }
+    })
+    .await;
+    // Converted: redmark's own key for a legacy push.
+    assert_eq!(q.keys(), vec!["elicitation-1"]);
+    let r = op
+        .answer(&ep, &q, accepted(json!({"name": "Ada", "guests": 1})))
+        .await;
+    complete("tools/call", &r);
+    assert_eq!(gw.metric(&protocol_gauge("legacy")).await, Some(1.0));
+    assert_eq!(readyz(&gw).await["routes"][0]["protocol"], "legacy");
+    gw.stop().await;
+}
