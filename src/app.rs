@@ -29,6 +29,7 @@ use crate::telemetry::access::{AccessLog, AccessTarget};
 use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
+use crate::upstream::native::NativeUpstream;
 use crate::upstream::pool::{Connect, Connector, RoutePool};
 
 /// Why the gateway did not start.
@@ -390,6 +391,17 @@ fn routes(
             Some(c) => Connect::Custom(c.clone()),
             None => Connect::Target(r.target(&config.base_dir)),
         };
+        let target = match &connect {
+            Connect::Target(t) => Some(t.clone()),
+            Connect::Custom(_) => None,
+        };
+        let native = NativeUpstream::new(
+            name.clone(),
+            target.as_ref(),
+            r.upstream.get_ref(),
+            http.clone(),
+            metrics.clone(),
+        );
         let pool = RoutePool::new(
             name.clone(),
             connect,
@@ -403,6 +415,7 @@ fn routes(
             path: r.path.clone(),
             catalog: Catalog::new(&pool, r.cache.ttl),
             pool,
+            native,
             cache_ttl: r.cache.ttl,
             cache_scope: r.cache.scope.unwrap_or(if anonymous {
                 CacheScope::Public

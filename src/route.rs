@@ -15,12 +15,15 @@ use crate::protocol::profile::Profile;
 use crate::protocol::shape::{CacheScope, Stamp};
 use crate::upstream::UpstreamError;
 use crate::upstream::catalog::Catalog;
+use crate::upstream::native::NativeUpstream;
 use crate::upstream::pool::{Lease, RoutePool};
 
 pub struct Route {
     pub name: Arc<str>,
     pub path: String,
     pub pool: Arc<RoutePool>,
+    /// The stateless 2026-07-28 side, and which side this route's server speaks.
+    pub native: Arc<NativeUpstream>,
     pub catalog: Arc<Catalog>,
     pub cache_ttl: Duration,
     pub cache_scope: CacheScope,
@@ -87,9 +90,18 @@ impl Route {
             reqwest::Client::new(),
             metrics.clone(),
         );
+        let native = NativeUpstream::new(
+            name.clone(),
+            None,
+            &toml::from_str("url = \"http://127.0.0.1:9/mcp\"")
+                .unwrap_or_else(|e| panic!("upstream config: {e}")),
+            reqwest::Client::new(),
+            metrics.clone(),
+        );
         Arc::new(Route {
             name: name.clone(),
             path: "/mcp".into(),
+            native,
             catalog: Catalog::new(&pool, Duration::from_secs(60)),
             pool,
             cache_ttl: Duration::from_secs(60),

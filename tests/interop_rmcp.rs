@@ -509,7 +509,7 @@ async fn rmcp_client_answers_an_mcp2_server_through_a_legacy_session() {
 #[tokio::test]
 async fn rmcp_peer_call_tool_drops_the_question_and_leaves_it_held_until_the_ttl() {
     let fronted = Server::EverythingStdio
-        .front_with("[mrtr]\nttl = \"3s\"\n")
+        .front_with("[mrtr]\nttl = \"15s\"\n")
         .await;
     let rust = Rust::connect(&fronted, None).await;
     let tools = rust.tool_names().await;

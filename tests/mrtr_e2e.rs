@@ -186,7 +186,7 @@ async fn py_client_without_elicitation_gets_the_rooms_fallback() {
 #[tokio::test]
 async fn py_client_error_answer_leaves_the_operation_held_until_the_ttl() {
     let fronted = Server::EverythingStdio
-        .front_with("[mrtr]\nttl = \"3s\"\n")
+        .front_with("[mrtr]\nttl = \"15s\"\n")
         .await;
     let script = json!({
         "steps": [{"op": "call_tool", "name": EVERYTHING_TOOL, "arguments": {}}],

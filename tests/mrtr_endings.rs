@@ -239,7 +239,7 @@ async fn malformed_answers_are_refused_by_key_and_the_operation_survives() {
 #[tokio::test]
 async fn a_question_pushed_between_rounds_hears_cancel_when_nobody_answers() {
     let fx = Fixture::new();
-    let gw = TestGateway::start(&fx.cfg().mrtr("ttl = \"2s\"").build()).await;
+    let gw = TestGateway::start(&fx.cfg().mrtr("ttl = \"10s\"").build()).await;
     let trigger = fx.path("second");
     let op = Op::tool(
         "late_pair",

@@ -49,6 +49,7 @@ fn record(
         trace_id: None,
         reask: false,
         rule: None,
+        origin: None,
     }
 }
 

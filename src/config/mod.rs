@@ -237,6 +237,23 @@ pub struct UpstreamConfig {
     /// Largest single message accepted from the upstream, in bytes.
     #[serde(default = "defaults::max_message_bytes")]
     pub max_message_bytes: usize,
+    /// Which protocol the server speaks: detected (`auto`), or pinned.
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+}
+
+/// `[route.upstream] protocol`: `auto` tries the stateless 2026-07-28
+/// protocol (`server/discover`) first and falls back to a legacy
+/// `initialize` session; the other two pin it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum UpstreamProtocol {
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    #[serde(rename = "2026-07-28")]
+    Native,
+    #[serde(rename = "legacy")]
+    Legacy,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -38,7 +38,7 @@ impl Reply {
         Reply::Json(Outgoing::result(id, result))
     }
 
-    fn upstream_error(id: &Id, error: ErrorObject) -> Reply {
+    pub(super) fn upstream_error(id: &Id, error: ErrorObject) -> Reply {
         let (status, body, reason) = shape::upstream_error_reply(id, error);
         Reply::Json(Outgoing::Final {
             status,
@@ -54,6 +54,10 @@ pub async fn dispatch(
     principal: Principal,
     req: ClientRequest,
 ) -> Reply {
+    // A native server's subscriptions are still held on a legacy session.
+    if req.method != Method::SubscriptionsListen && route.native.is_native().await {
+        return super::native::dispatch(gw, route, principal, req).await;
+    }
     match req.method {
         Method::Discover => discover(&route, &principal, &req).await,
         Method::ToolsList

@@ -24,6 +24,7 @@ pub mod dispatch;
 pub mod forward;
 pub mod http;
 mod listen;
+pub mod native;
 pub mod oauth;
 pub mod pipeline;
 mod readiness;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::response::{self as body, Body};
 use crate::upstream::health::State;
+use crate::upstream::native::Detected;
 
 /// How long `/readyz` waits for the probes it started (kubelet's default
 /// `timeoutSeconds` is 1; the shipped manifests give it 5).
@@ -40,14 +41,19 @@ pub async fn readyz(gw: &Gateway) -> http::Response<Body> {
 /// Starts a probe of every route that is not up and waits for them, bounded.
 async fn probe(gw: &Gateway) {
     let routes = gw.routes();
-    let waits = routes.values().filter_map(|route| {
+    let waits = routes.values().map(|route| async move {
+        // A native server is asked `server/discover`; it holds no sessions.
+        if route.native.is_native().await {
+            let _ = route.native.discover(PROBE_WAIT).await;
+            return;
+        }
         let mut rx = route.pool.health().subscribe();
-        let started = route.pool.probe()?;
-        Some(async move {
-            // Another probe may hold the slot: then wait for its answer instead.
-            let _ = started.await;
-            let _ = rx.wait_for(|s| s.state != State::Unknown).await;
-        })
+        let Some(started) = route.pool.probe() else {
+            return;
+        };
+        // Another probe may hold the slot: then wait for its answer instead.
+        let _ = started.await;
+        let _ = rx.wait_for(|s| s.state != State::Unknown).await;
     });
     let all = futures::future::join_all(waits.collect::<Vec<_>>());
     let _ = tokio::time::timeout(PROBE_WAIT, all).await;
@@ -62,10 +68,22 @@ fn report(gw: &Gateway, shutting_down: bool) -> (bool, Value) {
         .iter()
         .map(|route| {
             let health = route.pool.health().snapshot();
+            if route.native.detected() == Detected::Native {
+                let up = route.native.is_up();
+                ready &= up;
+                return json!({
+                    "route": &*route.name,
+                    "path": route.path,
+                    "protocol": route.native.detected().label(),
+                    "state": if up { "up" } else { "down" },
+                    "last_error": route.native.last_error(),
+                });
+            }
             ready &= health.state == State::Up;
             json!({
                 "route": &*route.name,
                 "path": route.path,
+                "protocol": route.native.detected().label(),
                 "state": health.state,
                 "since": humantime::format_rfc3339_seconds(health.since).to_string(),
                 "last_error": health.last_error,

@@ -34,6 +34,11 @@ impl Clock {
         }
     }
 
+    /// Milliseconds since the Unix epoch.
+    pub fn unix_now_ms(&self) -> u64 {
+        u64::try_from(self.unix_now().as_millis()).unwrap_or(u64::MAX)
+    }
+
     pub fn system_time(&self) -> SystemTime {
         UNIX_EPOCH + self.unix_now()
     }

@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod convert;
 pub mod ending;
+pub mod native;
 pub mod operation;
 pub mod outgoing;
 pub mod redis_store;

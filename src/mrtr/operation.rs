@@ -32,9 +32,9 @@ use crate::upstream::pool::{Lease, PoolKey};
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
 mod notifications;
-mod questions;
+pub(crate) mod questions;
 mod replay;
-mod spans;
+pub(crate) mod spans;
 
 pub use notifications::relayable;
 use questions::Resumed;
@@ -539,6 +539,7 @@ impl Operation {
                 tc: traces::traceparent(&self.root),
                 ans: Vec::new(),
                 ask: Vec::new(),
+                nat: None,
             },
             // Nothing waits for a replay-mode answer, so no grace: past the TTL
             // the state is simply expired.
@@ -558,6 +559,7 @@ impl Operation {
                     .or_else(|| traces::traceparent(&self.root)),
                 ans: replay.answers().to_vec(),
                 ask: self.asking(),
+                nat: None,
             },
         };
         let state = self

@@ -144,7 +144,7 @@ async fn hand_over(
 /// Marks a replay-mode round used, once on any replica sharing the store:
 /// a second presentation is `state_replayed`, a store that cannot say is
 /// `state_store_unavailable` (never an unchecked acceptance).
-async fn consume(engine: &Engine, claims: &super::state::Claims) -> Result<(), Reject> {
+pub(crate) async fn consume(engine: &Engine, claims: &super::state::Claims) -> Result<(), Reject> {
     let now = engine.clock.unix_now().as_secs();
     // Remembered as long as the state could still open.
     let ttl = std::time::Duration::from_secs(claims.exp.saturating_sub(now).max(1));
@@ -266,6 +266,7 @@ mod tests {
             tc: None,
             ans: Vec::new(),
             ask: Vec::new(),
+            nat: None,
         }
     }
 

@@ -70,15 +70,56 @@ pub struct Claims {
     /// Replay mode: the questions this round puts to the client.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ask: Vec<Asking>,
+    /// Native mode: the server's own state, wrapped, and what validates the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nat: Option<Box<Wrapped>>,
+}
+
+/// A native server's `InputRequiredResult`, as redmark's state carries it
+/// between rounds: any replica can validate the retry from it alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wrapped {
+    /// The server's own `requestState`, restored on the retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<String>,
+    /// The questions this round asks, under the server's keys.
+    pub q: Vec<WrappedAsk>,
+    /// Answers already held to the policy, kept while others are asked again.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub ok: serde_json::Map<String, Value>,
+    /// Questions the server asked so far in this operation (`max_questions`).
+    pub n: u32,
+}
+
+/// One question of a native server: its key, the input request as the
+/// client sees it (the server's, plus any red mark), the server's own
+/// message, re-asks so far, and when it was asked (Unix milliseconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrappedAsk {
+    pub k: String,
+    pub r: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rk: u32,
+    pub at: u64,
 }
 
 /// Mode names in [`Claims::m`].
 pub const HOLD: &str = "hold";
 pub const REPLAY: &str = "replay";
+/// A native server's questions, relayed statelessly.
+pub const NATIVE: &str = "native";
 
 impl Claims {
     pub fn is_replay(&self) -> bool {
         self.m == REPLAY
+    }
+
+    pub fn is_native(&self) -> bool {
+        self.m == NATIVE
     }
 
     /// The id single use is enforced on: one per round of one operation.

@@ -15,6 +15,7 @@ fn claims() -> Claims {
         tc: None,
         ans: Vec::new(),
         ask: Vec::new(),
+        nat: None,
         addr: None,
     }
 }

@@ -153,6 +153,18 @@ pub struct AuditRecord {
     /// The rule the answer broke (`maximum`, `pattern`, a rule's name), never the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// Who asked: `native` for a 2026-07-28 server's own input request;
+    /// absent for a legacy server's push that redmark converted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// [`AuditRecord::origin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    Native,
+    Converted,
 }
 
 /// RFC 3339 UTC with milliseconds, as written in [`AuditRecord::time`].

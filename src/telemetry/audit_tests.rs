@@ -23,6 +23,7 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         trace_id: None,
         reask: false,
         rule: None,
+        origin: None,
     }
 }
 

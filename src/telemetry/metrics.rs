@@ -35,6 +35,12 @@ pub struct ModeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabels {
+    pub route: String,
+    pub protocol: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabels {
     pub route: String,
     pub tool: String,
@@ -101,6 +107,7 @@ pub struct Metrics {
     sessions: Family<SessionLabels, Gauge>,
     session_ops: Family<RouteLabels, Gauge>,
     session_mode: Family<ModeLabels, Gauge>,
+    upstream_protocol: Family<ProtocolLabels, Gauge>,
     connections: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
@@ -148,6 +155,12 @@ impl Metrics {
             "upstream_session_mode",
             "How a route's sessions are shared, learned from its server: 1 on the current mode (learning, multiplexed, exclusive)",
             session_mode.clone(),
+        );
+        let upstream_protocol = Family::<ProtocolLabels, Gauge>::default();
+        registry.register(
+            "upstream_protocol",
+            "The protocol a route's server speaks, as detected or pinned: 1 on the current one (2026-07-28, legacy, unknown)",
+            upstream_protocol.clone(),
         );
         let operations = Family::<OperationLabels, Counter>::default();
         registry.register(
@@ -254,6 +267,7 @@ impl Metrics {
             sessions,
             session_ops,
             session_mode,
+            upstream_protocol,
         }
     }
 
@@ -415,6 +429,16 @@ impl Metrics {
                 })
                 .set(i64::from(m == mode));
         }
+    }
+
+    /// Whether `route`'s server speaks `protocol` (1) or not (0).
+    pub fn set_upstream_protocol(&self, route: &str, protocol: &str, on: bool) {
+        self.upstream_protocol
+            .get_or_create(&ProtocolLabels {
+                route: route.into(),
+                protocol: protocol.into(),
+            })
+            .set(i64::from(on));
     }
 
     /// The Prometheus text exposition.

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::audit::{Outcome, rotated};
+use super::audit::{Origin, Outcome, rotated};
 
 /// How attention hours are counted; printed with every report.
 pub const ATTENTION_RULE: &str = "hours = measured answer time of answered questions, plus the \
@@ -67,6 +67,9 @@ pub struct Question {
     pub redundant: bool,
     #[serde(default)]
     pub reask: bool,
+    /// `native` for a 2026-07-28 server's own question; absent when converted.
+    #[serde(default)]
+    pub origin: Option<Origin>,
 }
 
 /// The cost of one tool's questions (or of all, in the totals line).
@@ -82,6 +85,10 @@ pub struct ToolCost {
     pub redundant: u64,
     /// Attempts whose answer broke a rule and were asked again.
     pub reasks: u64,
+    /// Of `asked`, by mode: a native server's own questions, and pushes
+    /// redmark converted from a legacy session.
+    pub native: u64,
+    pub converted: u64,
     pub outcomes: BTreeMap<Outcome, u64>,
     pub median_s: Option<f64>,
     pub p90_s: Option<f64>,
@@ -173,6 +180,14 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         imputed,
         redundant,
         reasks: qs.iter().filter(|q| q.reask).count() as u64,
+        native: qs
+            .iter()
+            .filter(|q| q.origin == Some(Origin::Native))
+            .count() as u64,
+        converted: qs
+            .iter()
+            .filter(|q| q.origin != Some(Origin::Native))
+            .count() as u64,
         median_s: med.map(|ms| ms / 1000.0),
         p90_s: percentile(&times, 90.0).map(|ms| ms / 1000.0),
         unanswered_pct: pct(count(Outcome::Unanswered), asked),

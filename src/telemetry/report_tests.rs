@@ -13,6 +13,7 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
         answer_ms,
         redundant,
         reask: false,
+        origin: None,
     }
 }
 
@@ -125,4 +126,16 @@ fn rotated_files_come_first_and_once() {
     }
     let files = audit_files(&[live.clone(), rotated(&live, 1)]);
     assert_eq!(files, [rotated(&live, 2), rotated(&live, 1), live]);
+}
+
+#[test]
+fn native_and_converted_questions_are_counted_apart() {
+    let mut native = q("book", Outcome::Accepted, Some(1000), false);
+    native.origin = Some(Origin::Native);
+    let line = r#"{"time":"2026-01-01T00:00:00.000Z","route":"r","tool":"book","outcome":"accepted","answer_ms":5,"origin":"native"}"#;
+    let parsed: Question = serde_json::from_str(line).unwrap();
+    assert_eq!(parsed.origin, Some(Origin::Native));
+    let (tools, total) = summarize(&[native, q("book", Outcome::Declined, Some(2000), false)]);
+    assert_eq!((tools[0].native, tools[0].converted), (1, 1));
+    assert_eq!((total.native, total.converted), (1, 1));
 }

@@ -7,6 +7,7 @@ pub mod catalog;
 mod error;
 pub mod health;
 pub mod mode;
+pub mod native;
 pub mod pool;
 pub mod session;
 pub mod transport;

@@ -44,7 +44,9 @@ impl Extra {
                 let py = client_python();
                 let script = fixture_file("interop_py2_server.py");
                 let command = [py.to_str().unwrap(), script.to_str().unwrap()];
-                (stdio_config(&command, ""), None)
+                // Pinned: under `auto` this server would be fronted natively.
+                let config = format!("{}protocol = \"legacy\"\n", stdio_config(&command, ""));
+                (config, None)
             }
         };
         Fronted::new(TestGateway::start(&config).await, None, peer)

@@ -81,6 +81,11 @@ async fn tool_definitions(
     if !fresh && let Some(tools) = route.catalog.tools(&key) {
         return Ok(Some(tools));
     }
+    if route.native.is_native().await {
+        return Ok(crate::front::native::tools(route, req)
+            .await?
+            .map(|tools| route.catalog.put_tools(&key, tools)));
+    }
     let lease = route
         .lease(principal, req.ctx.profile)
         .await

@@ -30,7 +30,7 @@ pub(super) enum Resumed {
 }
 
 /// A policy's view of one answer.
-enum Checked {
+pub(crate) enum Checked {
     Deliver(Value),
     /// Ask again with this red mark.
     Reask {
@@ -181,58 +181,12 @@ impl Operation {
 
     /// Holds a well-formed answer to the policy.
     fn check(&self, q: &Question, answer: Value) -> Checked {
-        let Some(schema) = q.schema() else {
-            return Checked::Deliver(answer);
-        };
-        if answer.get("action").and_then(Value::as_str) != Some("accept") {
-            // Decline and cancel carry no content and pass unvalidated.
-            return Checked::Deliver(answer);
-        }
-        let empty = serde_json::Map::new();
-        let content = answer
-            .get("content")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
         let subject = Subject {
             principal: &self.principal,
             tool: &self.target,
             arguments: &self.arguments,
         };
-        match judge(&self.policy, &subject, schema, content) {
-            Judgement::Valid(content) => {
-                Checked::Deliver(json!({"action": "accept", "content": content}))
-            }
-            Judgement::Invalid { field, rule, mark } => {
-                let (on_invalid, max_reasks) = self.policy.on_invalid(&self.target);
-                if on_invalid == OnInvalid::Reask && q.reasks < max_reasks {
-                    Checked::Reask { field, rule, mark }
-                } else {
-                    Checked::End(Ending::PolicyInvalid {
-                        field,
-                        rule,
-                        message: mark,
-                    })
-                }
-            }
-            // Never asked again: another try would only probe what is allowed.
-            Judgement::Denied { field, message } => {
-                Checked::End(Ending::PolicyDenied { field, message })
-            }
-            Judgement::Error {
-                field,
-                rule,
-                at,
-                error,
-            } => {
-                tracing::error!(operation = %self.id, tool = %self.target, field = %field, rule = %rule, at = %at, error = %error, "the authz rule failed at run time; the answer is refused");
-                Checked::End(Ending::PolicyError {
-                    message: format!(
-                        "the policy's authz rule for {field} could not be evaluated; the answer is refused"
-                    ),
-                    field,
-                })
-            }
-        }
+        check_answer(&self.policy, &subject, q, answer)
     }
 
     /// Ends a question: its span gets the outcome, the answer time is counted,
@@ -333,6 +287,7 @@ impl Operation {
             trace_id: self.trace_id.clone(),
             reask: reask_rule.is_some(),
             rule: reask_rule.map(str::to_owned),
+            origin: None,
         });
     }
 
@@ -493,6 +448,64 @@ impl Operation {
         match ending {
             Some(e) => Resumed::End(e, client),
             None => Resumed::Continue(client),
+        }
+    }
+}
+
+/// Holds a well-formed answer to `q` to the policy: shape, field rules, CEL
+/// authorization; an invalid one is asked again while `max_reasks` allows.
+/// The same for converted questions and a native server's own.
+pub(crate) fn check_answer(
+    policy: &crate::policy::Policy,
+    subject: &Subject,
+    q: &Question,
+    answer: Value,
+) -> Checked {
+    let Some(schema) = q.schema() else {
+        return Checked::Deliver(answer);
+    };
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        // Decline and cancel carry no content and pass unvalidated.
+        return Checked::Deliver(answer);
+    }
+    let empty = serde_json::Map::new();
+    let content = answer
+        .get("content")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    match judge(policy, subject, schema, content) {
+        Judgement::Valid(content) => {
+            Checked::Deliver(json!({"action": "accept", "content": content}))
+        }
+        Judgement::Invalid { field, rule, mark } => {
+            let (on_invalid, max_reasks) = policy.on_invalid(subject.tool);
+            if on_invalid == OnInvalid::Reask && q.reasks < max_reasks {
+                Checked::Reask { field, rule, mark }
+            } else {
+                Checked::End(Ending::PolicyInvalid {
+                    field,
+                    rule,
+                    message: mark,
+                })
+            }
+        }
+        // Never asked again: another try would only probe what is allowed.
+        Judgement::Denied { field, message } => {
+            Checked::End(Ending::PolicyDenied { field, message })
+        }
+        Judgement::Error {
+            field,
+            rule,
+            at,
+            error,
+        } => {
+            tracing::error!(tool = %subject.tool, field = %field, rule = %rule, at = %at, error = %error, "the authz rule failed at run time; the answer is refused");
+            Checked::End(Ending::PolicyError {
+                message: format!(
+                    "the policy's authz rule for {field} could not be evaluated; the answer is refused"
+                ),
+                field,
+            })
         }
     }
 }

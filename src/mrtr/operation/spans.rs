@@ -10,7 +10,7 @@ use crate::upstream::session::Session;
 /// The root span of an operation: span name `{mcp.method.name} {target}`
 /// (OpenTelemetry MCP semantic conventions), parented to the caller's trace,
 /// or to `parent` (a replay-mode run: the operation's first root span).
-pub(super) fn root_span(
+pub(crate) fn root_span(
     route: &str,
     req: &ClientRequest,
     target: &str,
@@ -49,7 +49,7 @@ pub(super) fn root_span(
 /// `{mcp.method.name} {target}` server span of its own, so it carries the
 /// attributes the OpenTelemetry MCP semantic conventions ask of every MCP
 /// request span, not only the root's.
-pub(super) fn round_trip_span(
+pub(crate) fn round_trip_span(
     root: &tracing::Span,
     method: Method,
     target: &str,
@@ -91,7 +91,7 @@ fn record_target(span: &tracing::Span, method: Method, target: &str) {
 }
 
 /// Marks a span failed with the error's reason (`error.type`).
-pub(super) fn record_error(span: &tracing::Span, reason: &str) {
+pub(crate) fn record_error(span: &tracing::Span, reason: &str) {
     span.record("otel.status_code", "ERROR");
     span.record("error.type", reason);
 }

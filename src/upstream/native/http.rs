@@ -1,0 +1,169 @@
+//! A native server over Streamable HTTP (spec 2026-07-28
+//! basic/transports/streamable-http.mdx): each request one POST with no
+//! session, answered by a JSON body or an SSE stream whose response to our
+//! id is the answer (anything else on it is skipped).
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::{NATIVE_VERSION, NativeRequest, headers};
+use crate::jsonrpc::{ErrorObject, Id, Message, code};
+use crate::sse;
+use crate::upstream::UpstreamError;
+
+pub struct HttpNative {
+    client: reqwest::Client,
+    url: String,
+    extra: HeaderMap,
+    max_message_bytes: usize,
+    next_id: std::sync::atomic::AtomicI64,
+}
+
+impl HttpNative {
+    pub fn new(
+        client: reqwest::Client,
+        url: &str,
+        extra: &BTreeMap<String, String>,
+        max_message_bytes: usize,
+    ) -> Self {
+        // Checked when the legacy transport is built from the same table.
+        let extra = extra
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        Self {
+            client,
+            url: url.to_owned(),
+            extra,
+            max_message_bytes,
+            next_id: std::sync::atomic::AtomicI64::new(1),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        req: &NativeRequest<'_>,
+    ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params});
+        let mut h = self.extra.clone();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static(NATIVE_VERSION),
+        );
+        let bad =
+            |what: &str| UpstreamError::Unavailable(format!("cannot send {what} as a header"));
+        h.insert(
+            "mcp-method",
+            HeaderValue::from_str(req.method).map_err(|_| bad("the method"))?,
+        );
+        if let Some(name) = req.name {
+            h.insert(
+                "mcp-name",
+                HeaderValue::from_str(&headers::encode(name)).map_err(|_| bad("the name"))?,
+            );
+        }
+        for (k, v) in &req.param_headers {
+            if let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) {
+                h.insert(k, v);
+            }
+        }
+        let resp = self
+            .client
+            .post(&self.url)
+            .headers(h)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
+        let status = resp.status();
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let want = Id::Number(id);
+        if is_sse {
+            return self.answer_on_stream(resp, &want).await;
+        }
+        let bytes = read_limited(resp, self.max_message_bytes).await?;
+        match serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| Message::from_value(v).ok())
+        {
+            Some(Message::Response { outcome, .. }) => Ok(outcome),
+            _ if status.is_success() => Err(UpstreamError::Lost(format!(
+                "the server answered HTTP {status} without a JSON-RPC response"
+            ))),
+            // No JSON-RPC body: a server (or proxy) that does not speak this protocol.
+            _ => Ok(Err(ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "upstream HTTP {status}: {}",
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(256)]).trim()
+                ),
+            ))),
+        }
+    }
+
+    async fn answer_on_stream(
+        &self,
+        resp: reqwest::Response,
+        want: &Id,
+    ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
+        let mut decoder = sse::Decoder::new(self.max_message_bytes);
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| UpstreamError::Lost(e.to_string()))?;
+            let events = decoder
+                .feed(&chunk)
+                .map_err(|e| UpstreamError::Lost(e.to_string()))?;
+            for ev in events {
+                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                    continue;
+                };
+                if let Ok(Message::Response { id, outcome }) = Message::from_value(v)
+                    && &id == want
+                {
+                    return Ok(outcome);
+                }
+            }
+        }
+        Err(UpstreamError::Lost(
+            "the server's response stream ended without an answer".into(),
+        ))
+    }
+}
+
+async fn read_limited(resp: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UpstreamError::Lost(e.to_string()))?;
+        if out.len() + chunk.len() > max {
+            return Err(UpstreamError::Lost(format!(
+                "the server's answer is larger than max_message_bytes ({max})"
+            )));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
