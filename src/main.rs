@@ -11,12 +11,6 @@ use clap::{Parser, Subcommand};
 use redmark::config::Config;
 use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
 
-/// glibc malloc (arena locks, consolidation) was about 15% of the CPU a
-/// passthrough call costs; mimalloc's thread-local free lists are not
-/// (benches/WHERE_THE_TIME_GOES.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// redmark: an MCP gateway that lets 2026-07-28 hosts use legacy MCP servers,
 /// including the questions (elicitations) those servers push mid-call.
 #[derive(Parser)]
