@@ -489,11 +489,18 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// A redmark process with one route `[route.upstream] {upstream}` and extra config.
-fn start_redmark(dir: &Path, name: &'static str, upstream: &str, extra: &str) -> (Proc, String) {
+/// A redmark process with one route `[route.upstream] {upstream}` and extra
+/// config; `route` goes under `[[route]]` (e.g. a `policy = ...` line).
+fn start_redmark(
+    dir: &Path,
+    name: &'static str,
+    upstream: &str,
+    extra: &str,
+    route: &str,
+) -> (Proc, String) {
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n{extra}\n[[route]]\nname = \"bench\"\npath = \"/mcp\"\n\
-         [route.upstream]\n{upstream}\n"
+         {route}\n[route.upstream]\n{upstream}\n"
     );
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, config).expect("write redmark config");
@@ -533,6 +540,7 @@ fn measure_waiting(
     dir: &Path,
     label: &'static str,
     upstream: &str,
+    route: &str,
     n: usize,
     concurrency: usize,
 ) -> Waiting {
@@ -544,7 +552,7 @@ fn measure_waiting(
         "[route.pool]\nmax_sessions = {m}\nmax_sessions_per_principal = {m}\nmax_operations_per_session = 1000\n",
         m = n + 64
     );
-    let (gw, url) = start_redmark(dir, label, &format!("{upstream}\n{pool}"), &extra);
+    let (gw, url) = start_redmark(dir, label, &format!("{upstream}\n{pool}"), &extra, route);
     let pid = gw.child.id();
     let short = (16, Duration::from_millis(500), Duration::from_secs(2));
     rt.block_on(load(
@@ -589,6 +597,7 @@ fn main() {
     let waiting_n = env_num("BENCH_WAITING", 10_000) as usize;
     let waiting_stdio = env_num("BENCH_WAITING_STDIO", 200) as usize;
     let root = repo();
+    let load_avg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path();
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
@@ -624,6 +633,7 @@ fn main() {
         &format!(
             "url = \"{direct_url}\"\n[route.pool]\nmax_sessions = {max}\nmax_sessions_per_principal = {per}\n"
         ),
+        "",
         "",
     );
 
@@ -677,12 +687,40 @@ fn main() {
     let redmark_loaded = mem_kib(redmark.child.id(), "VmHWM");
     drop(redmark);
 
+    // The same `ask` with the gather window held to its 20 ms bound (no quiet-time
+    // end): what the window costs each question. BENCH_FULL_GATHER=0 skips it
+    // (a redmark without `gather_quiet`).
+    let mut full_gather: Vec<(f64, f64, f64, usize)> = Vec::new();
+    if env_num("BENCH_FULL_GATHER", 1) == 1 {
+        let (gw, url) = start_redmark(
+            dir,
+            "redmark-full-gather",
+            &format!(
+                "url = \"{direct_url}\"\n[route.pool]\nmax_sessions = {max}\nmax_sessions_per_principal = {per}\n"
+            ),
+            "[mrtr]\ngather = \"20ms\"\ngather_quiet = \"20ms\"\n",
+            "",
+        );
+        for run in 1..=runs {
+            let s = rt.block_on(load(&url, Kind::Gateway, Work::Elicit("ask"), params));
+            eprintln!(
+                "[bench] run {run} elicit ask, full gather window: {:.0} ops/s, p50 {:.2} ms, {} errors",
+                s.rps(),
+                s.pct(50.0),
+                s.errors
+            );
+            full_gather.push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
+        }
+        drop(gw);
+    }
+
     eprintln!("[bench] waiting: {waiting_n} over HTTP, {waiting_stdio} over stdio");
     let mut waits = vec![measure_waiting(
         &rt,
         dir,
         "hold, multiplexed HTTP",
         &format!("url = \"{direct_url}\""),
+        "",
         waiting_n,
         64,
     )];
@@ -692,10 +730,23 @@ fn main() {
             dir,
             "hold, stdio",
             &format!("command = [\"{}\", \"--stdio\"]", fast.display()),
+            "",
             waiting_stdio,
             16,
         ));
     }
+    // Replay mode: every tool's questions ride in the state; nothing waits in the gateway.
+    let replay_policy = dir.join("replay.toml");
+    std::fs::write(&replay_policy, "[defaults]\nmode = \"replay\"\n").expect("replay policy");
+    waits.push(measure_waiting(
+        &rt,
+        dir,
+        "replay, HTTP",
+        &format!("url = \"{direct_url}\""),
+        &format!("policy = \"{}\"", replay_policy.display()),
+        waiting_n,
+        64,
+    ));
     drop(rt);
 
     let med = |rows: &[(f64, f64, f64, usize)]| {
@@ -762,15 +813,25 @@ fn main() {
             r.3
         );
     }
+    if !full_gather.is_empty() {
+        let r = med(&full_gather);
+        out!(
+            "| `ask`, gather window held to its 20 ms bound (`gather_quiet = \"20ms\"`) | {:.0} | {:.2} | {:.2} | {} |",
+            r.0,
+            r.1,
+            r.2,
+            r.3
+        );
+    }
     out!(
-        "\n| waiting questions | N open | gateway RSS idle → with N, MiB | per question | server processes' RSS | passthrough p50 idle → with N, ms |"
+        "\n| waiting questions | N open | gateway RSS idle → with N, MiB | per question | server processes' RSS | passthrough p50 idle → with N, ms | with N vs idle |"
     );
-    out!("|---|---:|---:|---:|---:|---:|");
+    out!("|---|---:|---:|---:|---:|---:|---:|");
     let mib = |k: u64| k as f64 / 1024.0;
     for w in &waits {
         let per = (w.full_kib.saturating_sub(w.idle_kib) as f64 * 1024.0) / w.opened.max(1) as f64;
         out!(
-            "| {} | {} of {} | {:.1} → {:.1} | {:.1} KiB | {:.1} MiB | {:.2} → {:.2} |",
+            "| {} | {} of {} | {:.1} → {:.1} | {:.1} KiB | {:.1} MiB | {:.2} → {:.2} | {:.2}x |",
             w.label,
             w.opened,
             w.n,
@@ -779,13 +840,21 @@ fn main() {
             per / 1024.0,
             mib(w.servers_kib),
             w.p50_idle,
-            w.p50_full
+            w.p50_full,
+            w.p50_full / w.p50_idle
         );
         if let Some(e) = &w.error {
             eprintln!("[bench] {}: first error: {e}", w.label);
         }
     }
-    out!("| replay mode | | | not on this branch (see branch `replay`) | | |");
+    out!(
+        "\nLoad average at the start (1, 5, 15 min): {}.",
+        load_avg
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     out!(
         "\nredmark RSS: {:.1} MiB idle, peak {:.1} MiB over the passthrough and elicitation runs. \
          Shared machine: absolute numbers are indicative, the ratios are the point.",

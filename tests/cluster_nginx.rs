@@ -124,6 +124,7 @@ drain = "60s"
 
 [mrtr]
 gather = "300ms"
+gather_quiet = "300ms"
 
 [[route]]
 name = "main"

@@ -44,7 +44,7 @@ async fn fastmcp(fx: &Fixture, pool: &str) -> (ChildGuard, TestGateway) {
 async fn gateway(port: u16, pool: &str) -> TestGateway {
     let mut cfg = http_config(
         &format!("http://127.0.0.1:{port}/mcp"),
-        "[mrtr]\ngather = \"50ms\"\n",
+        "[mrtr]\ngather = \"50ms\"\ngather_quiet = \"50ms\"\n",
     );
     cfg.push_str(&format!("[route.pool]\n{pool}\n"));
     TestGateway::start(&cfg).await

@@ -127,9 +127,13 @@ pub struct MrtrConfig {
     /// Rounds of questions one operation may take.
     #[serde(default = "defaults::max_rounds")]
     pub max_rounds: u32,
-    /// Window for collecting pushes that arrive together into one round.
+    /// Bound on the window for collecting pushes that arrive together into one round.
     #[serde(default = "defaults::gather", with = "humantime_serde")]
     pub gather: Duration,
+    /// The window ends early once the server has pushed nothing for this long
+    /// (never later than `gather`): a lone question does not wait out the bound.
+    #[serde(default = "defaults::gather_quiet", with = "humantime_serde")]
+    pub gather_quiet: Duration,
     /// Operations one principal may have waiting for answers at once.
     #[serde(default = "defaults::max_pending_per_principal")]
     pub max_pending_per_principal: usize,
@@ -141,6 +145,7 @@ impl Default for MrtrConfig {
             ttl: defaults::mrtr_ttl(),
             max_rounds: defaults::max_rounds(),
             gather: defaults::gather(),
+            gather_quiet: defaults::gather_quiet(),
             max_pending_per_principal: defaults::max_pending_per_principal(),
         }
     }

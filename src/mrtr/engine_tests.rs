@@ -330,9 +330,46 @@ async fn an_answer_before_the_ttl_reaches_the_server() {
 #[tokio::test(start_paused = true)]
 async fn pushes_within_the_gather_window_are_asked_in_one_round() {
     let (connector, _events) = scripted(Duration::from_millis(5));
-    let gw = gateway("[mrtr]\ngather = \"20ms\"\n", "", connector);
+    let gw = gateway(
+        "[mrtr]\ngather = \"20ms\"\ngather_quiet = \"10ms\"\n",
+        "",
+        connector,
+    );
     let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
     assert_eq!(keys(&first), ["elicitation-1", "elicitation-2"], "{first}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_question_is_asked_once_the_server_is_quiet_not_at_the_gather_bound() {
+    let (connector, _events) = scripted(Duration::ZERO);
+    let gw = gateway(
+        "[mrtr]\ngather = \"10s\"\ngather_quiet = \"2ms\"\n",
+        "",
+        connector,
+    );
+    let started = tokio::time::Instant::now();
+    let (_, first) = call(&gw, 1, "ask", json!({})).await;
+    assert_eq!(keys(&first), ["elicitation-1"], "{first}");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "asked after {:?} (paused time): the quiet time ends the window, not its 10 s bound",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_push_after_the_quiet_time_is_a_round_of_its_own() {
+    let (connector, _events) = scripted(Duration::from_millis(5));
+    let gw = gateway(
+        "[mrtr]\ngather = \"20ms\"\ngather_quiet = \"2ms\"\n",
+        "",
+        connector,
+    );
+    let (_, first) = call(&gw, 1, "ask_two", json!({})).await;
+    assert_eq!(keys(&first), ["elicitation-1"], "{first}");
+    let retry = json!({"requestState": state(&first), "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "a"}}}});
+    let (_, second) = call(&gw, 2, "ask_two", retry).await;
+    assert_eq!(keys(&second), ["elicitation-2"], "{second}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -55,6 +55,8 @@ pub struct Engine {
     pub ttl: Duration,
     pub max_rounds: u32,
     pub gather: Duration,
+    /// The gather window ends once the server has been quiet this long after a push.
+    pub gather_quiet: Duration,
     pub table: Arc<table::Table>,
     pub metrics: Arc<Metrics>,
     /// One line per question: what was asked, how it ended, never the values.
@@ -91,6 +93,7 @@ impl Engine {
             ttl: config.ttl,
             max_rounds: config.max_rounds,
             gather: config.gather,
+            gather_quiet: config.gather_quiet.min(config.gather),
             table: table::Table::new(config.max_pending_per_principal, metrics.clone()),
             metrics,
             audit,

@@ -448,11 +448,20 @@ impl Operation {
                 return Drive::End(ending);
             }
         }
+        // The gather window: bounded by `gather`, and ended as soon as the
+        // server has pushed nothing for `gather_quiet` (pushes sent together
+        // arrive together), so a lone question is not held for the bound.
         let mut gather_until =
             (!self.pending.is_empty()).then(|| tokio::time::Instant::now() + self.engine.gather);
+        let mut quiet_until =
+            gather_until.map(|_| tokio::time::Instant::now() + self.engine.gather_quiet);
         loop {
             let idle_until = tokio::time::Instant::now() + self.route.pool.call_timeout();
-            let deadline = gather_until.unwrap_or(idle_until);
+            let deadline = match (gather_until, quiet_until) {
+                (Some(g), Some(q)) => g.min(q),
+                (Some(g), None) => g,
+                (None, _) => idle_until,
+            };
             tokio::select! {
                 biased;
                 () = client.tx.closed() => return Drive::End(Ending::ClientDisconnected),
@@ -475,8 +484,10 @@ impl Operation {
                         if let Some(ending) = self.on_push(&client.ctx, id, &method, params).await {
                             return Drive::End(ending);
                         }
-                        if !self.pending.is_empty() && gather_until.is_none() {
-                            gather_until = Some(tokio::time::Instant::now() + self.engine.gather);
+                        if !self.pending.is_empty() {
+                            let now = tokio::time::Instant::now();
+                            gather_until.get_or_insert(now + self.engine.gather);
+                            quiet_until = Some(now + self.engine.gather_quiet);
                         }
                     }
                     CallStep::Done(outcome) => return Drive::End(self.completed(outcome)),

@@ -58,8 +58,9 @@ pub fn sealed_bytes(state: &str) -> Vec<u8> {
 
 /// The mrtr fixture server behind route "main", logging to the fixture's log.
 impl Fixture {
-    /// A config builder; `[mrtr] gather` defaults to 300 ms so that pushes
-    /// sent back to back land in one round even on a loaded machine.
+    /// A config builder; `[mrtr] gather` defaults to 300 ms (and
+    /// `gather_quiet` to the same) so that pushes sent back to back land in
+    /// one round even on a loaded machine.
     pub fn cfg(&self) -> Cfg<'_> {
         Cfg {
             fx: self,
@@ -138,8 +139,17 @@ impl Cfg<'_> {
             ));
         }
         let mut mrtr = self.mrtr;
-        if !mrtr.iter().any(|l| l.trim_start().starts_with("gather")) {
+        let is = |l: &String, key: &str| l.split('=').next().is_some_and(|k| k.trim() == key);
+        if !mrtr.iter().any(|l| is(l, "gather")) {
             mrtr.push("gather = \"300ms\"".into());
+        }
+        // The whole window, as a test sets it: the quiet time that ends it
+        // early is tested on paused time (src/mrtr/engine_tests.rs).
+        if !mrtr.iter().any(|l| is(l, "gather_quiet"))
+            && let Some(g) = mrtr.iter().find(|l| is(l, "gather"))
+            && let Some((_, value)) = g.split_once('=')
+        {
+            mrtr.push(format!("gather_quiet = {}", value.trim()));
         }
         let py = legacy_python();
         let script = fixture_file(self.script);

@@ -99,7 +99,7 @@ impl<'a> Setup<'a> {
         let config = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\
              [audit]\npath = {}\n\
-             [mrtr]\nttl = \"20s\"\ngather = \"100ms\"\n{}\n\
+             [mrtr]\nttl = \"20s\"\ngather = \"100ms\"\ngather_quiet = \"100ms\"\n{}\n\
              [[route]]\nname = \"main\"\npath = \"/mcp\"\n\
              [route.upstream]\n{target}\ninit_timeout = \"{}s\"\nrequest_timeout = \"{}s\"\ncall_timeout = \"{}s\"\n{}\n",
             toml_path(&audit),

@@ -25,7 +25,8 @@ const STANDALONE_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 struct Shared {
     client: reqwest::Client,
-    url: String,
+    /// Parsed once: reqwest would parse a string (IDNA included) on every POST.
+    url: reqwest::Url,
     extra: HeaderMap,
     session_id: Arc<Mutex<Option<String>>>,
     protocol_version: Arc<Mutex<Option<String>>>,
@@ -49,13 +50,15 @@ pub fn connect(
             .map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
         extra.insert(name, value);
     }
+    let url = reqwest::Url::parse(url)
+        .map_err(|e| UpstreamError::Unavailable(format!("url `{url}`: {e}")))?;
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
     let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
     let shared = Shared {
         client,
-        url: url.to_owned(),
+        url,
         extra,
         session_id: Arc::new(Mutex::new(None)),
         protocol_version: Arc::new(Mutex::new(None)),
@@ -160,7 +163,7 @@ impl Shared {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let resp = match self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .headers(headers)
             .body(msg.to_string())
             .send()
@@ -319,7 +322,7 @@ impl Shared {
         // Bounded: a server that never answers the GET must not hold up the session.
         let opening = self
             .client
-            .get(&self.url)
+            .get(self.url.clone())
             .headers(self.headers("text/event-stream"))
             .send();
         let resp = tokio::time::timeout(STANDALONE_OPEN_TIMEOUT, opening)
@@ -339,7 +342,7 @@ impl Shared {
                 tokio::time::sleep(Duration::from_millis(500 * u64::from(failures + 1))).await;
                 match this
                     .client
-                    .get(&this.url)
+                    .get(this.url.clone())
                     .headers(this.headers("text/event-stream"))
                     .send()
                     .await
@@ -362,7 +365,7 @@ impl Shared {
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
             self.client
-                .delete(&self.url)
+                .delete(self.url.clone())
                 .headers(self.headers("application/json"))
                 .send(),
         )
