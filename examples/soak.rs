@@ -765,7 +765,7 @@ fn main() {
         if Instant::now() >= earliest && at_rest(&end) {
             break;
         }
-        if rest_from.elapsed().as_secs() % 10 == 0 {
+        if rest_from.elapsed().as_secs().is_multiple_of(10) {
             eprintln!(
                 "[soak] resting {:.0}s: {end:?}",
                 rest_from.elapsed().as_secs_f64()
