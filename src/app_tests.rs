@@ -103,3 +103,71 @@ fn an_audit_log_that_cannot_open_is_a_start_error_of_its_own() {
         "{err:?}"
     );
 }
+
+/// A burst of concurrent upstream requests leaves at most
+/// [`UPSTREAM_IDLE_CONNECTIONS`] connections open once it is over (the
+/// soak's leak: every connection of the burst stayed for minutes).
+#[tokio::test]
+async fn the_upstream_client_keeps_a_bounded_idle_pool_after_a_burst() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let open = Arc::new(AtomicUsize::new(0));
+    let burst = UPSTREAM_IDLE_CONNECTIONS * 2;
+    let gate = Arc::new(tokio::sync::Barrier::new(burst));
+    let server = {
+        let (open, gate) = (open.clone(), gate.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let (open, gate) = (open.clone(), gate.clone());
+                open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let mut first = true;
+                    // One response per request head; held until the whole burst is in.
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        if first {
+                            gate.wait().await;
+                            first = false;
+                        }
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if s.write_all(ok).await.is_err() {
+                            break;
+                        }
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        })
+    };
+    let http = upstream_http_client();
+    let calls = (0..burst).map(|_| {
+        let http = http.clone();
+        async move { http.get(format!("http://{addr}/")).send().await.unwrap() }
+    });
+    let replies = futures::future::join_all(calls).await;
+    for r in replies {
+        assert_eq!(r.text().await.unwrap(), "ok");
+    }
+    // Every request got its own connection; the pool gives back the surplus.
+    // Bounded poll: closing is asynchronous on both sides.
+    let mut left = open.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        if left <= UPSTREAM_IDLE_CONNECTIONS {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = open.load(Ordering::SeqCst);
+    }
+    assert!(
+        left <= UPSTREAM_IDLE_CONNECTIONS,
+        "{left} of {burst} connections still open"
+    );
+    server.abort();
+}

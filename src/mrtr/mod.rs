@@ -99,7 +99,7 @@ impl Engine {
             audit,
             shutdown,
             clock,
-            single_use: Arc::new(single_use::Local::new(LOCAL_SINGLE_USE_MAX)),
+            single_use: single_use::Local::swept(LOCAL_SINGLE_USE_MAX),
         }
     }
 }

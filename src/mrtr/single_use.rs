@@ -8,6 +8,7 @@
 //! `requestState` is attacker-controlled input; a store that cannot answer
 //! refuses the retry (`state_store_unavailable`), never accepts it.
 
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -55,6 +56,15 @@ impl Local {
         }
     }
 
+    /// A store whose expired ids are also swept as time passes, every
+    /// [`SWEEP_EVERY`], not only once `max_entries` have piled up: at rest
+    /// it holds nothing (on tokio's clock, so paused time in tests).
+    pub fn swept(max_entries: usize) -> Arc<Self> {
+        let local = Arc::new(Self::new(max_entries));
+        tokio::spawn(sweeper(Arc::downgrade(&local)));
+        local
+    }
+
     fn sweep(&self, now: Instant) {
         self.seen.retain(|_, until| *until > now);
     }
@@ -65,6 +75,17 @@ impl Local {
 
     pub fn is_empty(&self) -> bool {
         self.seen.is_empty()
+    }
+}
+
+/// How often a [`Local::swept`] store forgets the ids whose states expired.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+async fn sweeper(local: Weak<Local>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        let Some(l) = local.upgrade() else { return };
+        l.sweep(Instant::now());
     }
 }
 
@@ -126,5 +147,23 @@ mod tests {
         tokio::time::advance(Duration::from_secs(11)).await;
         assert_eq!(local.first_use("c", ttl).await, Ok(true));
         assert_eq!(local.len(), 1);
+    }
+
+    /// Used ids went only once `max_entries` (262,144 in the engine, some
+    /// 26 MB) had piled up: a gateway at rest kept every replay-mode round
+    /// id of its busy hour. Now they go as their states expire.
+    #[tokio::test(start_paused = true)]
+    async fn expired_ids_are_swept_at_rest_not_only_when_full() {
+        let local = Local::swept(1_000);
+        let ttl = Duration::from_secs(10);
+        for i in 0..100 {
+            assert_eq!(local.first_use(&format!("op.{i}"), ttl).await, Ok(true));
+        }
+        tokio::time::sleep(ttl + SWEEP_EVERY * 2).await;
+        assert_eq!(local.len(), 0);
+        // The sweeper holds no strong reference: the store can go.
+        let weak = Arc::downgrade(&local);
+        drop(local);
+        assert!(weak.upgrade().is_none());
     }
 }

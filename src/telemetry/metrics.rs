@@ -113,6 +113,7 @@ pub struct Metrics {
     dropped: Family<RouteLabels, Counter>,
     rate_limited: Family<LimitLabels, Counter>,
     replay_rounds: Family<ToolLabels, Counter>,
+    tasks: Gauge,
 }
 
 impl Default for Metrics {
@@ -248,7 +249,14 @@ impl Metrics {
             "Rounds of questions asked in replay mode (the upstream call ended, nothing held until the retry)",
             replay_rounds.clone(),
         );
+        let tasks = Gauge::default();
+        registry.register(
+            "runtime_tasks",
+            "Tokio tasks alive in the gateway's runtime, read at each scrape (a leak shows as growth at rest)",
+            tasks.clone(),
+        );
         Self {
+            tasks,
             cluster,
             rate_limited,
             replay_rounds,
@@ -443,6 +451,12 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        // Read at the scrape rather than counted on spawn: every task of
+        // every crate counts, and nothing on the request path pays for it.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let alive = rt.metrics().num_alive_tasks();
+            self.tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -475,5 +489,20 @@ mod tests {
             text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#),
             "{text}"
         );
+    }
+
+    /// The soak (examples/soak.rs) reads the task count at rest to find leaks.
+    #[tokio::test]
+    async fn renders_the_runtime_tasks_alive_at_the_scrape() {
+        let m = Metrics::new();
+        let idle = tokio::spawn(std::future::pending::<()>());
+        let text = m.render();
+        let alive: i64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("redmark_runtime_tasks "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no redmark_runtime_tasks in {text}"));
+        assert!(alive >= 1, "{text}");
+        idle.abort();
     }
 }
