@@ -335,7 +335,7 @@ pub fn build_at(
         &options,
     );
     let reload_metrics = metrics.clone();
-    crate::policy::reload::watch(
+    let policy_watch = crate::policy::reload::watch(
         watched,
         shutdown.subscribe(),
         Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
@@ -358,6 +358,7 @@ pub fn build_at(
         access,
         shutdown,
         reload: std::sync::OnceLock::new(),
+        policy_watch,
     }))
 }
 
@@ -482,6 +483,7 @@ impl Running {
             if let Ok(mut hup) =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             {
+                self.gateway.policy_watch.leave_sighup_to_config_reload();
                 tokio::spawn(async move {
                     loop {
                         tokio::select! {

@@ -185,3 +185,64 @@ async fn redmark_reload_switches_the_signing_key_without_dropping_an_operation()
     assert!(next.state.starts_with("k2."), "{}", next.state);
     gw.stop().await;
 }
+
+/// Under `redmark serve`, SIGHUP reloads the config file, and the policies
+/// with it, once: the policy watcher leaves SIGHUP to the config reload. A
+/// route removed by a reload has its policy file no longer watched.
+#[tokio::test]
+async fn one_sighup_reads_a_policy_once_and_a_removed_routes_policy_is_not_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("redmark.toml");
+    let (one, two) = (dir.path().join("one.toml"), dir.path().join("two.toml"));
+    write(&one, "[tool.book_room]\nmax_reasks = 1\n");
+    write(&two, "[tool.book_room]\nmax_reasks = 2\n");
+    let with_policy = |name: &str, path: &str, policy: &Path| {
+        route(name, path).replace(
+            "[route.upstream]",
+            &format!("policy = {}\n[route.upstream]", toml_path(policy)),
+        )
+    };
+    let server = "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n";
+    write(
+        &config,
+        &format!(
+            "{server}{}{}",
+            with_policy("main", "/mcp", &one),
+            with_policy("two", "/mcp/two", &two)
+        ),
+    );
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+
+    // The route `two` removed, by SIGHUP.
+    write(
+        &config,
+        &format!("{server}{}", with_policy("main", "/mcp", &one)),
+    );
+    hup(&gw);
+    logged(&gw, "config reloaded", 1).await;
+    // Then `two`'s file broken and `one`'s changed: the watcher sees `one`
+    // (in the same pass it would have seen `two`).
+    write(&two, "[tool.book_room\n");
+    write(&one, "[tool.book_room]\nmax_reasks = 3\n");
+    logged(&gw, "file changed", 1).await;
+
+    let policy_lines: Vec<String> = gw
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains("policy reload"))
+        .collect();
+    let by_sighup = policy_lines.iter().filter(|l| l.contains("SIGHUP")).count();
+    assert_eq!(
+        by_sighup, 1,
+        "one SIGHUP, one read of main's policy: {policy_lines:#?}"
+    );
+    assert!(
+        policy_lines.iter().all(|l| !l.contains("two.toml")),
+        "the removed route's policy is not watched: {policy_lines:#?}"
+    );
+    assert!(
+        policy_lines.iter().all(|l| !l.contains("failed")),
+        "{policy_lines:#?}"
+    );
+    gw.stop().await;
+}

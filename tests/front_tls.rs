@@ -75,16 +75,39 @@ async fn https_serves_http2_and_http1_by_alpn() {
     gw.stop().await;
 }
 
+/// A server certificate of one CA and client certificates of another, the
+/// `[server.tls]` section requiring them (mutual TLS).
+struct Mutual {
+    dir: tempfile::TempDir,
+    ca: TestCa,
+    clients: TestCa,
+    section: String,
+}
+
+impl Mutual {
+    fn new() -> Mutual {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = TestCa::new("redmark test CA");
+        let (cert, key) = ca.server("gateway").write(dir.path(), "server");
+        let clients = TestCa::new("client CA");
+        let ca_file = dir.path().join("clients.pem");
+        std::fs::write(&ca_file, &clients.pem).unwrap();
+        let section = tls_section(&cert, &key, Some(&ca_file));
+        Mutual {
+            dir,
+            ca,
+            clients,
+            section,
+        }
+    }
+}
+
 #[tokio::test]
 async fn client_ca_requires_a_client_certificate_from_that_ca() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = TestCa::new("redmark test CA");
-    let (cert, key) = ca.server("gateway").write(dir.path(), "server");
-    let clients = TestCa::new("client CA");
-    let ca_file = dir.path().join("clients.pem");
-    std::fs::write(&ca_file, &clients.pem).unwrap();
-    let config = rooms_config(&tls_section(&cert, &key, Some(&ca_file)));
-    let alice = clients.client("alice");
+    let m = Mutual::new();
+    let ca = &m.ca;
+    let config = rooms_config(&m.section);
+    let alice = m.clients.client("alice");
     let gw = TestGateway::start_https(&config, ca.https_client(Some(&alice))).await;
 
     let ok = list(&gw.http, &gw.url).await.unwrap();
@@ -185,4 +208,83 @@ async fn tls_files_that_do_not_load_refuse_the_start() {
     let line = text.lines().position(|l| l == "[server.tls]").unwrap() + 1;
     assert_eq!(errors.0[0].line, line, "{errors}");
     assert!(errors.to_string().contains("missing.crt"), "{errors}");
+}
+
+/// `tools/call list_rooms` on `http`, with `key` as its API key if given.
+async fn list_rooms(http: &reqwest::Client, url: &str, key: Option<&str>) -> Resp {
+    let params = json!({"name": "list_rooms", "arguments": {}, "_meta": meta(json!({}))});
+    let mut rb = mcp_post(http, url, json!(2), "tools/call", &params);
+    if let Some(key) = key {
+        rb = rb.bearer_auth(key);
+    }
+    read_resp(rb.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn a_client_certificate_names_the_principal_with_client_principal() {
+    let m = Mutual::new();
+    let (dir, ca, clients) = (&m.dir, &m.ca, &m.clients);
+    // Calls need credentials ([auth]); the rule sees who the certificate names.
+    let policy = dir.path().join("certs.toml");
+    std::fs::write(
+        &policy,
+        "[tool.list_rooms]\nallow = 'principal.subject == \"alice\" && principal.issuer == \"CN=client CA\" && \"payments\" in principal.groups && principal.claims.common_name == \"alice\"'\ndeny_message = \"only alice of payments\"\n",
+    )
+    .unwrap();
+    const KEY: &str = "key-bob-0123456789abcdef";
+    let extra =
+        m.section.clone() + "client_principal = \"common_name\"\n" + &api_key(KEY, "bob", &[]);
+    let config = rooms_config(&extra).replace(
+        "path = \"/mcp\"\n",
+        &format!("path = \"/mcp\"\npolicy = {}\n", toml_path(&policy)),
+    );
+    let alice = ca.https_client(Some(&clients.client_in("alice", &["payments"])));
+    let gw = TestGateway::start_https(&config, alice.clone()).await;
+
+    // No Authorization: the certificate is the credential.
+    let r = list_rooms(&alice, &gw.url, None).await;
+    assert!(r.result()["content"].is_array(), "{}", r.raw);
+
+    // Same CA, another subject: authenticated, and the rule sees it is not alice.
+    let carol = ca.https_client(Some(&clients.client_in("carol", &["payments"])));
+    let r = list_rooms(&carol, &gw.url, None).await;
+    assert_error(&r, 200, -32602, "policy_denied");
+    assert_eq!(r.error()["message"], "only alice of payments");
+
+    // Credentials sent on the connection win over the certificate: a bad key
+    // is refused, a good one is its own principal (bob, not alice).
+    let r = list_rooms(&alice, &gw.url, Some("not-a-key")).await;
+    assert_error(&r, 401, -32600, "invalid_credentials");
+    let r = list_rooms(&alice, &gw.url, Some(KEY)).await;
+    assert_error(&r, 200, -32602, "policy_denied");
+
+    // A verified certificate with no CN names nobody: the request needs a key.
+    let nameless = ca.https_client(Some(&clients.client_in("", &[])));
+    let r = list_rooms(&nameless, &gw.url, None).await;
+    assert_eq!(r.status, 401, "{}", r.raw);
+    gw.stop().await;
+}
+
+#[test]
+fn client_principal_without_client_ca_or_on_the_admin_listener_is_refused() {
+    for (section, want) in [
+        (
+            "[server.tls]\ncert = \"a.crt\"\nkey = \"a.key\"\nclient_principal = \"common_name\"\n",
+            "client_principal needs client_ca",
+        ),
+        (
+            "[server.admin_tls]\ncert = \"a.crt\"\nkey = \"a.key\"\nclient_ca = \"ca.pem\"\nclient_principal = \"subject\"\n",
+            "the admin listener has no principals",
+        ),
+        (
+            "[server.tls]\ncert = \"a.crt\"\nkey = \"a.key\"\nclient_ca = \"ca.pem\"\nclient_principal = \"email\"\n",
+            "unknown variant `email`",
+        ),
+    ] {
+        let config = rooms_config(section);
+        let err = redmark::config::Config::parse(&config, "test.toml", repo())
+            .expect_err(want)
+            .to_string();
+        assert!(err.contains(want), "{want}: {err}");
+    }
 }

@@ -150,8 +150,9 @@ authz = 'field == "note" && tool.name == "ask" && tool.arguments.tag != "locked"
 }
 
 #[tokio::test]
-async fn a_rule_that_cannot_evaluate_denies() {
-    // `content.missing` is an error at run time, not false: fail closed.
+async fn a_rule_that_cannot_evaluate_refuses_with_policy_error() {
+    // `content.missing` is an error at run time, not false: fail closed, with
+    // a reason of its own (the policy is broken, not the answer).
     let fx = Fixture::with_policy(
         "[tool.ask.fields.x]\nauthz = 'content.missing == 1 || value == \"never\"'\n",
     );
@@ -160,13 +161,15 @@ async fn a_rule_that_cannot_evaluate_denies() {
     let q = asked(&call.start(&gw).await);
     let r = call.answer(&gw, &q, accepted(json!({"x": "a"}))).await;
     assert_eq!(
-        assert_error(&r, 200, -32602, "policy_denied").data()["field"],
+        assert_error(&r, 200, -32603, "policy_error").data()["field"],
         "x"
     );
     assert_eq!(
         received(&fx.log.only_answer("err").await),
         json!({"action": "cancel"})
     );
+    gw.wait_metric(&rejections("ask", "policy_error"), 1.0)
+        .await;
     // Anonymous callers are a principal too, with no groups.
     let fx = Fixture::with_policy(
         "[tool.ask.fields.x]\nauthz = 'principal.name == \"anonymous\" && size(principal.groups) == 0'\n",

@@ -234,6 +234,34 @@ fn an_authz_rule_naming_what_does_not_exist_is_an_error() {
     assert!(ok, "{text}");
 }
 
+/// A call's `allow` rule is checked the same way, against what it is given
+/// (`principal`, `tool`: no answer), and a correct rule on the token's
+/// issuer, subject and scopes is not flagged.
+#[test]
+fn an_allow_rule_naming_what_does_not_exist_is_an_error() {
+    fails_at(
+        "[defaults]\ntools = \"deny\"\n\n[tool.transfer]\nallow = '\"payments\" in principal.grups'\n",
+        5,
+        &[
+            "tool `transfer`: allow",
+            "principal.grups",
+            "did you mean `principal.groups`",
+            "every call is refused",
+        ],
+    );
+    fails_at(
+        "[tool.transfer]\nallow = 'value == \"x\"'\n",
+        2,
+        &["tool `transfer`: allow reads `value`"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = check(
+        dir.path(),
+        "[tool.t]\nallow = 'principal.issuer == \"https://idp\" && principal.subject == \"ann\" && \"x\" in principal.scopes && tool.arguments.size() >= 0'\n",
+    );
+    assert!(ok, "{text}");
+}
+
 /// A rule that fails on every sample answer (a string, a number, a boolean)
 /// is a warning: exit code 2, and the file still checks.
 #[test]
@@ -265,5 +293,5 @@ fn a_rule_that_fails_on_sample_answers_is_a_warning_with_exit_code_2() {
         )),
         "{err}"
     );
-    assert!(err.contains("fails on a sample answer"), "{err}");
+    assert!(err.contains("fails on a sample"), "{err}");
 }

@@ -80,7 +80,7 @@ impl Reloader {
 
     /// Loads the file and, when all of it loads, puts it in force; logs the outcome.
     pub fn reload(&self, trigger: &str) -> Result<Reloaded, ReloadError> {
-        let result = self.try_reload();
+        let result = self.try_reload(trigger);
         match &result {
             Ok(r) => {
                 tracing::info!(trigger, config = %self.path.display(), added = ?crate::telemetry::logging::json(&r.routes_added), changed = ?crate::telemetry::logging::json(&r.routes_changed), removed = ?crate::telemetry::logging::json(&r.routes_removed), signing_key = r.signing_key.as_deref(), "config reloaded");
@@ -95,7 +95,7 @@ impl Reloader {
         result
     }
 
-    fn try_reload(&self) -> Result<Reloaded, ReloadError> {
+    fn try_reload(&self, why: &str) -> Result<Reloaded, ReloadError> {
         let mut new = Config::load(&self.path)?;
         if let Some(a) = self.listen {
             new.server.listen = toml::Spanned::new(0..0, a.to_string());
@@ -125,7 +125,7 @@ impl Reloader {
         .then(Box::new(owner::Owner::new(gw.engine.clone())));
         let built = routes(
             &new,
-            new_policies.clone(),
+            new_policies,
             authenticator.is_anonymous(),
             &gw.metrics,
             &self.options,
@@ -143,13 +143,7 @@ impl Reloader {
             .collect();
         let mut out = Reloaded::default();
         let mut next = HashMap::new();
-        let mut fresh_policies = Vec::new();
-        for (r, handle) in new
-            .routes
-            .iter()
-            .map(toml::Spanned::get_ref)
-            .zip(new_policies)
-        {
+        for r in new.routes.iter().map(toml::Spanned::get_ref) {
             let Some(route) = built.get(&r.path).cloned() else {
                 continue;
             };
@@ -157,19 +151,22 @@ impl Reloader {
                 Some((old, kept)) if same_route(old, r) => {
                     // Unchanged: the same pool and sessions; its policy file read again.
                     route.pool.shutdown();
-                    if let Err(e) = kept.policy.reload() {
-                        tracing::error!(route = %r.name, errors = %e, "policy reload failed; the previous policy stays in force");
+                    if kept.policy.path().is_some() {
+                        crate::policy::reload::reload_logged(
+                            &r.name,
+                            &kept.policy,
+                            why,
+                            &|route: &str, ok: bool| gw.metrics.record_policy_reload(route, ok),
+                        );
                     }
                     next.insert(r.path.clone(), kept.clone());
                 }
                 Some(_) => {
                     out.routes_changed.push(r.name.clone());
-                    fresh_policies.push((r.name.clone(), handle));
                     next.insert(r.path.clone(), route);
                 }
                 None => {
                     out.routes_added.push(r.name.clone());
-                    fresh_policies.push((r.name.clone(), handle));
                     next.insert(r.path.clone(), route);
                 }
             }
@@ -195,13 +192,14 @@ impl Reloader {
         }
         out.signing_key = Some(gw.engine.keys.signing_id());
         out.restart_needed.extend(restart_needed(&running, &new));
+        // The policy files of the routes in force are watched, and no others.
+        let mut watched: Vec<_> = next
+            .values()
+            .map(|r| (r.name.to_string(), r.policy.clone()))
+            .collect();
+        watched.sort_by(|a, b| a.0.cmp(&b.0));
+        gw.policy_watch.replace(watched);
         gw.replace(next, pipeline, authenticator);
-        // The policy files of new and changed routes are watched too.
-        crate::policy::reload::watch(
-            fresh_policies,
-            gw.shutdown_signal(),
-            Arc::new(|_: &str, _: bool| {}),
-        );
         out.routes_added.sort();
         out.routes_changed.sort();
         out.routes_removed.sort();

@@ -436,6 +436,24 @@ impl Config {
                 "max_connections, header_read_timeout, body_read_timeout and send_timeout must be positive".into(),
             ));
         }
+        if let Some(tls) = &self.server.tls
+            && tls.get_ref().client_principal.is_some()
+            && tls.get_ref().client_ca.is_none()
+        {
+            out.push((
+                tls.span(),
+                "client_principal needs client_ca: without it no client presents a certificate"
+                    .into(),
+            ));
+        }
+        if let Some(tls) = &self.server.admin_tls
+            && tls.get_ref().client_principal.is_some()
+        {
+            out.push((
+                tls.span(),
+                "client_principal is for [server.tls]: the admin listener has no principals".into(),
+            ));
+        }
         if let Some(auth) = &self.auth {
             for key in &auth.api_key {
                 let k = key.get_ref();

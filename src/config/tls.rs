@@ -16,6 +16,20 @@ pub struct TlsConfig {
     /// certificate issued by one of them (mutual TLS).
     #[serde(default)]
     pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: a request without `Authorization` is the principal
+    /// its client certificate names (`[server.tls]` only).
+    #[serde(default)]
+    pub client_principal: Option<ClientPrincipal>,
+}
+
+/// Which part of a client certificate's subject names the principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientPrincipal {
+    /// The subject's common name (`CN`).
+    CommonName,
+    /// The whole subject distinguished name (`CN=alice,OU=payments,O=Acme`).
+    Subject,
 }
 
 impl TlsConfig {
@@ -25,6 +39,7 @@ impl TlsConfig {
             cert: base_dir.join(&self.cert),
             key: base_dir.join(&self.key),
             client_ca: self.client_ca.as_ref().map(|ca| base_dir.join(ca)),
+            client_principal: self.client_principal,
         }
     }
 

@@ -18,6 +18,7 @@
 mod access;
 pub mod admin;
 pub mod auth;
+pub mod client_cert;
 pub mod cluster;
 pub mod dispatch;
 pub mod forward;
@@ -60,6 +61,8 @@ pub struct Gateway {
     /// How `POST /reload` on the admin listener reloads the config file; set
     /// by the composition step only when the admin listener is on loopback.
     pub reload: std::sync::OnceLock<ReloadHook>,
+    /// The watcher of the routes' policy files; a config reload replaces what it watches.
+    pub policy_watch: crate::policy::reload::PolicyWatch,
 }
 
 /// Reloads the config file: what changed, or why nothing did.

@@ -140,6 +140,7 @@ pub async fn serve<H, F>(
             header_read_timeout: limits.header_read_timeout,
             send_timeout: limits.send_timeout,
             peer,
+            client: None,
         };
         let tls = limits.tls.clone();
         let metrics = limits.metrics.clone();
@@ -154,7 +155,10 @@ pub async fn serve<H, F>(
                     // that opens TLS and stops is an idle connection too.
                     let handshake = tls.acceptor().accept(stream);
                     match tokio::time::timeout(conn.header_read_timeout, handshake).await {
-                        Ok(Ok(stream)) => conn.serve(stream).await,
+                        Ok(Ok(stream)) => {
+                            let client = tls.client_principal(stream.get_ref().1);
+                            Connection { client, ..conn }.serve(stream).await;
+                        }
                         Ok(Err(e)) => {
                             tracing::debug!(%peer, listener = tls.listener, error = %e, "TLS handshake failed");
                         }
@@ -190,6 +194,8 @@ struct Connection<H> {
     header_read_timeout: Duration,
     send_timeout: Duration,
     peer: std::net::SocketAddr,
+    /// The principal of the client certificate (`[server.tls] client_principal`).
+    client: Option<super::client_cert::CertPrincipal>,
 }
 
 impl<H, F> Connection<H>
@@ -204,7 +210,11 @@ where
         let (activity, idle) = watch::channel(0usize);
         let activity = Arc::new(activity);
         let handler = self.handler;
-        let service = service_fn(move |req| {
+        let client = self.client;
+        let service = service_fn(move |mut req: Request<Incoming>| {
+            if let Some(c) = &client {
+                req.extensions_mut().insert(c.clone());
+            }
             let handler = handler.clone();
             let busy = InFlight::start(activity.clone());
             async move {

@@ -164,6 +164,24 @@ impl Tls {
         Ok(())
     }
 
+    /// The principal the client certificate of `conn` names, when
+    /// `client_principal` is set. A verified certificate that names nobody
+    /// (no CN) is logged: its requests authenticate as if it had none.
+    pub fn client_principal(
+        &self,
+        conn: &rustls::ServerConnection,
+    ) -> Option<super::client_cert::CertPrincipal> {
+        let from = self.files.client_principal?;
+        let leaf = conn.peer_certificates()?.first()?;
+        match super::client_cert::principal(leaf, from) {
+            Ok(p) => Some(super::client_cert::CertPrincipal(Arc::new(p))),
+            Err(e) => {
+                tracing::warn!(listener = self.listener, error = %e, "the client certificate names no principal");
+                None
+            }
+        }
+    }
+
     fn changed(&self) -> bool {
         stamps(&self.files) != *self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -235,6 +253,7 @@ mod tests {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
             client_ca: client_ca.map(Path::to_path_buf),
+            client_principal: None,
         }
     }
 

@@ -9,6 +9,7 @@ use super::outgoing::{Outcome, Outgoing};
 use crate::jsonrpc::{ErrorObject, Id};
 use crate::protocol::shape::{self, Stamp};
 use crate::protocol::{Method, Reason, Reject};
+use crate::telemetry::audit;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ending {
@@ -52,6 +53,8 @@ pub enum Ending {
     },
     /// An answer failed an authorization rule.
     PolicyDenied { field: String, message: String },
+    /// An answer's authorization rule failed at run time: refused, fail closed.
+    PolicyError { field: String, message: String },
     /// Replay mode: the next round's state, with the answers collected so
     /// far, would be longer than `[state] max_bytes`.
     StateTooLarge { len: usize, max: usize },
@@ -79,6 +82,7 @@ impl Ending {
             Ending::ModelOwned { .. } => "model_owned",
             Ending::PolicyInvalid { .. } => "policy_invalid_answer",
             Ending::PolicyDenied { .. } => "policy_denied",
+            Ending::PolicyError { .. } => "policy_error",
             Ending::StateTooLarge { .. } => "state_too_large",
         }
     }
@@ -88,6 +92,16 @@ impl Ending {
         !matches!(self, Ending::Completed { .. })
     }
 
+    /// How a question ended by this ending is audited: its outcome and verdict.
+    pub fn question_verdict(&self) -> (audit::Outcome, &'static str) {
+        match self {
+            Ending::PolicyDenied { .. } => (audit::Outcome::Denied, "policy_denied"),
+            // Authorization could not be proven: recorded as denied.
+            Ending::PolicyError { .. } => (audit::Outcome::Denied, "policy_error"),
+            _ => (audit::Outcome::Invalid, "policy_invalid_answer"),
+        }
+    }
+
     /// The `data.reason` a policy ending reports (for `redmark_policy_rejections_total`).
     pub fn policy_reason(&self) -> Option<Reason> {
         match self {
@@ -95,6 +109,7 @@ impl Ending {
             Ending::ModelOwned { .. } => Some(Reason::PolicyModelOwned),
             Ending::PolicyInvalid { .. } => Some(Reason::PolicyInvalidAnswer),
             Ending::PolicyDenied { .. } => Some(Reason::PolicyDenied),
+            Ending::PolicyError { .. } => Some(Reason::PolicyError),
             _ => None,
         }
     }
@@ -151,6 +166,9 @@ impl Ending {
                 .with("rule", rule.clone()),
             Ending::PolicyDenied { field, message } => {
                 Reject::new(Reason::PolicyDenied, message.clone()).with("field", field.clone())
+            }
+            Ending::PolicyError { field, message } => {
+                Reject::new(Reason::PolicyError, message.clone()).with("field", field.clone())
             }
             Ending::UpstreamLost(why) => Reject::new(
                 Reason::UpstreamLost,

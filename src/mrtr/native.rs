@@ -287,10 +287,7 @@ impl Run {
                     });
                 }
                 Some(Checked::End(ending)) => {
-                    let (outcome, verdict) = match &ending {
-                        Ending::PolicyDenied { .. } => (Outcome::Denied, "policy_denied"),
-                        _ => (Outcome::Invalid, "policy_invalid_answer"),
-                    };
+                    let (outcome, verdict) = ending.question_verdict();
                     self.audit(&q, outcome, verdict, Some(ask.at), None, None);
                     return self.end(req, &ending);
                 }

@@ -162,7 +162,8 @@ fn ending_bytes(ending: &Ending) -> usize {
         Ending::UpstreamLost(why) => why.len(),
         Ending::PolicyRefused { message, .. }
         | Ending::PolicyInvalid { message, .. }
-        | Ending::PolicyDenied { message, .. } => message.len(),
+        | Ending::PolicyDenied { message, .. }
+        | Ending::PolicyError { message, .. } => message.len(),
         Ending::ModelOwned { guidance, .. } => guidance.len(),
         _ => 0,
     };

@@ -31,6 +31,14 @@ pub enum Judgement {
         field: String,
         message: String,
     },
+    /// The field's `authz` rule failed at run time (a name that does not
+    /// exist, a type error): the answer is refused, never silently allowed.
+    Error {
+        field: String,
+        rule: String,
+        at: String,
+        error: String,
+    },
 }
 
 fn shown(value: &Value, sensitive: bool) -> String {
@@ -107,7 +115,18 @@ pub fn judge(
         let (Some(program), Some(value)) = (&r.authz, content.get(field)) else {
             continue;
         };
-        if !authorized(policy, program, subject, field, value, &content) {
+        let allowed = match authorized(policy, program, subject, field, value, &content) {
+            Ok(allowed) => allowed,
+            Err(error) => {
+                return Judgement::Error {
+                    field: field.clone(),
+                    rule: r.authz_source.clone().unwrap_or_default(),
+                    at: r.authz_at.clone().unwrap_or_default(),
+                    error,
+                };
+            }
+        };
+        if !allowed {
             let message = r
                 .authz_message
                 .clone()
@@ -350,7 +369,7 @@ fn authorized(
     field: &str,
     value: &Value,
     content: &Map<String, Value>,
-) -> bool {
+) -> Result<bool, String> {
     let mut ctx = cel::Context::with_env(policy.cel_env().clone());
     let vars = [
         ("principal", subject.principal.cel_value()),
@@ -363,11 +382,13 @@ fn authorized(
         ("content", Value::Object(content.clone())),
     ];
     for (name, v) in vars {
-        match cel::to_value(v) {
-            Ok(v) => ctx.add_variable_from_value(name, v),
-            // Fail closed: a rule that cannot see its inputs allows nothing.
-            Err(_) => return false,
-        }
+        // Fail closed: a rule that cannot see its inputs allows nothing.
+        let v = cel::to_value(v).map_err(|e| format!("`{name}`: {e}"))?;
+        ctx.add_variable_from_value(name, v);
     }
-    matches!(program.execute(&ctx), Ok(cel::Value::Bool(true)))
+    match program.execute(&ctx) {
+        Ok(cel::Value::Bool(b)) => Ok(b),
+        Ok(other) => Err(format!("the rule gave {other:?}, not a bool")),
+        Err(e) => Err(e.to_string()),
+    }
 }

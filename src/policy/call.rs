@@ -136,10 +136,7 @@ fn evaluate(
 ) -> Result<bool, String> {
     let mut ctx = cel::Context::with_env(policy.cel_env().clone());
     let vars = [
-        (
-            "principal",
-            json!({"name": &*principal.name, "groups": &*principal.groups, "claims": &principal.claims.0}),
-        ),
+        ("principal", principal.cel_value()),
         ("tool", json!({"name": tool, "arguments": arguments})),
     ];
     for (name, value) in vars {
@@ -273,5 +270,25 @@ allow = '"admin" in principal.groups'
         assert!(e.0[0].message.contains("deny_message without allow"), "{e}");
         let e = Policy::parse("[defaults]\ntools = \"maybe\"\n", "p.toml").unwrap_err();
         assert_eq!(e.0[0].line, 2, "{e}");
+    }
+
+    #[test]
+    fn a_call_rule_sees_what_an_answer_rule_sees_of_the_principal() {
+        // Regression: call rules saw only name, groups and claims, so a rule
+        // on `principal.issuer` (or subject, scopes) failed as policy_error.
+        let p = Policy::parse(
+            "[tool.t]\nallow = 'principal.issuer == \"https://idp\" && principal.subject == \"ann\" && \"pay\" in principal.scopes'\n",
+            "p.toml",
+        )
+        .unwrap();
+        let ann =
+            Principal::from_token("https://idp", "ann", vec![], vec!["pay".into()], Map::new());
+        assert_eq!(decide(&p, &ann, "t", &Map::new()), Decision::Allow);
+        let bob =
+            Principal::from_token("https://idp", "bob", vec![], vec!["pay".into()], Map::new());
+        assert!(matches!(
+            decide(&p, &bob, "t", &Map::new()),
+            Decision::Deny(_)
+        ));
     }
 }

@@ -98,8 +98,8 @@ struct RawField {
 /// section and each `authz` rule, with their spans in the file.
 pub(super) struct Outline {
     pub tools: Vec<(String, std::ops::Range<usize>)>,
-    /// (tool, field, rule source, span of the field's table).
-    pub rules: Vec<(String, String, String, std::ops::Range<usize>)>,
+    /// (tool, field (`None`: the tool's `allow` rule), rule source, its span).
+    pub rules: Vec<(String, Option<String>, String, std::ops::Range<usize>)>,
 }
 
 /// The [`Outline`] of a policy file that parses (`None` otherwise: `parse`
@@ -112,10 +112,18 @@ pub(super) fn outline(text: &str) -> Option<Outline> {
     };
     for (name, tool) in &raw.tool {
         out.tools.push((name.clone(), tool.span()));
+        if let Some(allow) = &tool.get_ref().allow {
+            out.rules
+                .push((name.clone(), None, allow.get_ref().clone(), allow.span()));
+        }
         for (field, rules) in &tool.get_ref().fields {
             if let Some(authz) = &rules.get_ref().authz {
-                out.rules
-                    .push((name.clone(), field.clone(), authz.clone(), rules.span()));
+                out.rules.push((
+                    name.clone(),
+                    Some(field.clone()),
+                    authz.clone(),
+                    rules.span(),
+                ));
             }
         }
     }
@@ -182,7 +190,11 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
         let mut fields = HashMap::new();
         for (field, rules) in &t.fields {
             match compile_field(&env, name, field, rules.get_ref()) {
-                Ok(r) => {
+                Ok(mut r) => {
+                    if r.authz.is_some() {
+                        r.authz_at =
+                            Some(format!("{file}:{}", at(rules.span(), String::new()).line));
+                    }
                     fields.insert(field.clone(), r);
                 }
                 Err(messages) => problems.extend(messages.into_iter().map(|m| at(rules.span(), m))),
@@ -443,6 +455,7 @@ fn compile_field(
         required: raw.required,
         authz,
         authz_source: raw.authz.clone(),
+        authz_at: None,
         authz_message: raw.authz_message.clone(),
         sensitive: raw.sensitive,
         log_value: raw.log_value,

@@ -1,10 +1,11 @@
 //! What `redmark check` finds in a policy beyond what stops it loading:
-//! `authz` rules that name something that does not exist. A rule reading
-//! `principal.grups` compiles, and then fails on every answer: CEL's error
-//! is a deny, so everyone is refused and nothing says why. Every rule is
-//! walked for the names it reads, checked against the variables an `authz`
-//! rule is given (`principal`, `tool`, `field`, `value`, `content`) and the
-//! fields of the fixed ones (`principal.name|groups|claims`,
+//! `authz` and `allow` rules that name something that does not exist. A
+//! rule reading `principal.grups` compiles, and then fails on every answer
+//! or call: each is refused with `policy_error`, so everyone is refused.
+//! Every rule is walked for the names it reads, checked against the
+//! variables its kind of rule is given (`authz`: `principal`, `tool`,
+//! `field`, `value`, `content`; `allow`: `principal`, `tool`) and the fields
+//! of the fixed ones (`principal.name|groups|claims|issuer|subject|scopes`,
 //! `tool.name|arguments`), then evaluated against a sample context of those
 //! variables: an error there that is not a missing map key is a warning.
 
@@ -15,14 +16,24 @@ use cel::common::ast::Expr;
 use super::file;
 use crate::config::ConfigError;
 
-/// The variables an `authz` rule is given, and the fields of those whose shape is fixed.
-const VARIABLES: [(&str, Option<&[&str]>); 5] = [
-    ("principal", Some(&["name", "groups", "claims"])),
-    ("tool", Some(&["name", "arguments"])),
+/// The fields of `principal` (what [`crate::protocol::Principal::cel_value`] gives).
+const PRINCIPAL: &[&str] = &["name", "groups", "claims", "issuer", "subject", "scopes"];
+const TOOL: &[&str] = &["name", "arguments"];
+
+/// A variable a rule is given, and its fields when their shape is fixed.
+type Variable = (&'static str, Option<&'static [&'static str]>);
+
+/// The variables an `authz` rule is given.
+const AUTHZ: &[Variable] = &[
+    ("principal", Some(PRINCIPAL)),
+    ("tool", Some(TOOL)),
     ("field", None),
     ("value", None),
     ("content", None),
 ];
+
+/// The variables a call's `allow` rule is given.
+const ALLOW: &[Variable] = &[("principal", Some(PRINCIPAL)), ("tool", Some(TOOL))];
 
 /// A problem found by `check`: an error (exit 1) or a warning (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +74,15 @@ pub fn lint(path: &Path) -> Lint {
         let Ok(program) = file::compile_authz(&env, &source) else {
             continue;
         };
-        let here = format!("tool `{tool}` field `{field}`: authz");
-        for (name, hint) in unknown_names(program.expression()) {
+        let (here, variables, refused) = match &field {
+            Some(field) => (
+                format!("tool `{tool}` field `{field}`: authz"),
+                AUTHZ,
+                "every answer",
+            ),
+            None => (format!("tool `{tool}`: allow"), ALLOW, "every call"),
+        };
+        for (name, hint) in unknown_names(program.expression(), variables) {
             let hint = hint
                 .map(|h| format!(" (did you mean `{h}`?)"))
                 .unwrap_or_default();
@@ -72,16 +90,18 @@ pub fn lint(path: &Path) -> Lint {
                 warning: false,
                 error: at(
                     span.clone(),
-                    format!("{here} reads `{name}`, which does not exist{hint}, so it denies every answer"),
+                    format!("{here} reads `{name}`, which does not exist{hint}, so {refused} is refused (policy_error)"),
                 ),
             });
         }
-        if let Some(why) = sample_failure(&env, &program, &tool, &field) {
+        if let Some(why) = sample_failure(&env, &program, &tool, field.as_deref()) {
             out.findings.push(Finding {
                 warning: true,
                 error: at(
                     span.clone(),
-                    format!("{here} fails on a sample answer ({why}); a failing rule denies"),
+                    format!(
+                        "{here} fails on a sample ({why}); a failing rule refuses (policy_error)"
+                    ),
                 ),
             });
         }
@@ -90,21 +110,24 @@ pub fn lint(path: &Path) -> Lint {
 }
 
 /// The names a rule reads that do not exist, each with the closest one that does.
-pub fn unknown_names(root: &cel::IdedExpr) -> Vec<(String, Option<String>)> {
+pub fn unknown_names(
+    root: &cel::IdedExpr,
+    variables: &[Variable],
+) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
     let mut stack: Vec<(&cel::IdedExpr, Vec<String>)> = vec![(root, Vec::new())];
     while let Some((node, bound)) = stack.pop() {
         match &node.expr {
             Expr::Ident(name) => {
-                if !bound.contains(name) && !VARIABLES.iter().any(|(v, _)| v == name) {
-                    let hint = closest(name, VARIABLES.iter().map(|(v, _)| *v));
+                if !bound.contains(name) && !variables.iter().any(|(v, _)| v == name) {
+                    let hint = closest(name, variables.iter().map(|(v, _)| *v));
                     out.push((name.clone(), hint.map(str::to_owned)));
                 }
             }
             Expr::Select(select) => {
                 if let Expr::Ident(var) = &select.operand.expr
                     && !bound.contains(var)
-                    && let Some((_, Some(fields))) = VARIABLES.iter().find(|(v, _)| v == var)
+                    && let Some((_, Some(fields))) = variables.iter().find(|(v, _)| v == var)
                     && !fields.contains(&select.field.as_str())
                 {
                     let hint = closest(&select.field, fields.iter().copied());
@@ -154,15 +177,24 @@ pub fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Option<&
         .map(|(_, k)| k)
 }
 
-/// Runs the rule on samples of what it is given (the answer a string, a
-/// number, a boolean); the error when every sample fails, unless it is only
-/// a key the sample lacks (`tool.arguments.room`, `content.choice`).
+/// Runs the rule on samples of what it is given (for `authz`, the answer a
+/// string, a number, a boolean; `field` is `None` for an `allow` rule); the
+/// error when every sample fails, unless it is only a key the sample lacks
+/// (`tool.arguments.room`, `content.choice`).
 fn sample_failure(
     env: &std::sync::Arc<cel::Env>,
     program: &cel::Program,
     tool: &str,
-    field: &str,
+    field: Option<&str>,
 ) -> Option<String> {
+    let principal = crate::protocol::Principal::from_token(
+        "https://sample.example",
+        "sample",
+        vec!["sample".into()],
+        vec!["sample".into()],
+        serde_json::Map::new(),
+    )
+    .cel_value();
     let mut last = None;
     for value in [
         serde_json::json!("sample"),
@@ -170,16 +202,15 @@ fn sample_failure(
         serde_json::json!(true),
     ] {
         let mut ctx = cel::Context::with_env(env.clone());
-        let vars = [
-            (
-                "principal",
-                serde_json::json!({"name": "sample", "groups": ["sample"], "claims": {}}),
-            ),
+        let mut vars = vec![
+            ("principal", principal.clone()),
             ("tool", serde_json::json!({"name": tool, "arguments": {}})),
-            ("field", serde_json::json!(field)),
-            ("content", serde_json::json!({ field: value.clone() })),
-            ("value", value),
         ];
+        if let Some(field) = field {
+            vars.push(("field", serde_json::json!(field)));
+            vars.push(("content", serde_json::json!({ field: value.clone() })));
+            vars.push(("value", value));
+        }
         for (name, v) in vars {
             ctx.add_variable_from_value(name, cel::to_value(v).ok()?);
         }
@@ -204,7 +235,7 @@ mod tests {
     fn names(rule: &str) -> Vec<(String, Option<String>)> {
         let env = cel::Env::stdlib();
         let program = file::compile_authz(&env, rule).unwrap();
-        unknown_names(program.expression())
+        unknown_names(program.expression(), AUTHZ)
     }
 
     #[test]
@@ -227,6 +258,22 @@ mod tests {
                 .is_empty()
         );
         assert!(names(r#"principal.claims.sub == content.who && field == "x""#).is_empty());
+        assert!(
+            names(
+                r#"principal.issuer == "i" && principal.subject == "s" && "x" in principal.scopes"#
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_allow_rule_has_no_answer_to_read() {
+        let env = cel::Env::stdlib();
+        let program = file::compile_authz(&env, r#"value == "x" && tool.name == "t""#).unwrap();
+        assert_eq!(
+            unknown_names(program.expression(), ALLOW),
+            [("value".to_owned(), None)]
+        );
     }
 
     #[test]

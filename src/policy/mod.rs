@@ -148,6 +148,9 @@ pub struct FieldRules {
     pub required: bool,
     pub authz: Option<Arc<cel::Program>>,
     pub authz_source: Option<String>,
+    /// Where the rule is written (`file:line`), for the ERROR log of a rule
+    /// that fails at run time.
+    pub authz_at: Option<String>,
     pub authz_message: Option<String>,
     pub sensitive: bool,
     /// Values of this field may appear in logs and traces.

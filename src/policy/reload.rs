@@ -95,8 +95,13 @@ impl PolicyHandle {
     }
 }
 
-/// Outcome of one reload, for logs and metrics.
-fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn Fn(&str, bool)) {
+/// Reads a policy file again; the outcome is logged and told `on_reload` (metrics).
+pub fn reload_logged(
+    route: &str,
+    handle: &PolicyHandle,
+    why: &str,
+    on_reload: &dyn Fn(&str, bool),
+) {
     match handle.reload() {
         Ok(()) => {
             tracing::info!(
@@ -114,15 +119,56 @@ fn reload_logged(route: &str, handle: &PolicyHandle, why: &str, on_reload: &dyn 
     }
 }
 
+/// Route names and their policies, as watched.
+pub type Watched = Vec<(String, Arc<PolicyHandle>)>;
+
+/// The one watcher of the routes' policies: which files it watches is
+/// replaced by a config reload, so routes that are gone are not watched (nor
+/// kept alive) any longer, and no reload adds a watcher.
+#[derive(Clone)]
+pub struct PolicyWatch {
+    handles: Arc<RwLock<Watched>>,
+    /// False once a config reload owns SIGHUP (it reads every policy again itself).
+    on_hup: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PolicyWatch {
+    /// Watches these from now on, in place of the routes watched before.
+    pub fn replace(&self, handles: Watched) {
+        *self
+            .handles
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = handles;
+    }
+
+    /// SIGHUP reloads the whole config file, policies included: reading the
+    /// policies here too would do it twice.
+    pub fn leave_sighup_to_config_reload(&self) {
+        self.on_hup
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn handles(&self) -> Watched {
+        self.handles
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// Watches every route's policy until `stop` turns true. SIGHUP is always
 /// handled here, even with no policy file: its default action ends the
 /// process, and a logrotate `postrotate kill -HUP` must not take the gateway down.
 pub fn watch(
-    handles: Vec<(String, Arc<PolicyHandle>)>,
+    handles: Watched,
     mut stop: tokio::sync::watch::Receiver<bool>,
     on_reload: OnReload,
-) {
-    let files = handles.iter().filter(|(_, h)| h.path().is_some()).count();
+) -> PolicyWatch {
+    let watch = PolicyWatch {
+        handles: Arc::new(RwLock::new(handles)),
+        on_hup: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    };
+    let watching = watch.clone();
     let mut hup = crate::signal::Hangup::register();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(POLL);
@@ -130,15 +176,20 @@ pub fn watch(
         loop {
             tokio::select! {
                 () = hup.recv() => {
-                    if files == 0 {
+                    if !watching.on_hup.load(std::sync::atomic::Ordering::Relaxed) {
+                        continue;
+                    }
+                    let handles = watching.handles();
+                    let mut files = handles.iter().filter(|(_, h)| h.path().is_some()).peekable();
+                    if files.peek().is_none() {
                         tracing::info!("SIGHUP: no policy files to reload");
                     }
-                    for (route, h) in handles.iter().filter(|(_, h)| h.path().is_some()) {
+                    for (route, h) in files {
                         reload_logged(route, h, "SIGHUP", on_reload.as_ref());
                     }
                 }
-                _ = tick.tick(), if files > 0 => {
-                    for (route, h) in &handles {
+                _ = tick.tick() => {
+                    for (route, h) in &watching.handles() {
                         if h.changed() {
                             reload_logged(route, h, "file changed", on_reload.as_ref());
                         }
@@ -148,4 +199,5 @@ pub fn watch(
             }
         }
     });
+    watch
 }

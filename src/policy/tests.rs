@@ -603,3 +603,28 @@ authz_message = "no"
         Judgement::Denied { .. }
     ));
 }
+
+#[test]
+fn an_authz_rule_failing_at_run_time_is_an_error_naming_the_rule_and_line() {
+    let p = Policy::parse(
+        "[defaults]\nmax_questions = 3\n\n[tool.t.fields.x]\nauthz = 'principal.grups.size() > 0'\n",
+        "rooms.toml",
+    )
+    .unwrap();
+    let judgement = judged(
+        &p,
+        "t",
+        json!({"x": {"type": "string"}}),
+        json!({"x": "a"}),
+        &[],
+    );
+    let Judgement::Error {
+        field, rule, at, ..
+    } = judgement
+    else {
+        panic!("not an error: {judgement:?}");
+    };
+    assert_eq!(field, "x");
+    assert_eq!(rule, "principal.grups.size() > 0");
+    assert!(at.starts_with("rooms.toml:"), "{at}");
+}

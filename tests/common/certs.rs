@@ -62,8 +62,23 @@ impl TestCa {
     }
 
     fn issue(&self, names: Vec<String>, cn: &str, usage: ExtendedKeyUsagePurpose) -> Issued {
+        self.issue_in(names, cn, &[], usage)
+    }
+
+    fn issue_in(
+        &self,
+        names: Vec<String>,
+        cn: &str,
+        units: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+    ) -> Issued {
         let mut params = CertificateParams::new(names).expect("names");
         params.distinguished_name.push(DnType::CommonName, cn);
+        for unit in units {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationalUnitName, *unit);
+        }
         params.use_authority_key_identifier_extension = true;
         params.key_usages.push(KeyUsagePurpose::DigitalSignature);
         params.extended_key_usages.push(usage);
@@ -88,6 +103,11 @@ impl TestCa {
     /// A client certificate whose subject CN is `cn`.
     pub fn client(&self, cn: &str) -> Issued {
         self.issue(Vec::new(), cn, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    /// A client certificate whose subject is `CN=cn` with an `OU` per unit.
+    pub fn client_in(&self, cn: &str, units: &[&str]) -> Issued {
+        self.issue_in(Vec::new(), cn, units, ExtendedKeyUsagePurpose::ClientAuth)
     }
 
     /// An HTTPS client that trusts only this CA (and reports the peer's certificate).

@@ -9,6 +9,7 @@ use http::header;
 
 use super::{Halt, RequestCx, Step};
 use crate::front::auth::Authenticator;
+use crate::front::client_cert::CertPrincipal;
 use crate::protocol::IntoReject;
 
 pub struct Authenticate {
@@ -24,6 +25,16 @@ impl Authenticate {
 #[async_trait::async_trait]
 impl Step for Authenticate {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        // A request with no credentials of its own, on a connection whose
+        // client certificate names a principal (`client_principal`), is that
+        // principal. Credentials sent with it win: a bad token is refused,
+        // never replaced by the certificate.
+        if !cx.head.headers.contains_key(header::AUTHORIZATION)
+            && let Some(cert) = cx.head.extensions.get::<CertPrincipal>()
+        {
+            cx.principal = (*cert.0).clone();
+            return Ok(());
+        }
         let route = cx.route.path.as_str();
         match self
             .authenticator

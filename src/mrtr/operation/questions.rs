@@ -158,10 +158,7 @@ impl Operation {
                 Ok(Checked::End(ending)) if retried.is_some() => {
                     // As a hold-mode retry's: the question ends as invalid or
                     // denied, and the server hears `cancel`.
-                    let (outcome, verdict) = match &ending {
-                        Ending::PolicyDenied { .. } => (Outcome::Denied, "policy_denied"),
-                        _ => (Outcome::Invalid, "policy_invalid_answer"),
-                    };
+                    let (outcome, verdict) = ending.question_verdict();
                     self.close_question(&q, outcome, verdict, None);
                     let _ = self
                         .session
@@ -437,10 +434,7 @@ impl Operation {
                 }
                 Checked::End(e) => {
                     let q = self.pending.remove(pos);
-                    let (outcome, verdict) = match &e {
-                        Ending::PolicyDenied { .. } => (Outcome::Denied, "policy_denied"),
-                        _ => (Outcome::Invalid, "policy_invalid_answer"),
-                    };
+                    let (outcome, verdict) = e.question_verdict();
                     self.close_question(&q, outcome, verdict, None);
                     // The server's question is answered `cancel`: it is never left waiting.
                     let _ = self
@@ -498,6 +492,20 @@ pub(crate) fn check_answer(
         // Never asked again: another try would only probe what is allowed.
         Judgement::Denied { field, message } => {
             Checked::End(Ending::PolicyDenied { field, message })
+        }
+        Judgement::Error {
+            field,
+            rule,
+            at,
+            error,
+        } => {
+            tracing::error!(tool = %subject.tool, field = %field, rule = %rule, at = %at, error = %error, "the authz rule failed at run time; the answer is refused");
+            Checked::End(Ending::PolicyError {
+                message: format!(
+                    "the policy's authz rule for {field} could not be evaluated; the answer is refused"
+                ),
+                field,
+            })
         }
     }
 }
