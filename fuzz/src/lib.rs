@@ -511,6 +511,11 @@ pub fn answer(data: &[u8]) {
             q.mark(&mark);
         }
         Judgement::Denied { .. } => {}
+        // A rule that fails at run time is a refusal (policy_error), never a
+        // crash; it only ever judges a field that was asked and answered.
+        Judgement::Error { field, .. } => {
+            assert!(props.contains_key(&field), "`{field}` was not asked for");
+        }
     }
 }
 
