@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::Engine;
-use super::convert::{self, Kind, Question};
+use super::convert::{self, Question};
 use super::ending::Ending;
-use super::operation::questions::{Checked, check_answer};
+use super::operation::questions::{Answered, Asker, Checked, check_answer, question_record};
 use super::operation::spans::{record_error, root_span, round_trip_span};
 use super::outgoing::Outgoing;
 use super::resume::{consume, input_responses, verify};
@@ -33,7 +33,7 @@ use crate::policy::guard::{self, Verdict};
 use crate::protocol::shape::Stamp;
 use crate::protocol::{ClientRequest, IntoReject, Principal, Reason, Reject, meta};
 use crate::route::Route;
-use crate::telemetry::audit::{self, AuditRecord, Origin, Outcome};
+use crate::telemetry::audit::{Origin, Outcome};
 use crate::telemetry::traces;
 use crate::upstream::native::{NativeRequest, headers, request_meta};
 use crate::upstream::pool::PoolKey;
@@ -558,43 +558,26 @@ impl Run {
         if !self.engine.audit.is_enabled() {
             return;
         }
-        let fields = q
-            .schema()
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
-        let content = answer
-            .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
-            .and_then(|a| a.get("content"))
-            .and_then(Value::as_object);
-        self.engine.audit.record(AuditRecord {
-            time: audit::timestamp(std::time::SystemTime::now()),
-            route: self.route.name.to_string(),
-            tool: self.target.clone(),
-            principal: self.principal.name.to_string(),
-            operation: self.op_id.clone(),
-            key: q.key.clone(),
-            method: match q.kind {
-                Kind::Elicitation => audit::Method::Elicitation,
-                Kind::Sampling => audit::Method::Sampling,
-                Kind::Roots => audit::Method::Roots,
+        let asker = Asker {
+            route: &self.route.name,
+            tool: &self.target,
+            principal: &self.principal.name,
+            operation: &self.op_id,
+            arguments: &self.arguments,
+            trace_id: self.trace_id.as_deref(),
+        };
+        self.engine.audit.record(question_record(
+            &asker,
+            q,
+            Answered {
+                outcome,
+                verdict,
+                answer_ms,
+                answer,
+                reask_rule,
             },
-            mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode {
-                audit::Mode::Url
-            } else {
-                audit::Mode::Form
-            }),
-            fields,
-            outcome,
-            answer_ms,
-            verdict: verdict.to_owned(),
-            redundant: content.is_some_and(|c| audit::redundant(&self.arguments, c)),
-            trace_id: self.trace_id.clone(),
-            reask: reask_rule.is_some(),
-            rule: reask_rule.map(str::to_owned),
-            origin: Some(Origin::Native),
-        });
+            Some(Origin::Native),
+        ));
     }
 }
 

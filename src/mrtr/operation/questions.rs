@@ -252,43 +252,26 @@ impl Operation {
         if !self.engine.audit.is_enabled() {
             return;
         }
-        let fields = q
-            .schema()
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
-        let content = answer
-            .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
-            .and_then(|a| a.get("content"))
-            .and_then(Value::as_object);
-        self.engine.audit.record(AuditRecord {
-            time: audit::timestamp(std::time::SystemTime::now()),
-            route: self.route.name.to_string(),
-            tool: self.target.clone(),
-            principal: self.principal.name.to_string(),
-            operation: self.id.clone(),
-            key: q.key.clone(),
-            method: match q.kind {
-                Kind::Elicitation => audit::Method::Elicitation,
-                Kind::Sampling => audit::Method::Sampling,
-                Kind::Roots => audit::Method::Roots,
+        let asker = Asker {
+            route: &self.route.name,
+            tool: &self.target,
+            principal: &self.principal.name,
+            operation: &self.id,
+            arguments: &self.arguments,
+            trace_id: self.trace_id.as_deref(),
+        };
+        self.engine.audit.record(question_record(
+            &asker,
+            q,
+            Answered {
+                outcome,
+                verdict,
+                answer_ms,
+                answer,
+                reask_rule,
             },
-            mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode {
-                audit::Mode::Url
-            } else {
-                audit::Mode::Form
-            }),
-            fields,
-            outcome,
-            answer_ms,
-            verdict: verdict.to_owned(),
-            redundant: content.is_some_and(|c| audit::redundant(&self.arguments, c)),
-            trace_id: self.trace_id.clone(),
-            reask: reask_rule.is_some(),
-            rule: reask_rule.map(str::to_owned),
-            origin: None,
-        });
+            None,
+        ));
     }
 
     /// A person's answer broke `rule` and the question is asked again: the
@@ -525,5 +508,72 @@ fn outcome_of(answer: &Value) -> Outcome {
         Some("cancel") => Outcome::Cancelled,
         // Accepted forms and URLs; sampling and roots answers.
         _ => Outcome::Accepted,
+    }
+}
+
+/// Whose question an audit line is about: the operation's side of it.
+pub(crate) struct Asker<'a> {
+    pub route: &'a str,
+    pub tool: &'a str,
+    pub principal: &'a str,
+    pub operation: &'a str,
+    pub arguments: &'a Value,
+    pub trace_id: Option<&'a str>,
+}
+
+/// How a question ended, for its audit line.
+pub(crate) struct Answered<'a> {
+    pub outcome: Outcome,
+    pub verdict: &'a str,
+    pub answer_ms: Option<u64>,
+    pub answer: Option<&'a Value>,
+    pub reask_rule: Option<&'a str>,
+}
+
+/// One audit line for question `q` (field names and outcome, never values):
+/// the same for converted questions and a native server's own.
+pub(crate) fn question_record(
+    asker: &Asker<'_>,
+    q: &Question,
+    ended: Answered<'_>,
+    origin: Option<audit::Origin>,
+) -> AuditRecord {
+    let fields = q
+        .schema()
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let content = ended
+        .answer
+        .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
+        .and_then(|a| a.get("content"))
+        .and_then(Value::as_object);
+    AuditRecord {
+        time: audit::timestamp(std::time::SystemTime::now()),
+        route: asker.route.to_owned(),
+        tool: asker.tool.to_owned(),
+        principal: asker.principal.to_owned(),
+        operation: asker.operation.to_owned(),
+        key: q.key.clone(),
+        method: match q.kind {
+            Kind::Elicitation => audit::Method::Elicitation,
+            Kind::Sampling => audit::Method::Sampling,
+            Kind::Roots => audit::Method::Roots,
+        },
+        mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode {
+            audit::Mode::Url
+        } else {
+            audit::Mode::Form
+        }),
+        fields,
+        outcome: ended.outcome,
+        answer_ms: ended.answer_ms,
+        verdict: ended.verdict.to_owned(),
+        redundant: content.is_some_and(|c| audit::redundant(asker.arguments, c)),
+        trace_id: asker.trace_id.map(str::to_owned),
+        reask: ended.reask_rule.is_some(),
+        rule: ended.reask_rule.map(str::to_owned),
+        origin,
     }
 }
