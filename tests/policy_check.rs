@@ -44,6 +44,13 @@ fn at(dir: &Path, line: usize) -> String {
 
 /// Asserts `check` failed with a problem at `line` of the policy file whose
 /// text contains every word of `words`.
+/// `policy` checks clean.
+fn passes(policy: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = check(dir.path(), policy);
+    assert!(ok, "{policy}\n{text}");
+}
+
 fn fails_at(policy: &str, line: usize, words: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let (ok, text) = check(dir.path(), policy);
@@ -226,12 +233,9 @@ fn an_authz_rule_naming_what_does_not_exist_is_an_error() {
         &["princpal", "did you mean `principal`"],
     );
     // Comprehension variables and the variables a rule is given are known.
-    let dir = tempfile::tempdir().unwrap();
-    let (ok, text) = check(
-        dir.path(),
+    passes(
         "[tool.t.fields.a]\nauthz = 'principal.groups.exists(g, g == \"x\") || tool.arguments.room == value || content.b == field'\n",
     );
-    assert!(ok, "{text}");
 }
 
 /// A call's `allow` rule is checked the same way, against what it is given
@@ -254,12 +258,9 @@ fn an_allow_rule_naming_what_does_not_exist_is_an_error() {
         2,
         &["tool `transfer`: allow reads `value`"],
     );
-    let dir = tempfile::tempdir().unwrap();
-    let (ok, text) = check(
-        dir.path(),
+    passes(
         "[tool.t]\nallow = 'principal.issuer == \"https://idp\" && principal.subject == \"ann\" && \"x\" in principal.scopes && tool.arguments.size() >= 0'\n",
     );
-    assert!(ok, "{text}");
 }
 
 /// A rule that fails on every sample answer (a string, a number, a boolean)

@@ -120,15 +120,7 @@ async fn an_http_session_dropped_as_its_answer_arrives_is_upstream_timeout() {
 
 async fn initialize_fault(via: Via, init: &str, reason: &str) {
     let f = Setup::new(via).init(init).start().await;
-    let (r, took) = within(
-        INIT_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, took) = f.call_within(INIT_TIMEOUT, "echo", json!({})).await;
     assert_error(&r, 502, -32603, reason);
     if reason == "upstream_unavailable" {
         assert!(took >= INIT_TIMEOUT, "waited init_timeout, not {took:?}");
@@ -137,15 +129,7 @@ async fn initialize_fault(via: Via, init: &str, reason: &str) {
         .eventually("initialize", |e| e["method"] == "initialize")
         .await;
     // The route is not stuck: the next call is refused the same way, in time.
-    let (again, _) = within(
-        INIT_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (again, _) = f.call_within(INIT_TIMEOUT, "echo", json!({})).await;
     assert_error(&again, 502, -32603, reason);
     f.gw.wait_metric(&sessions("leased"), 0.0).await;
     f.gw.wait_metric(PENDING, 0.0).await;
@@ -186,15 +170,7 @@ async fn a_garbage_initialize_answer_is_upstream_unavailable() {
 async fn a_server_slower_than_call_timeout_is_upstream_timeout_and_is_cancelled() {
     for via in [Via::Stdio, Via::Http] {
         let f = Setup::new(via).start().await;
-        let (r, took) = within(
-            CALL_TIMEOUT,
-            f.gw.rpc(
-                "tools/call",
-                json!({"name": "slow", "arguments": {}}),
-                json!({}),
-            ),
-        )
-        .await;
+        let (r, took) = f.call_within(CALL_TIMEOUT, "slow", json!({})).await;
         assert_error(&r, 504, -32603, "upstream_timeout");
         assert!(took >= CALL_TIMEOUT, "{took:?}");
         // The call is cancelled upstream (`notifications/cancelled` for its id).
@@ -219,15 +195,13 @@ async fn a_server_that_stops_reading_is_upstream_lost_within_request_timeout() {
     // The server stops reading, then pushes requests redmark must answer: its
     // writes back up (bounded queues), and the session is given up after
     // request_timeout instead of growing or waiting for ever.
-    let (r, _) = within(
-        REQUEST_TIMEOUT + Duration::from_secs(5),
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "stall", "arguments": {"n": 20000}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, _) = f
+        .call_within(
+            REQUEST_TIMEOUT + Duration::from_secs(5),
+            "stall",
+            json!({"n": 20000}),
+        )
+        .await;
     let err = assert_error(&r, 200, -32603, "upstream_lost");
     assert_contains(err["message"].as_str().unwrap(), &["stopped reading"]);
     f.fx.log
@@ -240,26 +214,14 @@ async fn a_server_that_stops_reading_is_upstream_lost_within_request_timeout() {
 #[tokio::test]
 async fn a_stderr_line_over_64_kib_does_not_break_the_server() {
     let f = Setup::new(Via::Stdio).start().await;
-    let (r, _) = within(
-        CALL_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "stderr", "arguments": {"bytes": 200000}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, _) = f
+        .call_within(CALL_TIMEOUT, "stderr", json!({"bytes": 200000}))
+        .await;
     assert_eq!(text(&r), "wrote stderr");
     f.fx.log
         .eventually("stderr written to the end", |e| e["event"] == "stderr_ok")
         .await;
-    let ok =
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            json!({}),
-        )
-        .await;
+    let ok = f.call("echo", json!({})).await;
     assert_eq!(text(&ok), "ok");
     f.done().await;
 }

@@ -23,27 +23,15 @@ async fn a_message_over_max_message_bytes_ends_the_session_stdio() {
         .upstream("max_message_bytes = 65536")
         .start()
         .await;
-    let (r, _) = within(
-        CALL_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "oversize", "arguments": {"bytes": 200000}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, _) = f
+        .call_within(CALL_TIMEOUT, "oversize", json!({"bytes": 200000}))
+        .await;
     let err = assert_error(&r, 200, -32603, "upstream_lost");
     assert_contains(err["message"].as_str().unwrap(), &["max_message_bytes"]);
     f.gw.wait_metric(&ops("oversize", "upstream_lost"), 1.0)
         .await;
     // A new session serves the next call.
-    let ok =
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            json!({}),
-        )
-        .await;
+    let ok = f.call("echo", json!({})).await;
     assert_eq!(text(&ok), "ok");
     f.done().await;
 }
@@ -54,15 +42,9 @@ async fn an_sse_event_over_max_message_bytes_fails_the_call_http() {
         .upstream("max_message_bytes = 65536")
         .start()
         .await;
-    let (r, _) = within(
-        CALL_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "oversize", "arguments": {"bytes": 200000}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, _) = f
+        .call_within(CALL_TIMEOUT, "oversize", json!({"bytes": 200000}))
+        .await;
     assert_error(&r, 200, -32603, "upstream_error");
     f.gw.wait_metric(&ops("oversize", "upstream_error"), 1.0)
         .await;
@@ -72,24 +54,10 @@ async fn an_sse_event_over_max_message_bytes_fails_the_call_http() {
 /// Faults a session survives: the call is answered, and so is the next one.
 async fn survived(via: Via, tool: &str, want: &str) {
     let f = Setup::new(via).start().await;
-    let (r, _) = within(
-        CALL_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": tool, "arguments": {}}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (r, _) = f.call_within(CALL_TIMEOUT, tool, json!({})).await;
     assert_eq!(text(&r), want, "{tool} over {via:?}");
     f.gw.wait_metric(&ops(tool, "completed"), 1.0).await;
-    let ok =
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            json!({}),
-        )
-        .await;
+    let ok = f.call("echo", json!({})).await;
     assert_eq!(text(&ok), "ok", "after {tool} over {via:?}");
     f.done().await;
 }
@@ -122,15 +90,7 @@ async fn a_second_response_for_the_same_id_is_ignored() {
 async fn a_push_redmark_does_not_know_is_refused_and_the_call_goes_on() {
     for via in [Via::Stdio, Via::Http] {
         let f = Setup::new(via).start().await;
-        let (r, _) = within(
-            CALL_TIMEOUT,
-            f.gw.rpc(
-                "tools/call",
-                json!({"name": "unknown_push", "arguments": {}}),
-                json!({}),
-            ),
-        )
-        .await;
+        let (r, _) = f.call_within(CALL_TIMEOUT, "unknown_push", json!({})).await;
         // The server heard -32601 `not_relayed`; the client only gets the result.
         let heard: Value = serde_json::from_str(&text(&r)).unwrap();
         assert_eq!(heard["error"]["code"], -32601, "{heard}");
@@ -146,11 +106,7 @@ async fn a_burst_of_1000_questions_stops_at_max_questions() {
     let f = Setup::new(Via::Stdio).start().await;
     let (r, _) = within(
         CALL_TIMEOUT,
-        f.gw.rpc(
-            "tools/call",
-            json!({"name": "burst", "arguments": {"n": 1000}}),
-            form_caps(),
-        ),
+        f.call_with("burst", json!({"n": 1000}), form_caps()),
     )
     .await;
     assert_error(&r, 200, -32603, "policy_too_many_questions");

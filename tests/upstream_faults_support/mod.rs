@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use crate::common::*;
@@ -148,6 +148,32 @@ impl Faulty {
             },
         )
         .await;
+    }
+
+    /// `tools/call tool` with `arguments`, from a client with no capabilities.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Resp {
+        self.call_with(tool, arguments, json!({})).await
+    }
+
+    /// `tools/call tool` from a client declaring `capabilities`.
+    pub async fn call_with(&self, tool: &str, arguments: Value, capabilities: Value) -> Resp {
+        self.gw
+            .rpc(
+                "tools/call",
+                json!({"name": tool, "arguments": arguments}),
+                capabilities,
+            )
+            .await
+    }
+
+    /// [`Faulty::call`], answered within `bound` (plus [`SLACK`]); how long it took.
+    pub async fn call_within(
+        &self,
+        bound: Duration,
+        tool: &str,
+        arguments: Value,
+    ) -> (Resp, Duration) {
+        within(bound, self.call(tool, arguments)).await
     }
 
     /// No operation pending, no session leased; then the gateway stops.
