@@ -40,9 +40,38 @@ fn help_names_every_command() {
     }
 }
 
+/// `examples/rooms/redmark.toml` as shipped, written to `dir` with the rooms
+/// binary of this test's own target directory (`CARGO_TARGET_DIR` may not be
+/// `<repo>/target`; the binary is built if missing) and its other paths made
+/// absolute. Returns the config's path.
+fn rooms_example(dir: &std::path::Path) -> std::path::PathBuf {
+    let shipped = std::fs::read_to_string(repo().join("examples/rooms/redmark.toml")).unwrap();
+    let adapted = shipped
+        .replace(
+            "\"../../target/debug/examples/rooms\"",
+            &toml_path(&rooms_bin()),
+        )
+        .replace(
+            "\"../../policies/rooms.toml\"",
+            &toml_path(&repo().join("policies/rooms.toml")),
+        )
+        .replace(
+            "\"../../target/rooms-audit.jsonl\"",
+            &toml_path(&dir.join("audit.jsonl")),
+        );
+    assert!(
+        !adapted.contains("../../"),
+        "a path in the example config changed: {adapted}"
+    );
+    let config = dir.join("redmark.toml");
+    std::fs::write(&config, adapted).unwrap();
+    config
+}
+
 #[test]
 fn check_accepts_the_rooms_example() {
-    let out = check(&repo().join("examples/rooms/redmark.toml"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = check(&rooms_example(dir.path()));
     assert!(
         out.status.success(),
         "{}",
@@ -194,9 +223,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[tokio::test]
 async fn serve_answers_then_stops_gracefully_on_sigterm() {
-    // The example config runs target/debug/examples/rooms: make sure it is built.
-    rooms_bin();
-    let config = repo().join("examples/rooms/redmark.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example(dir.path());
     let gw = RedmarkProcess::start(&config, false, &[]).await;
     let client = McpClient::new(gw.url("/mcp/rooms"));
     let resp = client.rpc("tools/list", json!({}), json!({})).await;
