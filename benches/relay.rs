@@ -718,12 +718,22 @@ fn main() {
     let mut waits = vec![measure_waiting(
         &rt,
         dir,
-        "hold, multiplexed HTTP",
+        "hold, multiplexed HTTP/1.1",
         &format!("url = \"{direct_url}\""),
         "",
         waiting_n,
         64,
     )];
+    // The same over HTTP/2 (h2c): each waiting call a stream of its session's one connection.
+    waits.push(measure_waiting(
+        &rt,
+        dir,
+        "hold, multiplexed HTTP/2 (h2c)",
+        &format!("url = \"{direct_url}\"\nhttp2 = \"prior_knowledge\""),
+        "",
+        waiting_n,
+        64,
+    ));
     if waiting_stdio > 0 {
         waits.push(measure_waiting(
             &rt,
