@@ -39,6 +39,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upper bound on requests per worker per phase, on top of the time bound.
 const MAX_REQUESTS_PER_WORKER: usize = 2_000_000;
 
+/// A label as a file name: labels may hold a slash ("HTTP/1.1").
+fn file_stem(label: &str) -> String {
+    label.replace(['/', ' ', ',', '(', ')'], "-")
+}
+
 /// A spawned process, killed and reaped when dropped (also on panic).
 struct Proc {
     name: &'static str,
@@ -48,7 +53,7 @@ struct Proc {
 impl Proc {
     /// Starts `cmd` with output to `<dir>/<name>.log`; waits for `ready` in it; returns the log.
     fn start(name: &'static str, mut cmd: Command, dir: &Path, ready: &str) -> (Proc, String) {
-        let log = dir.join(format!("{name}.log"));
+        let log = dir.join(format!("{}.log", file_stem(name)));
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let child = cmd.stdin(Stdio::null()).stdout(out).stderr(err).spawn();
@@ -502,7 +507,7 @@ fn start_redmark(
         "[server]\nlisten = \"127.0.0.1:0\"\n{extra}\n[[route]]\nname = \"bench\"\npath = \"/mcp\"\n\
          {route}\n[route.upstream]\n{upstream}\n"
     );
-    let file = dir.join(format!("{name}.toml"));
+    let file = dir.join(format!("{}.toml", file_stem(name)));
     std::fs::write(&file, config).expect("write redmark config");
     let mut cmd = Command::new(built("redmark"));
     cmd.arg("serve").arg("--config").arg(&file);
@@ -718,12 +723,22 @@ fn main() {
     let mut waits = vec![measure_waiting(
         &rt,
         dir,
-        "hold, multiplexed HTTP",
+        "hold, multiplexed HTTP/1.1",
         &format!("url = \"{direct_url}\""),
         "",
         waiting_n,
         64,
     )];
+    // The same over HTTP/2 (h2c): each waiting call a stream of its session's one connection.
+    waits.push(measure_waiting(
+        &rt,
+        dir,
+        "hold, multiplexed HTTP/2 (h2c)",
+        &format!("url = \"{direct_url}\"\nhttp2 = \"prior_knowledge\""),
+        "",
+        waiting_n,
+        64,
+    ));
     if waiting_stdio > 0 {
         waits.push(measure_waiting(
             &rt,

@@ -4,7 +4,12 @@
 //!     bench_upstream --http PORT   # Streamable HTTP on 127.0.0.1:PORT/mcp (0: any free port)
 //!     bench_upstream --stdio       # newline-delimited JSON-RPC on stdin/stdout
 //!
-//! Over HTTP it prints "bench-upstream listening on port N" once ready.
+//! Over HTTP it prints "bench-upstream listening on port N" once ready. It
+//! speaks HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on the same port,
+//! and allows [`H2_MAX_STREAMS`] streams per HTTP/2 connection, so ten
+//! thousand waiting calls fit on a few connections. The tests drive it in
+//! process ([`run_http`], [`Stats`]: which HTTP versions it was spoken to,
+//! over how many connections).
 //!
 //! Tools:
 //! - `echo {message}`: answered at once (a JSON body over HTTP), text `Echo: <message>`;
@@ -21,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -35,6 +40,17 @@ use tokio::sync::{mpsc, oneshot};
 const VERSION: &str = "2025-11-25";
 const NAME: &str =
     r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
+
+/// Streams one HTTP/2 connection may carry at once (hyper's default is 200).
+pub const H2_MAX_STREAMS: u32 = 20_000;
+
+/// What the HTTP side has seen: connections accepted, requests per version.
+#[derive(Default)]
+pub struct Stats {
+    pub connections: AtomicUsize,
+    pub http1_requests: AtomicUsize,
+    pub http2_requests: AtomicUsize,
+}
 
 #[derive(Default)]
 struct Server {
@@ -219,25 +235,42 @@ async fn serve_http(
     }
 }
 
-async fn run_http(port: u16) {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .expect("bind");
-    let port = listener.local_addr().unwrap().port();
-    println!("bench-upstream listening on port {port}");
+/// Serves Streamable HTTP on `listener` until the task is dropped; `ready`
+/// gets the server's [`Stats`] once it accepts.
+pub async fn run_http(listener: tokio::net::TcpListener, ready: oneshot::Sender<Arc<Stats>>) {
     let server = Arc::new(Server::default());
+    let stats = Arc::new(Stats::default());
+    let _ = ready.send(stats.clone());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        stats.connections.fetch_add(1, Ordering::Relaxed);
         let server = server.clone();
+        let stats = stats.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| serve_http(server.clone(), req));
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
+            let svc = hyper::service::service_fn(move |req| {
+                let (server, stats) = (server.clone(), stats.clone());
+                async move {
+                    let counter = if req.version() == hyper::Version::HTTP_2 {
+                        &stats.http2_requests
+                    } else {
+                        &stats.http1_requests
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    serve_http(server, req).await
+                }
+            });
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            builder
+                .http2()
+                .max_concurrent_streams(H2_MAX_STREAMS)
+                .max_pending_accept_reset_streams(Some(1024));
+            let _ = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
         });
     }
 }
@@ -292,7 +325,15 @@ fn main() {
         .expect("runtime");
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let port = args.get(i + 1).and_then(|p| p.parse().ok()).unwrap_or(0);
-        rt.block_on(run_http(port));
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .expect("bind");
+            let port = listener.local_addr().unwrap().port();
+            println!("bench-upstream listening on port {port}");
+            let (ready, _) = oneshot::channel();
+            run_http(listener, ready).await;
+        });
     } else if args.iter().any(|a| a == "--stdio") {
         rt.block_on(run_stdio());
     } else {

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::{CacheScope, Config, ConfigErrors, decode_secret};
+use crate::config::{CacheScope, Config, ConfigErrors, UpstreamHttp2, decode_secret};
 use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{self, Gateway, auth};
 use crate::limits::RouteLimits;
@@ -376,23 +376,15 @@ fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
 }
 
 /// Idle keep-alive connections kept per upstream host, at most.
-pub const UPSTREAM_IDLE_CONNECTIONS: usize = 64;
+pub const UPSTREAM_IDLE_CONNECTIONS: usize = crate::upstream::client::IDLE_CONNECTIONS;
 
 /// How long an idle upstream connection is kept for reuse.
-pub const UPSTREAM_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const UPSTREAM_IDLE_TIMEOUT: std::time::Duration = crate::upstream::client::IDLE_TIMEOUT;
 
-/// The HTTP client every route's upstream sessions share. Its idle pool is
-/// bounded: reqwest's default keeps every connection ever opened (one per
-/// hold-mode call in flight, so thousands after a burst of waiting
-/// questions) for 90 s to 3 min, each a socket, a task and its buffers. The
-/// soak (examples/soak.rs) found 196 of them left at rest after 1,000
-/// questions.
+/// The HTTP client the routes with `http2 = "auto"` share.
+#[cfg(test)]
 fn upstream_http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .pool_max_idle_per_host(UPSTREAM_IDLE_CONNECTIONS)
-        .pool_idle_timeout(UPSTREAM_IDLE_TIMEOUT)
-        .build()
-        .unwrap_or_default()
+    crate::upstream::client::shared(crate::config::UpstreamHttp2::Auto)
 }
 
 fn routes(
@@ -402,10 +394,15 @@ fn routes(
     metrics: &Arc<Metrics>,
     options: &Options,
 ) -> HashMap<String, Arc<Route>> {
-    let http = upstream_http_client();
+    // One shared client per `[route.upstream] http2` setting in use.
+    let mut clients: HashMap<UpstreamHttp2, reqwest::Client> = HashMap::new();
     let mut out = HashMap::new();
     for (r, policy) in config.routes.iter().zip(policies) {
         let r = r.get_ref();
+        let http = clients
+            .entry(r.upstream.get_ref().http2)
+            .or_insert_with_key(|mode| crate::upstream::client::shared(*mode))
+            .clone();
         let name: Arc<str> = Arc::from(r.name.as_str());
         let connect = match options.connectors.get(&r.name) {
             Some(c) => Connect::Custom(c.clone()),

@@ -245,6 +245,26 @@ pub struct UpstreamConfig {
     /// Which protocol the server speaks: detected (`auto`), or pinned.
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// HTTP/2 to a Streamable HTTP server: `auto`, `prior_knowledge` or `off`.
+    #[serde(default)]
+    pub http2: UpstreamHttp2,
+}
+
+/// `[route.upstream] http2`: which HTTP version redmark speaks to a
+/// Streamable HTTP server. HTTP/2 carries every waiting call of a session as
+/// a stream of one connection instead of one HTTP/1.1 connection each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamHttp2 {
+    /// Over `https://`, whatever TLS ALPN agrees (`h2` when the server offers
+    /// it); over `http://`, HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/2 from the first byte, also over `http://` (h2c with prior
+    /// knowledge): for servers known to speak it.
+    PriorKnowledge,
+    /// HTTP/1.1 only, also over `https://`.
+    Off,
 }
 
 /// `[route.upstream] protocol`: `auto` tries the stateless 2026-07-28

@@ -217,3 +217,21 @@ fn oauth_needs_an_audience_off_loopback() {
             .contains("needs [auth.oauth]")
     );
 }
+
+#[test]
+fn http2_to_the_upstream_is_auto_unless_set() {
+    let http = |line: &str| {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\nname = \"a\"\npath = \"/mcp\"\n[route.upstream]\nurl = \"http://127.0.0.1:1/mcp\"\n{line}\n"
+        );
+        parse(&text).map(|c| c.routes[0].get_ref().upstream.get_ref().http2)
+    };
+    assert_eq!(http("").unwrap(), UpstreamHttp2::Auto);
+    assert_eq!(
+        http("http2 = \"prior_knowledge\"").unwrap(),
+        UpstreamHttp2::PriorKnowledge
+    );
+    assert_eq!(http("http2 = \"off\"").unwrap(), UpstreamHttp2::Off);
+    let err = http("http2 = \"yes\"").unwrap_err().to_string();
+    assert!(err.contains("prior_knowledge"), "{err}");
+}

@@ -4,6 +4,7 @@
 //! Streamable HTTP session once the server has shown it names each push's call).
 
 pub mod catalog;
+pub mod client;
 mod error;
 pub mod health;
 pub mod mode;

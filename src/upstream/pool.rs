@@ -388,7 +388,10 @@ impl RoutePool {
                 cwd,
             }) => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
             Connect::Target(UpstreamTarget::Http { url, headers }) => {
-                transport::http::connect(self.http.clone(), url, headers, self.route.clone(), max)?
+                // A session that may speak HTTP/2 gets its own connection (see `client`).
+                let http = super::client::for_session(self.upstream.http2, url)
+                    .unwrap_or_else(|| self.http.clone());
+                transport::http::connect(http, url, headers, self.route.clone(), max)?
             }
         };
         let started = Session::start(

@@ -22,6 +22,15 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// How long the standalone GET stream may take to open before it is skipped.
 const STANDALONE_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where a POST's answer is read: in the task that sent it (already its
+/// own), or in a task of its own (the link task's ordered POSTs must not wait
+/// for a body).
+#[derive(Clone, Copy)]
+enum Body {
+    Inline,
+    Spawned,
+}
+
 #[derive(Clone)]
 struct Shared {
     client: reqwest::Client,
@@ -92,13 +101,14 @@ pub fn connect(
                         // initialize's answer and every later POST needs it.
                         // Notifications get a bare 202 at once, and awaiting it
                         // keeps a cancellation ahead of the DELETE that may follow.
-                        shared.post(msg).await;
+                        shared.post(msg, Body::Spawned).await;
                     } else {
                         // Everything else runs concurrently: a call whose answer is
                         // a plain JSON body stays open while the answers to its
-                        // pushed questions are POSTed.
+                        // pushed questions are POSTed. One task per POST reads its
+                        // answer too (a task hop less per call).
                         let shared = shared.clone();
-                        tokio::spawn(async move { shared.post(msg).await });
+                        tokio::spawn(async move { shared.post(msg, Body::Inline).await });
                     }
                     if is_initialized && get_stream.is_none() {
                         get_stream = shared.open_standalone_stream().await;
@@ -152,7 +162,7 @@ impl Shared {
         }
     }
 
-    async fn post(&self, msg: Value) {
+    async fn post(&self, msg: Value, body: Body) {
         let request_id = msg
             .get("method")
             .and(msg.get("id"))
@@ -203,23 +213,30 @@ impl Shared {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let this = self.clone();
-        // Bodies are read concurrently: a tool call's SSE stream stays open while
-        // the answers to its pushed questions are POSTed.
-        tokio::spawn(async move {
-            if is_sse {
-                this.pump_sse(resp, request_id).await;
-            } else {
-                match read_limited(resp, this.max_message_bytes).await {
-                    Ok(body) if body.is_empty() => {}
-                    Ok(body) => this.deliver(&body).await,
-                    Err(e) => {
-                        this.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e))
-                            .await;
-                    }
+        match body {
+            Body::Inline => self.read_answer(resp, is_sse, request_id).await,
+            Body::Spawned => {
+                let this = self.clone();
+                tokio::spawn(async move { this.read_answer(resp, is_sse, request_id).await });
+            }
+        }
+    }
+
+    /// The answer to a POST: an SSE stream (a tool call's stays open while
+    /// the answers to its pushed questions are POSTed) or one JSON message.
+    async fn read_answer(&self, resp: reqwest::Response, is_sse: bool, request_id: Option<Id>) {
+        if is_sse {
+            self.pump_sse(resp, request_id).await;
+        } else {
+            match read_limited(resp, self.max_message_bytes).await {
+                Ok(body) if body.is_empty() => {}
+                Ok(body) => self.deliver(&body).await,
+                Err(e) => {
+                    self.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e))
+                        .await;
                 }
             }
-        });
+        }
     }
 
     /// A non-2xx answer to a POST: the session is gone, the server's own
