@@ -18,7 +18,7 @@ lint: ## scripts/lint.sh: fmt --check, clippy -D warnings, cargo deny (licenses,
 test: ## scripts/test.sh: lint, then unit + integration tests (`scripts/test.sh --quick`: tests only)
 	bash scripts/test.sh
 
-conformance: ## scripts/conformance.sh: the official MCP conformance suite through redmark
+conformance: ## scripts/conformance.sh: the official MCP conformance suite, native server alone and through redmark
 	bash scripts/conformance.sh
 
 fuzz: ## scripts/fuzz.sh: every fuzz target for FUZZ_SECONDS (30) each; cargo-fuzz on nightly, else stable

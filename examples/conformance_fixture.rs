@@ -1,19 +1,25 @@
-//! `conformance_fixture`: a LEGACY, push-style MCP server (protocol 2025-11-25)
-//! with every tool, prompt and resource the MCP conformance suite's 2026-07-28
-//! server scenarios call (`scripts/conformance.sh` runs them through redmark).
+//! `conformance_fixture`: an MCP server on rmcp 3 with every tool, prompt and
+//! resource the MCP conformance suite's 2026-07-28 server scenarios call
+//! (`scripts/conformance.sh` runs them directly and through redmark).
 //!
-//! It is what redmark fronts in practice: a server that knows nothing of
-//! 2026-07-28. Where a scenario expects an `InputRequiredResult`, this server
-//! does what legacy servers do: while the call is pending it *pushes*
-//! `elicitation/create`, `sampling/createMessage` or `roots/list` and waits for
-//! the answer. redmark turns each push into an input request, and the client's
-//! retry into the answer. The input request keys the scenarios expect
-//! (`user_name`, `capital_question`, ...) come from redmark's policy file
-//! (`policies/conformance.toml`), not from here: a legacy server has no keys.
+//! By default it is a LEGACY, push-style server (protocol 2025-11-25), what
+//! redmark fronts in practice: a server that knows nothing of 2026-07-28.
+//! Where a scenario expects an `InputRequiredResult`, it does what legacy
+//! servers do: while the call is pending it *pushes* `elicitation/create`,
+//! `sampling/createMessage` or `roots/list` and waits for the answer. redmark
+//! turns each push into an input request, and the client's retry into the
+//! answer. The input request keys the scenarios expect (`user_name`,
+//! `capital_question`, ...) then come from redmark's policy file
+//! (`policies/conformance.toml`): a legacy server has no keys. Like the rooms
+//! example it caps `initialize` at 2025-11-25 (so rmcp allows the pushes) and
+//! hides rmcp's built-in `server/discover` ([`Legacy`]).
 //!
-//! Like the rooms example it caps `initialize` at 2025-11-25 (so rmcp allows
-//! the pushes) and hides rmcp's built-in `server/discover` ([`Legacy`]); it
-//! speaks newline-delimited JSON-RPC on stdio and logs to stderr.
+//! With `--native` the same tools speak 2026-07-28 themselves: rmcp's
+//! `server/discover`, and each question returned as rmcp's
+//! `InputRequiredResult` under the tool's own keys with a sealed
+//! `requestState` (see `conformance_fixture/ask.rs`); `--native --http ADDR`
+//! serves that over stateless Streamable HTTP at `/mcp` instead of stdio.
+//! Newline-delimited JSON-RPC on stdio otherwise; logs go to stderr.
 
 // An example/benchmark may panic on what it cannot do: it is not on a request path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,6 +29,10 @@ mod legacy;
 use legacy::Legacy;
 
 use std::borrow::Cow;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use ask::{Ask, Outcome};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt, model::*, service::RequestContext,
@@ -31,6 +41,8 @@ use rmcp::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+#[path = "conformance_fixture/ask.rs"]
+mod ask;
 #[path = "conformance_fixture/content.rs"]
 mod content;
 #[path = "conformance_fixture/tools.rs"]
@@ -57,76 +69,58 @@ fn de<T: DeserializeOwned>(value: Value) -> T {
     }
 }
 
-/// The pushes a legacy server makes while a request is pending. Each returns
-/// the client's answer as JSON, or why there is none.
-mod push {
-    use super::*;
-
-    async fn send<T: serde::Serialize>(
-        ctx: &Ctx,
-        what: &str,
-        pushed: impl Future<Output = Result<T, rmcp::ServiceError>>,
-    ) -> Result<Value, String> {
-        eprintln!("conformance-fixture: pushing {what}");
-        let answer = tokio::select! {
-            answer = pushed => answer.map_err(|e| format!("{what} failed: {e}"))?,
-            () = ctx.ct.cancelled() => return Err(format!("{what}: the request was cancelled")),
-        };
-        serde_json::to_value(answer).map_err(|e| e.to_string())
+/// A complete result from its JSON wire form, with the `resultType` that
+/// 2026-07-28 requires (rmcp's constructors set it, deserializing does not;
+/// rmcp strips it again for a legacy peer).
+fn result<T: DeserializeOwned>(mut value: Value) -> T {
+    if let Value::Object(fields) = &mut value {
+        fields.insert("resultType".into(), json!("complete"));
     }
-
-    /// `elicitation/create` in form mode for one required field.
-    pub async fn elicit(ctx: &Ctx, message: &str, field: &str, ty: &str) -> Result<Value, String> {
-        let params: ElicitRequestParams = de(json!({
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {field: {"type": ty}},
-                "required": [field],
-            },
-        }));
-        send(
-            ctx,
-            "elicitation/create",
-            ctx.peer.create_elicitation(params),
-        )
-        .await
-    }
-
-    /// `sampling/createMessage` with one user message. It is pushed whatever
-    /// the client declared: telling the client it lacks the capability is
-    /// the gateway's job.
-    #[allow(deprecated)] // sampling is SEP-2577-deprecated in rmcp, but part of 2025-11-25
-    pub async fn sample(ctx: &Ctx, text: &str, max_tokens: u32) -> Result<Value, String> {
-        let params: CreateMessageRequestParams = de(json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
-            "maxTokens": max_tokens,
-        }));
-        send(
-            ctx,
-            "sampling/createMessage",
-            ctx.peer.create_message(params),
-        )
-        .await
-    }
-
-    /// `roots/list`.
-    #[allow(deprecated)] // roots, as above
-    pub async fn roots(ctx: &Ctx) -> Result<Value, String> {
-        send(ctx, "roots/list", ctx.peer.list_roots()).await
-    }
+    de(value)
 }
 
-/// The client's capabilities as declared in `initialize` (redmark declares
-/// exactly those of the 2026-07-28 request it serves).
+/// The client's capabilities: those of the 2026-07-28 request (`_meta`), or
+/// as declared in `initialize` (redmark declares exactly those of the
+/// 2026-07-28 request it serves).
 fn client_declared(ctx: &Ctx, capability: &str) -> bool {
-    let info = ctx.peer.peer_info();
-    let caps = info.map(|i| serde_json::to_value(&i.capabilities).unwrap_or_default());
+    let caps = ctx.client_capabilities();
+    let caps = caps.map(|c| serde_json::to_value(&c).unwrap_or_default());
     caps.is_some_and(|c| c.get(capability).is_some())
 }
 
-struct Fixture;
+#[derive(Clone)]
+struct Fixture {
+    /// Speaks 2026-07-28 itself (`--native`): asks with `InputRequiredResult`.
+    native: bool,
+    /// Seals the native mode's `requestState` (a key per process).
+    codec: Arc<RequestStateCodec>,
+}
+
+impl Fixture {
+    fn new(native: bool) -> Fixture {
+        let key: [u8; 32] = rand::random();
+        let codec = RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key");
+        Fixture {
+            native,
+            codec: Arc::new(codec),
+        }
+    }
+
+    /// How this request asks: pushes (legacy), or the native replay of `target`.
+    fn ask<'a>(
+        &self,
+        ctx: &'a Ctx,
+        target: &str,
+        responses: Option<InputResponses>,
+        state: Option<&str>,
+    ) -> Result<Ask<'a>, ErrorData> {
+        if self.native {
+            Ask::native(ctx, &self.codec, target, responses, state)
+        } else {
+            Ok(Ask::push(ctx))
+        }
+    }
+}
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
@@ -139,13 +133,15 @@ impl ServerHandler for Fixture {
         }));
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("redmark-conformance-fixture", VERSION))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .with_instructions("Legacy fixture for the MCP conformance suite, fronted by redmark.")
+            .with_protocol_version(self.newest())
+            .with_instructions(
+                "Fixture for the MCP conformance suite (legacy, or native with --native).",
+            )
     }
 
-    /// Legacy only: this caps `initialize` negotiation and rejects inline 2026-07-28 requests.
+    /// Legacy: this caps `initialize` negotiation and rejects inline 2026-07-28 requests.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&self.newest()))
     }
 
     async fn list_tools(
@@ -158,13 +154,17 @@ impl ServerHandler for Fixture {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         ctx: Ctx,
     ) -> Result<CallToolResponse, ErrorData> {
+        let (responses, state) = (request.input_responses.take(), request.request_state.take());
+        let ask = self.ask(&ctx, &request.name, responses, state.as_deref())?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        tools::call(&request.name, arguments, ctx)
-            .await
-            .map(Into::into)
+        let result = tools::call(&request.name, arguments, &ctx, &ask).await;
+        match ask.finish(&self.codec, result)? {
+            Outcome::Done(result) => result.map(Into::into),
+            Outcome::Input(input) => Ok(input.into()),
+        }
     }
 
     async fn list_prompts(
@@ -177,10 +177,16 @@ impl ServerHandler for Fixture {
 
     async fn get_prompt(
         &self,
-        request: GetPromptRequestParams,
+        mut request: GetPromptRequestParams,
         ctx: Ctx,
     ) -> Result<GetPromptResponse, ErrorData> {
-        content::prompt(request, ctx).await.map(Into::into)
+        let (responses, state) = (request.input_responses.take(), request.request_state.take());
+        let ask = self.ask(&ctx, &request.name, responses, state.as_deref())?;
+        let result = content::prompt(&request, &ask).await;
+        match ask.finish(&self.codec, result)? {
+            Outcome::Done(result) => result.map(Into::into),
+            Outcome::Input(input) => Ok(input.into()),
+        }
     }
 
     async fn list_resources(
@@ -224,11 +230,85 @@ impl ServerHandler for Fixture {
     }
 }
 
+impl Fixture {
+    fn newest(&self) -> ProtocolVersion {
+        if self.native {
+            ProtocolVersion::V_2026_07_28
+        } else {
+            ProtocolVersion::V_2025_11_25
+        }
+    }
+}
+
+/// Serves the native fixture over stateless Streamable HTTP on `listen`
+/// (port 0 picks one); prints `conformance-fixture listening on http://ADDR/mcp`.
+async fn serve_http(listen: &str) -> Result<(), Box<dyn std::error::Error>> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+    };
+    let fixture = Fixture::new(true);
+    // 2026-07-28 only: no sessions, and every request carries its own `_meta`.
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_stateless_protocol_metadata_required(true);
+    let service = StreamableHttpService::new(
+        move || Ok(fixture.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    eprintln!(
+        "conformance-fixture listening on http://{}/mcp",
+        listener.local_addr()?
+    );
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let service = service.clone();
+        tokio::spawn(async move {
+            let handle = hyper::service::service_fn(move |request| {
+                let service = service.clone();
+                async move { Ok::<_, Infallible>(service.handle(request).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let served = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, handle)
+                .await;
+            if let Err(e) = served {
+                eprintln!("conformance-fixture: connection: {e}");
+            }
+        });
+    }
+}
+
+/// `conformance_fixture` (legacy, stdio), `--native` (2026-07-28, stdio), or
+/// `--native --http ADDR` (2026-07-28, stateless Streamable HTTP at /mcp).
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    eprintln!("conformance-fixture {VERSION}: legacy MCP server on stdio (pushes requests)");
-    let running = Legacy(Fixture).serve(stdio()).await?;
-    let reason = running.waiting().await?;
-    eprintln!("conformance-fixture: stopped ({reason:?})");
-    Ok(())
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let native = args.iter().any(|a| a == "--native");
+    let http = args
+        .iter()
+        .position(|a| a == "--http")
+        .map(|i| args.get(i + 1));
+    match (native, http) {
+        (true, Some(Some(listen))) => serve_http(listen).await,
+        (false, Some(_)) => Err("--http needs --native (the legacy fixture is stdio only)".into()),
+        (_, Some(None)) => Err("--http needs an address (127.0.0.1:0)".into()),
+        (true, None) => {
+            eprintln!("conformance-fixture {VERSION}: native 2026-07-28 MCP server on stdio");
+            let running = Fixture::new(true).serve(stdio()).await?;
+            let reason = running.waiting().await?;
+            eprintln!("conformance-fixture: stopped ({reason:?})");
+            Ok(())
+        }
+        (false, None) => {
+            eprintln!(
+                "conformance-fixture {VERSION}: legacy MCP server on stdio (pushes requests)"
+            );
+            let running = Legacy(Fixture::new(false)).serve(stdio()).await?;
+            let reason = running.waiting().await?;
+            eprintln!("conformance-fixture: stopped ({reason:?})");
+            Ok(())
+        }
+    }
 }

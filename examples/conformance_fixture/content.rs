@@ -3,11 +3,12 @@
 use rmcp::{ErrorData, model::*};
 use serde_json::{Value, json};
 
-use super::{Ctx, PNG, de, push};
+use super::ask::Ask;
+use super::{PNG, result};
 
 pub fn prompts() -> ListPromptsResult {
     let arg = |name: &str, description: &str| json!({"name": name, "description": description, "required": true});
-    de(json!({"prompts": [
+    result(json!({"prompts": [
         {"name": "test_simple_prompt", "description": "A simple prompt without arguments"},
         {"name": "test_prompt_with_arguments", "description": "A prompt with two arguments",
          "arguments": [arg("arg1", "First test argument"), arg("arg2", "Second test argument")]},
@@ -28,10 +29,10 @@ fn text(text: &str) -> Value {
 }
 
 pub async fn prompt(
-    request: GetPromptRequestParams,
-    ctx: Ctx,
+    request: &GetPromptRequestParams,
+    ask: &Ask<'_>,
 ) -> Result<GetPromptResult, ErrorData> {
-    let args = request.arguments.unwrap_or_default();
+    let args = request.arguments.clone().unwrap_or_default();
     let arg = |name: &str| match args.get(name) {
         Some(Value::String(s)) => Ok(s.clone()),
         _ => Err(ErrorData::invalid_params(
@@ -62,7 +63,9 @@ pub async fn prompt(
         ],
         "test_input_required_result_prompt" => {
             let message = "What context should the prompt use?";
-            let answer = push::elicit(&ctx, message, "context", "string").await;
+            let answer = ask
+                .elicit_a("user_context", message, "context", "string")
+                .await;
             let answer = answer.map_err(|why| ErrorData::internal_error(why, None))?;
             let context = answer.pointer("/content/context").and_then(Value::as_str);
             let context = context.unwrap_or("(none given)");
@@ -73,11 +76,11 @@ pub async fn prompt(
             return Err(ErrorData::invalid_params(unknown, None));
         }
     };
-    Ok(de(json!({ "messages": messages })))
+    Ok(result(json!({ "messages": messages })))
 }
 
 pub fn resources() -> ListResourcesResult {
-    de(json!({"resources": [
+    result(json!({"resources": [
         {"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain",
          "description": "A static text resource"},
         {"uri": "test://static-binary", "name": "static-binary", "mimeType": "image/png",
@@ -86,7 +89,7 @@ pub fn resources() -> ListResourcesResult {
 }
 
 pub fn templates() -> ListResourceTemplatesResult {
-    de(json!({"resourceTemplates": [
+    result(json!({"resourceTemplates": [
         {"uriTemplate": "test://template/{id}/data", "name": "template-data",
          "mimeType": "application/json", "description": "Data for an id"},
     ]}))
@@ -120,7 +123,7 @@ pub fn read(uri: &str) -> Result<ReadResourceResult, ErrorData> {
             }
         },
     };
-    Ok(de(json!({ "contents": [contents] })))
+    Ok(result(json!({ "contents": [contents] })))
 }
 
 /// Completions for `test_prompt_with_arguments`'s `arg1`: the values that
@@ -131,5 +134,5 @@ pub fn complete(request: &CompleteRequestParams) -> CompleteResult {
         .into_iter()
         .filter(|v| v.starts_with(&typed))
         .collect();
-    de(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+    result(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
 }

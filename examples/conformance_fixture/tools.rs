@@ -7,10 +7,11 @@ use std::time::Duration;
 use rmcp::{ErrorData, model::*};
 use serde_json::{Value, json};
 
-use super::{Ctx, PNG, WAV, client_declared, de, push};
+use super::ask::{Answer, Ask};
+use super::{Ctx, PNG, WAV, client_declared, result};
 
 /// Every tool, in the order `tools/list` gives them (always the same order).
-const TOOLS: [(&str, &str); 22] = [
+const TOOLS: [(&str, &str); 23] = [
     ("test_simple_text", "Returns simple text content"),
     ("test_image_content", "Returns image content (a 1x1 PNG)"),
     (
@@ -86,6 +87,10 @@ const TOOLS: [(&str, &str); 22] = [
         "Asks only what the client declared it can answer (elicitation, sampling)",
     ),
     (
+        "test_ask_count",
+        "Asks how many (an integer from 0 to 100); not a conformance scenario",
+    ),
+    (
         "json_schema_2020_12_tool",
         "Tool with JSON Schema 2020-12 features",
     ),
@@ -135,7 +140,7 @@ pub fn list() -> ListToolsResult {
             json!({"name": name, "description": description, "inputSchema": input_schema(name)})
         })
         .collect();
-    de(json!({ "tools": tools }))
+    result(json!({ "tools": tools }))
 }
 
 fn text(text: impl Into<String>) -> CallToolResult {
@@ -143,7 +148,7 @@ fn text(text: impl Into<String>) -> CallToolResult {
 }
 
 fn content(content: Value) -> CallToolResult {
-    de(json!({ "content": content }))
+    result(json!({ "content": content }))
 }
 
 /// A tool error: the question could not be asked or answered.
@@ -153,7 +158,7 @@ fn cannot(why: &str) -> CallToolResult {
 }
 
 /// The tool's answer once its question was answered; a tool error otherwise.
-fn answered(answer: Result<Value, String>, say: impl FnOnce(&Value) -> String) -> CallToolResult {
+fn answered(answer: Answer, say: impl FnOnce(&Value) -> String) -> CallToolResult {
     match answer {
         Ok(answer) => text(say(&answer)),
         Err(why) => cannot(&why),
@@ -190,7 +195,12 @@ fn root_uris(answer: &Value) -> String {
     uris.join(", ")
 }
 
-pub async fn call(name: &str, arguments: Value, ctx: Ctx) -> Result<CallToolResult, ErrorData> {
+pub async fn call(
+    name: &str,
+    arguments: Value,
+    ctx: &Ctx,
+    ask: &Ask<'_>,
+) -> Result<CallToolResult, ErrorData> {
     let result = match name {
         "test_simple_text" => text("This is a simple text response for testing."),
         "test_image_content" => {
@@ -208,11 +218,11 @@ pub async fn call(name: &str, arguments: Value, ctx: Ctx) -> Result<CallToolResu
             {"type": "resource", "resource": {"uri": "test://mixed-content-resource",
                 "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}},
         ])),
-        "test_tool_with_progress" => progress(&ctx).await,
+        "test_tool_with_progress" => progress(ctx).await,
         "test_error_handling" => CallToolResult::error(vec![ContentBlock::text(
             "This tool intentionally returns an error for testing",
         )]),
-        "test_logging_tool" => logging(&ctx).await,
+        "test_logging_tool" => logging(ctx).await,
         "test_trigger_tool_change" => {
             let sent = ctx.peer.notify_tool_list_changed().await;
             text(format!("tools/list_changed sent: {}", sent.is_ok()))
@@ -222,37 +232,50 @@ pub async fn call(name: &str, arguments: Value, ctx: Ctx) -> Result<CallToolResu
             text(format!("prompts/list_changed sent: {}", sent.is_ok()))
         }
         "test_missing_capability" => {
-            let answer = push::sample(&ctx, "Say hello.", 50).await;
+            let answer = ask.sample("llm_response", "Say hello.", 50).await;
             answered(answer, |a| format!("LLM response: {}", sampled(a)))
         }
         "test_streaming_elicitation" => {
-            let answer = push::elicit(&ctx, "Please respond.", "response", "string").await;
+            let answer = ask
+                .elicit_a("response", "Please respond.", "response", "string")
+                .await;
             answered(answer, |a| {
                 format!("User response: {}", elicited(a, "response"))
             })
         }
         "test_input_required_result_elicitation" => {
-            let answer = push::elicit(&ctx, "What is your name?", "name", "string").await;
+            let answer = ask
+                .elicit_a("user_name", "What is your name?", "name", "string")
+                .await;
             answered(answer, |a| format!("Hello, {}!", elicited(a, "name")))
         }
         "test_input_required_result_sampling" => {
-            let answer = push::sample(&ctx, "What is the capital of France?", 100).await;
+            let answer = ask
+                .sample("capital_question", "What is the capital of France?", 100)
+                .await;
             answered(answer, |a| format!("The model said: {}", sampled(a)))
         }
         "test_input_required_result_list_roots" => {
-            let answer = push::roots(&ctx).await;
+            let answer = ask.roots("client_roots").await;
             answered(answer, |a| format!("Client roots: {}", root_uris(a)))
         }
         "test_input_required_result_request_state"
         | "test_input_required_result_tampered_state" => {
-            let answer = push::elicit(&ctx, "Please confirm", "ok", "boolean").await;
+            let answer = ask
+                .elicit_a("confirm", "Please confirm", "ok", "boolean")
+                .await;
             answered(answer, |a| {
                 format!("state-ok: confirmed={}", elicited(a, "ok"))
             })
         }
-        "test_input_required_result_multiple_inputs" => multiple_inputs(&ctx).await,
-        "test_input_required_result_multi_round" => multi_round(&ctx).await,
-        "test_input_required_result_capabilities" => capabilities(&ctx).await,
+        "test_input_required_result_multiple_inputs" => multiple_inputs(ask).await,
+        "test_input_required_result_multi_round" => multi_round(ask).await,
+        "test_input_required_result_capabilities" => capabilities(ctx, ask).await,
+        "test_ask_count" => {
+            let count = json!({"type": "integer", "minimum": 0, "maximum": 100});
+            let answer = ask.elicit("count", "How many?", "count", count).await;
+            answered(answer, |a| format!("Count: {}", elicited(a, "count")))
+        }
         "json_schema_2020_12_tool" => text(format!("Arguments: {arguments}")),
         "test_mirrored_header" => text(format!("Region: {}", arguments["region"])),
         _ => {
@@ -287,6 +310,11 @@ async fn progress(ctx: &Ctx) -> CallToolResult {
 /// client only receives them when its request asked (`_meta` logLevel).
 #[allow(deprecated)] // logging is SEP-2577-deprecated in rmcp, but part of 2025-11-25
 async fn logging(ctx: &Ctx) -> CallToolResult {
+    // A 2026-07-28 request gets log messages only when its `_meta` asked
+    // (logLevel); on a legacy session redmark makes that decision.
+    if ctx.meta.protocol_version().is_some() && ctx.meta.log_level().is_none() {
+        return text("Tool with logging executed successfully");
+    }
     for message in [
         "Tool execution started",
         "Tool processing data",
@@ -302,11 +330,11 @@ async fn logging(ctx: &Ctx) -> CallToolResult {
 }
 
 /// Three questions pushed together: redmark gathers them into one round.
-async fn multiple_inputs(ctx: &Ctx) -> CallToolResult {
+async fn multiple_inputs(ask: &Ask<'_>) -> CallToolResult {
     let (name, greeting, roots) = tokio::join!(
-        push::elicit(ctx, "What is your name?", "name", "string"),
-        push::sample(ctx, "Generate a greeting", 50),
-        push::roots(ctx),
+        ask.elicit_a("user_name", "What is your name?", "name", "string"),
+        ask.sample("greeting", "Generate a greeting", 50),
+        ask.roots("client_roots"),
     );
     match (name, greeting, roots) {
         (Ok(name), Ok(greeting), Ok(roots)) => text(format!(
@@ -320,18 +348,22 @@ async fn multiple_inputs(ctx: &Ctx) -> CallToolResult {
 }
 
 /// One question, then another after the first is answered: two rounds.
-async fn multi_round(ctx: &Ctx) -> CallToolResult {
-    let name = match push::elicit(ctx, "Step 1: What is your name?", "name", "string").await {
+async fn multi_round(ask: &Ask<'_>) -> CallToolResult {
+    let name = match ask
+        .elicit_a("step1", "Step 1: What is your name?", "name", "string")
+        .await
+    {
         Ok(answer) => elicited(&answer, "name"),
         Err(why) => return cannot(&why),
     };
-    let color = push::elicit(
-        ctx,
-        "Step 2: What is your favorite color?",
-        "color",
-        "string",
-    )
-    .await;
+    let color = ask
+        .elicit_a(
+            "step2",
+            "Step 2: What is your favorite color?",
+            "color",
+            "string",
+        )
+        .await;
     answered(color, |a| {
         format!("{name}'s favorite color is {}.", elicited(a, "color"))
     })
@@ -340,10 +372,12 @@ async fn multi_round(ctx: &Ctx) -> CallToolResult {
 /// Asks only what the client declared in `initialize`: a legacy server's own
 /// capability check (redmark's upstream session declares exactly what the
 /// 2026-07-28 request declared).
-async fn capabilities(ctx: &Ctx) -> CallToolResult {
+async fn capabilities(ctx: &Ctx, ask: &Ask<'_>) -> CallToolResult {
     let elicitation = async {
         if client_declared(ctx, "elicitation") {
-            let answer = push::elicit(ctx, "What is your name?", "name", "string").await;
+            let answer = ask
+                .elicit_a("user_name", "What is your name?", "name", "string")
+                .await;
             Some(answer.map(|a| format!("name: {}", elicited(&a, "name"))))
         } else {
             None
@@ -351,7 +385,7 @@ async fn capabilities(ctx: &Ctx) -> CallToolResult {
     };
     let sampling = async {
         if client_declared(ctx, "sampling") {
-            let answer = push::sample(ctx, "Say hello.", 50).await;
+            let answer = ask.sample("greeting", "Say hello.", 50).await;
             Some(answer.map(|a| format!("model: {}", sampled(&a))))
         } else {
             None

@@ -25,8 +25,9 @@ pub mod peers;
 pub mod schema;
 pub mod walker;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 #[allow(unused_imports)]
 pub use certs::*;
@@ -82,32 +83,42 @@ pub fn fixture_file(name: &str) -> PathBuf {
     repo().join("tests/fixtures").join(name)
 }
 
-/// The rooms example binary, `<target>/<profile>/examples/rooms`. Only a whole
+/// The rooms example binary, `<target>/<profile>/examples/rooms`.
+pub fn rooms_bin() -> PathBuf {
+    example_bin("rooms")
+}
+
+/// An example binary, `<target>/<profile>/examples/NAME`. Only a whole
 /// `cargo test --all-targets` builds examples; when a single test target runs
 /// (`cargo test --test mrtr_e2e`), it is built here once, into the same
 /// target directory and profile as the test.
-pub fn rooms_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
+pub fn example_bin(name: &'static str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<&'static str, PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Mutex::default);
+    let mut built = built
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    built
+        .entry(name)
+        .or_insert_with(|| {
             let exe = PathBuf::from(env!("CARGO_BIN_EXE_redmark"));
             let profile_dir = exe.parent().expect("profile dir");
-            let bin = profile_dir.join("examples/rooms");
+            let bin = profile_dir.join("examples").join(name);
             if !bin.exists() {
                 let target_dir = profile_dir.parent().expect("target dir");
                 let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
                 let mut build = std::process::Command::new(cargo);
                 build
                     .current_dir(repo())
-                    .args(["build", "--example", "rooms", "--target-dir"])
+                    .args(["build", "--example", name, "--target-dir"])
                     .arg(target_dir);
                 if profile_dir.file_name().is_some_and(|p| p == "release") {
                     build.arg("--release");
                 }
-                let status = build.status().expect("run cargo build --example rooms");
-                assert!(status.success(), "cargo build --example rooms failed");
+                let status = build.status().expect("run cargo build --example");
+                assert!(status.success(), "cargo build --example {name} failed");
             }
-            assert!(bin.exists(), "no rooms example at {}", bin.display());
+            assert!(bin.exists(), "no {name} example at {}", bin.display());
             bin
         })
         .clone()
