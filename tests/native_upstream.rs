@@ -563,3 +563,51 @@ async fn the_ts_v2_server_pinned_legacy_answers_through_its_stateless_fallback()
     assert_eq!(readyz(&gw).await["routes"][0]["protocol"], "legacy");
     gw.stop().await;
 }
+
+/// `on_missing_capability = "decline"`: a client without elicitation never
+/// receives the native server's question; redmark declares form elicitation
+/// upstream, declines on the user's behalf, retries the server itself with
+/// the server's own state, and relays the server's final answer.
+#[tokio::test]
+async fn decline_on_missing_capability_answers_a_native_server_itself() {
+    let fx = Fixture::new();
+    let (_py, py) = http_server(&fx).await;
+    let (_ts, ts) = ts_http_server(&fx).await;
+    for upstream in [py, ts] {
+        let cfg = config(&fx, &upstream).replace(
+            "path = \"/mcp\"\n",
+            "path = \"/mcp\"\non_missing_capability = \"decline\"\n",
+        );
+        let gw = TestGateway::start(&cfg).await;
+        let r = Op::tool("book", json!({"hotel": "the Ritz"}))
+            .caps(json!({}))
+            .start(&McpClient::new(&gw.url))
+            .await;
+        let out = complete("tools/call", &r);
+        assert_eq!(
+            out["content"][0]["text"]
+                .as_str()
+                .map(|t| serde_json::from_str::<Value>(t).unwrap()),
+            Some(json!({"action": "decline", "data": null})),
+            "{out}"
+        );
+        assert!(
+            gw.metrics().await.contains(
+                r#"redmark_operations_total{route="main",tool="book",outcome="declined"} 1"#
+            ),
+            "{}",
+            gw.metrics().await
+        );
+        gw.stop().await;
+    }
+    assert_eq!(
+        received(&fx),
+        vec![json!({"action": "decline", "data": null}); 2]
+    );
+    // The TS server's own requestState came back with the decline (the py
+    // server logs none).
+    assert_eq!(
+        ts_states(&fx),
+        vec![Value::Null, json!("ts-state:the Ritz")]
+    );
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::Engine;
-use super::convert::{self, Question};
+use super::convert::{self, Kind, Question};
 use super::ending::Ending;
 use super::operation::questions::{Answered, Asker, Checked, check_answer, question_record};
 use super::operation::spans::{record_error, root_span, round_trip_span};
@@ -26,6 +26,7 @@ use super::resume::{consume, input_responses, verify};
 use super::state::{
     CLAIMS_VERSION, Claims, NATIVE, Wrapped, WrappedAsk, principal_digest, request_digest,
 };
+use crate::config::MissingCapability;
 use crate::jsonrpc::{Id, code};
 use crate::policy::Policy;
 use crate::policy::answer::Subject;
@@ -86,6 +87,7 @@ pub async fn call(
         root,
         declined: false,
         cancelled: false,
+        relayed: 0,
     };
     let out = match opened {
         Some(claims) => run.retry(&req, claims).await,
@@ -137,6 +139,9 @@ struct Run {
     tc: Option<String>,
     declined: bool,
     cancelled: bool,
+    /// Retries redmark sent the server itself (declines on the user's
+    /// behalf), bounded with the client's rounds by `max_rounds`.
+    relayed: u32,
 }
 
 impl Run {
@@ -316,6 +321,9 @@ impl Run {
         asked: u32,
     ) -> Outgoing {
         let mut params = upstream_params(req, Some(&self.root));
+        if self.route.on_missing_capability == MissingCapability::Decline {
+            declare_elicitation(&mut params);
+        }
         if !answers.is_empty() {
             params.insert("inputResponses".into(), Value::Object(answers));
         }
@@ -371,7 +379,7 @@ impl Run {
             Ok(Err(e)) => self.end(req, &Ending::UpstreamError(e)),
             Ok(Ok(result)) => {
                 if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-                    self.questions(req, result, asked)
+                    Box::pin(self.questions(req, result, asked)).await
                 } else {
                     let ending = Ending::Completed {
                         result,
@@ -386,8 +394,8 @@ impl Run {
 
     /// The server asked: each input request guarded, then all of them put
     /// to the client under the server's keys, with redmark's state.
-    fn questions(&mut self, req: &ClientRequest, result: Value, mut asked: u32) -> Outgoing {
-        if self.round >= self.engine.max_rounds {
+    async fn questions(&mut self, req: &ClientRequest, result: Value, mut asked: u32) -> Outgoing {
+        if self.round + self.relayed >= self.engine.max_rounds {
             return self.end(req, &Ending::RoundsExhausted(self.engine.max_rounds));
         }
         let requests = result
@@ -396,6 +404,8 @@ impl Run {
             .cloned()
             .unwrap_or_default();
         let mut asks = Vec::new();
+        // Declined on the user's behalf (`on_missing_capability = "decline"`).
+        let mut declined = Map::new();
         let now = self.engine.clock.unix_now_ms();
         for (key, request) in requests {
             let method = request
@@ -442,6 +452,14 @@ impl Run {
             // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
             // request the client has not declared support for.
             if !convert::covered(&req.ctx.profile, &q) {
+                if q.kind == Kind::Elicitation
+                    && self.route.on_missing_capability == MissingCapability::Decline
+                {
+                    tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), key = %key, "client lacks the capability; declined on the user's behalf as configured (native)");
+                    self.declined = true;
+                    declined.insert(key, json!({"action": "decline"}));
+                    continue;
+                }
                 return self.end(req, &Ending::MissingCapability(q.needs.clone()));
             }
             asks.push(WrappedAsk {
@@ -451,6 +469,16 @@ impl Run {
                 rk: 0,
                 at: now,
             });
+        }
+        let server_state = result
+            .get("requestState")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if asks.is_empty() && !declined.is_empty() {
+            // Nothing left for the client: the server hears the declines at
+            // once, with its own state, and the client only its final answer.
+            self.relayed += 1;
+            return self.forward(req, server_state, declined, asked).await;
         }
         if asks.is_empty() {
             return self.end(
@@ -462,12 +490,9 @@ impl Run {
             );
         }
         let wrapped = Wrapped {
-            s: result
-                .get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            s: server_state,
             q: asks,
-            ok: Map::new(),
+            ok: declined,
             n: asked,
         };
         let meta = result.get("_meta").cloned().unwrap_or_else(|| json!({}));
@@ -604,6 +629,21 @@ pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map
     }
     params.insert("_meta".into(), m);
     params
+}
+
+/// With `on_missing_capability = "decline"` redmark can answer any form
+/// question itself (it declines for the user), so the server hears form
+/// elicitation declared for a client that declared no elicitation at all.
+/// The client still never receives the question (see `questions`).
+fn declare_elicitation(params: &mut Map<String, Value>) {
+    if let Some(caps) = params
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(meta::CLIENT_CAPABILITIES))
+        .and_then(Value::as_object_mut)
+    {
+        caps.entry("elicitation")
+            .or_insert_with(|| json!({"form": {}}));
+    }
 }
 
 /// A wrapped question as a [`Question`] the policy can hold answers to.
