@@ -611,3 +611,70 @@ async fn decline_on_missing_capability_answers_a_native_server_itself() {
         vec![Value::Null, json!("ts-state:the Ritz")]
     );
 }
+
+/// Progress and log notifications the TS v2 server streams on a call's SSE
+/// response reach the client on its own response stream, before the answer,
+/// as for a legacy server: progress under the client's token, log messages
+/// at or above the level it asked for, and nothing for a client that asked
+/// for neither (a plain JSON answer).
+#[tokio::test]
+async fn progress_and_log_notifications_of_a_native_server_are_relayed() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    let slow = Op::tool("slow", json!({"steps": 2})).caps(caps());
+    let r = slow
+        .clone()
+        .meta(json!({"progressToken": "p-7", "io.modelcontextprotocol/logLevel": "info"}))
+        .start(&ep)
+        .await;
+    assert!(r.is_sse(), "{}", r.raw);
+    let methods: Vec<&str> = r
+        .messages
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("(answer)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/message",
+            "notifications/progress",
+            "notifications/message",
+            "(answer)",
+        ],
+        "{:#?}",
+        r.messages
+    );
+    assert_eq!(
+        r.messages[0]["params"],
+        json!({"progressToken": "p-7", "progress": 1, "total": 2, "message": "step 1"})
+    );
+    assert_eq!(r.messages[3]["params"]["data"], "step 2 of 2");
+    complete("tools/call", &r);
+
+    // A log level above the server's messages: only progress.
+    let r = slow
+        .clone()
+        .meta(json!({"progressToken": 9, "io.modelcontextprotocol/logLevel": "error"}))
+        .start(&ep)
+        .await;
+    let progress: Vec<&Value> = r
+        .messages
+        .iter()
+        .filter(|m| m.get("method").is_some())
+        .collect();
+    assert_eq!(progress.len(), 2, "{:#?}", r.messages);
+    assert!(
+        progress
+            .iter()
+            .all(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == 9)
+    );
+
+    // Neither: the server's notifications are not for this client.
+    let r = slow.start(&ep).await;
+    assert!(!r.is_sse(), "{}", r.raw);
+    complete("tools/call", &r);
+    gw.stop().await;
+}

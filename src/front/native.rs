@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::dispatch::Reply;
 use crate::mrtr::native::{self, upstream_params};
+use crate::mrtr::outgoing::Outgoing;
 use crate::policy::call::filter_tool_list;
-use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reject};
+use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
 use crate::route::Route;
 use crate::upstream::native::NativeRequest;
 use crate::upstream::pool::PoolKey;
@@ -25,7 +26,18 @@ pub async fn dispatch(
 ) -> Reply {
     match req.method {
         Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead => {
-            Reply::Json(native::call(gw.engine.clone(), route, principal, req).await)
+            // The first output decides the response: a final answer as JSON,
+            // a notification the server streamed opens an SSE stream.
+            let id = req.id.clone();
+            let mut rx = native::start(gw.engine.clone(), route, principal, req);
+            match rx.recv().await {
+                Some(Outgoing::Notification(first)) => Reply::Stream { first, rx },
+                Some(done) => Reply::Json(done),
+                None => Reply::reject(
+                    &id,
+                    &Reject::new(Reason::InternalError, "the call ended without an answer"),
+                ),
+            }
         }
         _ => relay(&route, &principal, &req).await,
     }
@@ -41,6 +53,7 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             name: None,
             param_headers: Vec::new(),
             timeout: route.pool.request_timeout(),
+            notify: None,
         })
         .await;
     let mut result = match sent {
@@ -127,6 +140,7 @@ pub async fn tools(
                 name: None,
                 param_headers: Vec::new(),
                 timeout: route.pool.request_timeout(),
+                notify: None,
             })
             .await
         {

@@ -15,11 +15,13 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 
 use super::Engine;
 use super::convert::{self, Kind, Question};
 use super::ending::Ending;
 use super::operation::questions::{Answered, Asker, Checked, check_answer, question_record};
+use super::operation::relayable;
 use super::operation::spans::{record_error, root_span, round_trip_span};
 use super::outgoing::Outgoing;
 use super::resume::{consume, input_responses, verify};
@@ -39,12 +41,43 @@ use crate::telemetry::traces;
 use crate::upstream::native::{NativeRequest, headers, request_meta};
 use crate::upstream::pool::PoolKey;
 
-/// One round of a call to a native server, from the client's request to the one answer it gets.
+/// Notifications (and the final answer) queued for the client at most; one
+/// slot stays free for the answer, so a client that does not read loses
+/// notifications, never the answer, and never holds the call.
+const QUEUE: usize = 64;
+
+/// Starts one round of a call to a native server: what it sends the client
+/// (the notifications the server streams, then the one answer) arrives on
+/// the receiver. A client that goes away stops the round (dropping its
+/// request to the server, as when the call ran in the client's own task).
+pub fn start(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+) -> mpsc::Receiver<Outgoing> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    tokio::spawn(async move {
+        let to_client = tx.clone();
+        tokio::select! {
+            out = call(engine, route, principal, req, Some(to_client)) => {
+                let _ = tx.send(out).await;
+            }
+            () = tx.closed() => {}
+        }
+    });
+    rx
+}
+
+/// One round of a call to a native server, from the client's request to the
+/// one answer it gets; request-scoped notifications the server streams go
+/// to `to_client` as they arrive.
 pub async fn call(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    to_client: Option<mpsc::Sender<Outgoing>>,
 ) -> Outgoing {
     let target = req.target().to_owned();
     let retry = req.params.contains_key("requestState");
@@ -88,6 +121,7 @@ pub async fn call(
         declined: false,
         cancelled: false,
         relayed: 0,
+        to_client,
     };
     let out = match opened {
         Some(claims) => run.retry(&req, claims).await,
@@ -142,6 +176,7 @@ struct Run {
     /// Retries redmark sent the server itself (declines on the user's
     /// behalf), bounded with the client's rounds by `max_rounds`.
     relayed: u32,
+    to_client: Option<mpsc::Sender<Outgoing>>,
 }
 
 impl Run {
@@ -343,17 +378,29 @@ impl Run {
             .and_then(|t| t.get("inputSchema"))
             .map(|schema| headers::mirrored(schema, req.arguments()))
             .unwrap_or_default();
-        let sent = self
-            .route
-            .native
-            .request(NativeRequest {
+        let (ntx, mut nrx) = mpsc::channel(QUEUE);
+        let (route, target) = (self.route.clone(), self.target.clone());
+        let sent = {
+            let request = route.native.request(NativeRequest {
                 method: req.method.as_str(),
                 params: Value::Object(params),
-                name: Some(&self.target),
+                name: Some(&target),
                 param_headers,
-                timeout: self.route.pool.call_timeout(),
-            })
-            .await;
+                timeout: route.pool.call_timeout(),
+                notify: self.to_client.as_ref().map(|_| ntx),
+            });
+            tokio::pin!(request);
+            loop {
+                tokio::select! {
+                    sent = &mut request => break sent,
+                    Some(n) = nrx.recv() => self.relay(req, n),
+                }
+            }
+        };
+        // What the server sent before its answer goes first.
+        while let Ok(n) = nrx.try_recv() {
+            self.relay(req, n);
+        }
         match sent {
             Err(e) => {
                 let reject = e.into_reject();
@@ -550,6 +597,23 @@ impl Run {
             o.insert("_meta".into(), Value::Object(m));
         }
         Outgoing::result(&req.id, out)
+    }
+
+    /// A notification the server sent on the call's response stream, to the
+    /// client when it is for it (spec 2026-07-28 progress.mdx and
+    /// logging.mdx: progress under the client's own token, log messages at
+    /// or above the level it asked for), exactly as for a legacy server.
+    fn relay(&self, req: &ClientRequest, n: Value) {
+        let Some(tx) = &self.to_client else { return };
+        let method = n.get("method").and_then(Value::as_str).unwrap_or_default();
+        let params = n.get("params").cloned().filter(|p| !p.is_null());
+        let Some(n) = relayable(&req.ctx, req.ctx.progress_token.as_ref(), method, params) else {
+            return;
+        };
+        // One slot stays free for the answer.
+        if tx.capacity() > 1 {
+            let _ = tx.try_send(Outgoing::Notification(n));
+        }
     }
 
     fn note(&mut self, answer: &Value) {

@@ -102,7 +102,9 @@ impl HttpNative {
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let want = Id::Number(id);
         if is_sse {
-            return self.answer_on_stream(resp, &want).await;
+            return self
+                .answer_on_stream(resp, &want, req.notify.as_ref())
+                .await;
         }
         let bytes = read_limited(resp, self.max_message_bytes).await?;
         match serde_json::from_slice::<Value>(&bytes)
@@ -128,6 +130,7 @@ impl HttpNative {
         &self,
         resp: reqwest::Response,
         want: &Id,
+        notify: Option<&tokio::sync::mpsc::Sender<Value>>,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let mut decoder = sse::Decoder::new(self.max_message_bytes);
         let mut body = resp.bytes_stream();
@@ -140,10 +143,18 @@ impl HttpNative {
                 let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
                     continue;
                 };
-                if let Ok(Message::Response { id, outcome }) = Message::from_value(v)
-                    && &id == want
-                {
-                    return Ok(outcome);
+                match Message::from_value(v) {
+                    Ok(Message::Response { id, outcome }) if &id == want => return Ok(outcome),
+                    // spec 2026-07-28 streamable-http.mdx: the server MAY send
+                    // notifications on the stream before the response; they
+                    // relate to this request.
+                    Ok(Message::Notification { method, params }) => {
+                        if let Some(tx) = notify {
+                            let _ = tx
+                                .try_send(serde_json::json!({"method": method, "params": params}));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }

@@ -66,6 +66,11 @@ pub struct NativeRequest<'a> {
     /// `Mcp-Param-{Name}` headers (already encoded), from the tool's `x-mcp-header`s.
     pub param_headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// Where the notifications the server sends on this request's own
+    /// response stream go (`{"method", "params"}`), as they arrive; never
+    /// waited on: a full queue drops them. Over HTTP only: a stdio server's
+    /// notifications name no request.
+    pub notify: Option<tokio::sync::mpsc::Sender<Value>>,
 }
 
 pub struct NativeUpstream {
@@ -213,6 +218,7 @@ impl NativeUpstream {
                 name: None,
                 param_headers: Vec::new(),
                 timeout,
+                notify: None,
             })
             .await;
         if let Ok(Ok(result)) = &out {
