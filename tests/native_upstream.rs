@@ -16,6 +16,8 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -676,5 +678,66 @@ async fn progress_and_log_notifications_of_a_native_server_are_relayed() {
     let r = slow.start(&ep).await;
     assert!(!r.is_sse(), "{}", r.raw);
     complete("tools/call", &r);
+    gw.stop().await;
+}
+
+/// `subscriptions/listen` to a native HTTP route goes to the server's own
+/// listen stream (no legacy session): the server's acknowledgement first,
+/// then the change it publishes, each under the client's request id as the
+/// subscription id.
+#[tokio::test]
+async fn subscriptions_listen_relays_the_native_servers_own_stream() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    // Detected first (a call), so the listen goes to the native server.
+    complete(
+        "tools/call",
+        &Op::tool("touch", json!({})).caps(caps()).start(&ep).await,
+    );
+    let params = json!({"notifications": {"toolsListChanged": true}, "_meta": meta(caps())});
+    let resp = ep
+        .send(ep.request_with_id(json!("sub-1"), "subscriptions/listen", &params))
+        .await;
+    let mut stream = SseReader::new(resp);
+    let ack = stream.next(Duration::from_secs(15)).await.expect("an ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub-1",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    complete(
+        "tools/call",
+        &Op::tool("touch", json!({})).caps(caps()).start(&ep).await,
+    );
+    let changed = stream
+        .next(Duration::from_secs(15))
+        .await
+        .expect("a change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    // No legacy session was opened for it.
+    for state in ["leased", "idle"] {
+        assert_eq!(
+            gw.metric(&sessions(state)).await.unwrap_or(0.0),
+            0.0,
+            "{state}"
+        );
+    }
+    drop(stream);
     gw.stop().await;
 }

@@ -227,6 +227,30 @@ impl NativeUpstream {
         out
     }
 
+    /// A `subscriptions/listen` stream from the server, over HTTP (see
+    /// [`http::HttpNative::listen`]); `None` over stdio, where a listen is
+    /// still held on a legacy session.
+    pub async fn listen(
+        &self,
+        params: Value,
+    ) -> Option<Result<tokio::sync::mpsc::Receiver<crate::jsonrpc::Message>, UpstreamError>> {
+        match &self.transport {
+            Some(Transport::Http(h)) => {
+                let out = h.listen(params).await;
+                if out.is_err() {
+                    self.forget();
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a `subscriptions/listen` goes to the server itself (over HTTP).
+    pub fn listens(&self) -> bool {
+        matches!(self.transport, Some(Transport::Http(_)))
+    }
+
     /// The last `server/discover` answer.
     pub fn discovered(&self) -> Option<Value> {
         lock(&self.discovered).clone()
