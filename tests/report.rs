@@ -381,3 +381,78 @@ async fn a_red_mark_reask_is_an_audit_record_and_costs_attention() {
     );
     near(t["invalid_pct"].as_f64().unwrap(), 50.0, 1e-9);
 }
+
+/// `--by origin`: each tool split into a native server's own questions and
+/// the pushes redmark converted, each part priced on its own median; the
+/// default report keeps one row per tool.
+#[test]
+fn by_origin_splits_native_from_converted_questions() {
+    use redmark::telemetry::audit::Origin;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sink = AuditSink::start(&AuditConfig::new(&path)).unwrap();
+    let now = SystemTime::now();
+    for (ms, native) in [
+        (10_000, true),
+        (20_000, true),
+        (30_000, true),
+        (60_000, false),
+    ] {
+        let mut r = record(now, BOOKING, Outcome::Accepted, Some(ms), false);
+        r.origin = native.then_some(Origin::Native);
+        sink.record(r);
+    }
+    let mut unanswered = record(now, BOOKING, Outcome::Unanswered, None, false);
+    unanswered.origin = Some(Origin::Native);
+    sink.record(unanswered);
+    runtime.block_on(sink.close()).unwrap();
+
+    let text = stdout(report(&path, &["--format", "csv", "--by", "origin"]));
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        lines[0][..4],
+        ["route", "tool", "origin", "asked"],
+        "{text}"
+    );
+    let col = |name: &str| lines[0].iter().position(|c| *c == name).unwrap();
+    let row = |origin: &str| {
+        lines
+            .iter()
+            .find(|l| l[col("origin")] == origin)
+            .unwrap_or_else(|| panic!("no {origin} row in {text}"))
+    };
+    let native = row("native");
+    assert_eq!(native[col("asked")], "4");
+    assert_eq!(native[col("median_s")], "20.000");
+    assert_eq!(native[col("unanswered_pct")], "25.00");
+    let converted = row("converted");
+    assert_eq!(converted[col("asked")], "1");
+    assert_eq!(converted[col("median_s")], "60.000");
+    assert_eq!(lines.last().unwrap()[col("tool")], "TOTAL");
+    assert_eq!(lines.len(), 4, "{text}");
+
+    let json: Value = serde_json::from_str(&stdout(report(
+        &path,
+        &["--format", "json", "--by", "origin"],
+    )))
+    .unwrap();
+    assert_eq!(json["by"], "origin");
+    assert_eq!(json["tools"].as_array().unwrap().len(), 2, "{json}");
+    let table = stdout(report(&path, &["--by", "origin"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("native") && l.contains(BOOKING)),
+        "{table}"
+    );
+
+    // Without --by: one row, no origin column.
+    let text = stdout(report(&path, &["--format", "csv"]));
+    assert!(!text.lines().next().unwrap().contains("origin"), "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let json: Value = serde_json::from_str(&stdout(report(&path, &["--format", "json"]))).unwrap();
+    assert_eq!(json["tools"][0]["native"], 4);
+    assert_eq!(json["tools"][0]["converted"], 1);
+    assert!(json["tools"][0].get("origin").is_none());
+}

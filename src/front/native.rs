@@ -7,12 +7,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::Gateway;
 use super::dispatch::Reply;
+use crate::jsonrpc::{Id, Message};
 use crate::mrtr::native::{self, upstream_params};
+use crate::mrtr::outgoing::Outgoing;
 use crate::policy::call::filter_tool_list;
-use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reject};
+use crate::protocol::shape::notification;
+use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject, meta};
 use crate::route::Route;
 use crate::upstream::native::NativeRequest;
 use crate::upstream::pool::PoolKey;
@@ -25,9 +29,140 @@ pub async fn dispatch(
 ) -> Reply {
     match req.method {
         Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead => {
-            Reply::Json(native::call(gw.engine.clone(), route, principal, req).await)
+            // The first output decides the response: a final answer as JSON,
+            // a notification the server streamed opens an SSE stream.
+            let id = req.id.clone();
+            let mut rx = native::start(gw.engine.clone(), route, principal, req);
+            match rx.recv().await {
+                Some(Outgoing::Notification(first)) => Reply::Stream { first, rx },
+                Some(done) => Reply::Json(done),
+                None => Reply::reject(
+                    &id,
+                    &Reject::new(Reason::InternalError, "the call ended without an answer"),
+                ),
+            }
         }
+        Method::SubscriptionsListen => listen(gw, &route, &req).await,
         _ => relay(&route, &principal, &req).await,
+    }
+}
+
+/// `subscriptions/listen` relayed to the server's own stream (spec 2026-07-28
+/// basic/patterns/subscriptions.mdx): its acknowledgement, its change
+/// notifications and its final answer, each under the client's request id
+/// as the subscription id; requests and anything request-scoped are not for
+/// this stream. The client leaving closes the server's stream; redmark
+/// shutting down ends it as a legacy listen does.
+async fn listen(gw: &Gateway, route: &Route, req: &ClientRequest) -> Reply {
+    let mut params = upstream_params(req, None);
+    params.remove("name");
+    let mut upstream = match route.native.listen(Value::Object(params)).await {
+        Some(Ok(rx)) => rx,
+        Some(Err(e)) => return Reply::reject(&req.id, &e.into_reject()),
+        None => {
+            return Reply::reject(
+                &req.id,
+                &Reject::new(Reason::InternalError, "this route cannot listen natively"),
+            );
+        }
+    };
+    let id = req.id.clone();
+    let first = loop {
+        match upstream.recv().await {
+            Some(Message::Notification { method, params }) => {
+                if let Some(n) = subscription_notice(&id, &method, params) {
+                    break n;
+                }
+            }
+            Some(Message::Response { outcome, .. }) => return listen_end(&id, outcome),
+            Some(Message::Request { .. }) => {}
+            None => {
+                return Reply::reject(
+                    &id,
+                    &Reject::new(
+                        Reason::UpstreamLost,
+                        "the server's listen stream ended before its acknowledgement",
+                    ),
+                );
+            }
+        }
+    };
+    let (tx, rx) = mpsc::channel(64);
+    let mut shutdown = gw.shutdown_signal();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                m = upstream.recv() => match m {
+                    Some(Message::Notification { method, params }) => {
+                        if let Some(n) = subscription_notice(&id, &method, params)
+                            && tx.send(Outgoing::Notification(n)).await.is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Some(Message::Response { outcome, .. }) => {
+                        if let Reply::Json(done) = listen_end(&id, outcome) {
+                            let _ = tx.send(done).await;
+                        }
+                        break;
+                    }
+                    Some(Message::Request { .. }) => {}
+                    None => {
+                        let r = Reject::new(Reason::UpstreamLost, "the server closed its listen stream");
+                        let _ = tx.send(Outgoing::reject(Some(&id), &r)).await;
+                        break;
+                    }
+                },
+                () = tx.closed() => break,
+                _ = shutdown.changed() => {
+                    // spec subscriptions.mdx "Graceful Closure", as for a legacy listen.
+                    let cancelled = notification("notifications/cancelled", Some(json!({"requestId": id.to_value(), "reason": "redmark is shutting down"})));
+                    let _ = tx.send(Outgoing::Notification(cancelled)).await;
+                    let _ = tx.send(Outgoing::result(&id, json!({"resultType": "complete", "_meta": {meta::SUBSCRIPTION_ID: id.to_value()}}))).await;
+                    break;
+                }
+            }
+        }
+    });
+    Reply::Stream { first, rx }
+}
+
+/// The notifications a listen stream carries, retagged with the client's id.
+fn subscription_notice(id: &Id, method: &str, params: Option<Value>) -> Option<Value> {
+    const ON_LISTEN: [&str; 5] = [
+        "notifications/subscriptions/acknowledged",
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    ];
+    if !ON_LISTEN.contains(&method) {
+        return None;
+    }
+    let mut p = match params {
+        Some(Value::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    let m = p.entry("_meta").or_insert_with(|| json!({}));
+    if let Value::Object(m) = m {
+        m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
+    }
+    Some(notification(method, Some(Value::Object(p))))
+}
+
+/// The server's final answer to the listen, under the client's id.
+fn listen_end(id: &Id, outcome: Result<Value, crate::jsonrpc::ErrorObject>) -> Reply {
+    match outcome {
+        Ok(mut result) => {
+            if let Some(o) = result.as_object_mut() {
+                o.entry("resultType").or_insert_with(|| "complete".into());
+                if let Some(Value::Object(m)) = o.get_mut("_meta") {
+                    m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
+                }
+            }
+            Reply::result(id, result)
+        }
+        Err(e) => Reply::upstream_error(id, e),
     }
 }
 
@@ -41,6 +176,7 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             name: None,
             param_headers: Vec::new(),
             timeout: route.pool.request_timeout(),
+            notify: None,
         })
         .await;
     let mut result = match sent {
@@ -127,6 +263,7 @@ pub async fn tools(
                 name: None,
                 param_headers: Vec::new(),
                 timeout: route.pool.request_timeout(),
+                notify: None,
             })
             .await
         {

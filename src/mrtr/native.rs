@@ -15,17 +15,20 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 
 use super::Engine;
-use super::convert::{self, Question};
+use super::convert::{self, Kind, Question};
 use super::ending::Ending;
 use super::operation::questions::{Answered, Asker, Checked, check_answer, question_record};
+use super::operation::relayable;
 use super::operation::spans::{record_error, root_span, round_trip_span};
 use super::outgoing::Outgoing;
 use super::resume::{consume, input_responses, verify};
 use super::state::{
     CLAIMS_VERSION, Claims, NATIVE, Wrapped, WrappedAsk, principal_digest, request_digest,
 };
+use crate::config::MissingCapability;
 use crate::jsonrpc::{Id, code};
 use crate::policy::Policy;
 use crate::policy::answer::Subject;
@@ -38,12 +41,43 @@ use crate::telemetry::traces;
 use crate::upstream::native::{NativeRequest, headers, request_meta};
 use crate::upstream::pool::PoolKey;
 
-/// One round of a call to a native server, from the client's request to the one answer it gets.
+/// Notifications (and the final answer) queued for the client at most; one
+/// slot stays free for the answer, so a client that does not read loses
+/// notifications, never the answer, and never holds the call.
+const QUEUE: usize = 64;
+
+/// Starts one round of a call to a native server: what it sends the client
+/// (the notifications the server streams, then the one answer) arrives on
+/// the receiver. A client that goes away stops the round (dropping its
+/// request to the server, as when the call ran in the client's own task).
+pub fn start(
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+) -> mpsc::Receiver<Outgoing> {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    tokio::spawn(async move {
+        let to_client = tx.clone();
+        tokio::select! {
+            out = call(engine, route, principal, req, Some(to_client)) => {
+                let _ = tx.send(out).await;
+            }
+            () = tx.closed() => {}
+        }
+    });
+    rx
+}
+
+/// One round of a call to a native server, from the client's request to the
+/// one answer it gets; request-scoped notifications the server streams go
+/// to `to_client` as they arrive.
 pub async fn call(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    to_client: Option<mpsc::Sender<Outgoing>>,
 ) -> Outgoing {
     let target = req.target().to_owned();
     let retry = req.params.contains_key("requestState");
@@ -86,6 +120,8 @@ pub async fn call(
         root,
         declined: false,
         cancelled: false,
+        relayed: 0,
+        to_client,
     };
     let out = match opened {
         Some(claims) => run.retry(&req, claims).await,
@@ -137,6 +173,10 @@ struct Run {
     tc: Option<String>,
     declined: bool,
     cancelled: bool,
+    /// Retries redmark sent the server itself (declines on the user's
+    /// behalf), bounded with the client's rounds by `max_rounds`.
+    relayed: u32,
+    to_client: Option<mpsc::Sender<Outgoing>>,
 }
 
 impl Run {
@@ -316,6 +356,9 @@ impl Run {
         asked: u32,
     ) -> Outgoing {
         let mut params = upstream_params(req, Some(&self.root));
+        if self.route.on_missing_capability == MissingCapability::Decline {
+            declare_elicitation(&mut params);
+        }
         if !answers.is_empty() {
             params.insert("inputResponses".into(), Value::Object(answers));
         }
@@ -335,17 +378,29 @@ impl Run {
             .and_then(|t| t.get("inputSchema"))
             .map(|schema| headers::mirrored(schema, req.arguments()))
             .unwrap_or_default();
-        let sent = self
-            .route
-            .native
-            .request(NativeRequest {
+        let (ntx, mut nrx) = mpsc::channel(QUEUE);
+        let (route, target) = (self.route.clone(), self.target.clone());
+        let sent = {
+            let request = route.native.request(NativeRequest {
                 method: req.method.as_str(),
                 params: Value::Object(params),
-                name: Some(&self.target),
+                name: Some(&target),
                 param_headers,
-                timeout: self.route.pool.call_timeout(),
-            })
-            .await;
+                timeout: route.pool.call_timeout(),
+                notify: self.to_client.as_ref().map(|_| ntx),
+            });
+            tokio::pin!(request);
+            loop {
+                tokio::select! {
+                    sent = &mut request => break sent,
+                    Some(n) = nrx.recv() => self.relay(req, n),
+                }
+            }
+        };
+        // What the server sent before its answer goes first.
+        while let Ok(n) = nrx.try_recv() {
+            self.relay(req, n);
+        }
         match sent {
             Err(e) => {
                 let reject = e.into_reject();
@@ -371,7 +426,7 @@ impl Run {
             Ok(Err(e)) => self.end(req, &Ending::UpstreamError(e)),
             Ok(Ok(result)) => {
                 if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-                    self.questions(req, result, asked)
+                    Box::pin(self.questions(req, result, asked)).await
                 } else {
                     let ending = Ending::Completed {
                         result,
@@ -386,8 +441,8 @@ impl Run {
 
     /// The server asked: each input request guarded, then all of them put
     /// to the client under the server's keys, with redmark's state.
-    fn questions(&mut self, req: &ClientRequest, result: Value, mut asked: u32) -> Outgoing {
-        if self.round >= self.engine.max_rounds {
+    async fn questions(&mut self, req: &ClientRequest, result: Value, mut asked: u32) -> Outgoing {
+        if self.round + self.relayed >= self.engine.max_rounds {
             return self.end(req, &Ending::RoundsExhausted(self.engine.max_rounds));
         }
         let requests = result
@@ -396,6 +451,8 @@ impl Run {
             .cloned()
             .unwrap_or_default();
         let mut asks = Vec::new();
+        // Declined on the user's behalf (`on_missing_capability = "decline"`).
+        let mut declined = Map::new();
         let now = self.engine.clock.unix_now_ms();
         for (key, request) in requests {
             let method = request
@@ -442,6 +499,14 @@ impl Run {
             // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
             // request the client has not declared support for.
             if !convert::covered(&req.ctx.profile, &q) {
+                if q.kind == Kind::Elicitation
+                    && self.route.on_missing_capability == MissingCapability::Decline
+                {
+                    tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), key = %key, "client lacks the capability; declined on the user's behalf as configured (native)");
+                    self.declined = true;
+                    declined.insert(key, json!({"action": "decline"}));
+                    continue;
+                }
                 return self.end(req, &Ending::MissingCapability(q.needs.clone()));
             }
             asks.push(WrappedAsk {
@@ -451,6 +516,16 @@ impl Run {
                 rk: 0,
                 at: now,
             });
+        }
+        let server_state = result
+            .get("requestState")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if asks.is_empty() && !declined.is_empty() {
+            // Nothing left for the client: the server hears the declines at
+            // once, with its own state, and the client only its final answer.
+            self.relayed += 1;
+            return self.forward(req, server_state, declined, asked).await;
         }
         if asks.is_empty() {
             return self.end(
@@ -462,12 +537,9 @@ impl Run {
             );
         }
         let wrapped = Wrapped {
-            s: result
-                .get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            s: server_state,
             q: asks,
-            ok: Map::new(),
+            ok: declined,
             n: asked,
         };
         let meta = result.get("_meta").cloned().unwrap_or_else(|| json!({}));
@@ -525,6 +597,23 @@ impl Run {
             o.insert("_meta".into(), Value::Object(m));
         }
         Outgoing::result(&req.id, out)
+    }
+
+    /// A notification the server sent on the call's response stream, to the
+    /// client when it is for it (spec 2026-07-28 progress.mdx and
+    /// logging.mdx: progress under the client's own token, log messages at
+    /// or above the level it asked for), exactly as for a legacy server.
+    fn relay(&self, req: &ClientRequest, n: Value) {
+        let Some(tx) = &self.to_client else { return };
+        let method = n.get("method").and_then(Value::as_str).unwrap_or_default();
+        let params = n.get("params").cloned().filter(|p| !p.is_null());
+        let Some(n) = relayable(&req.ctx, req.ctx.progress_token.as_ref(), method, params) else {
+            return;
+        };
+        // One slot stays free for the answer.
+        if tx.capacity() > 1 {
+            let _ = tx.try_send(Outgoing::Notification(n));
+        }
     }
 
     fn note(&mut self, answer: &Value) {
@@ -604,6 +693,21 @@ pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map
     }
     params.insert("_meta".into(), m);
     params
+}
+
+/// With `on_missing_capability = "decline"` redmark can answer any form
+/// question itself (it declines for the user), so the server hears form
+/// elicitation declared for a client that declared no elicitation at all.
+/// The client still never receives the question (see `questions`).
+fn declare_elicitation(params: &mut Map<String, Value>) {
+    if let Some(caps) = params
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(meta::CLIENT_CAPABILITIES))
+        .and_then(Value::as_object_mut)
+    {
+        caps.entry("elicitation")
+            .or_insert_with(|| json!({"form": {}}));
+    }
 }
 
 /// A wrapped question as a [`Question`] the policy can hold answers to.

@@ -33,6 +33,16 @@ tool's median answer time for each question that reached a person but was never 
 (unanswered, abandoned): someone still saw the dialog. Refused questions reached nobody and \
 cost nothing.";
 
+/// How questions are grouped: per route and tool, or also by origin (a
+/// native server's own questions apart from pushes redmark converted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    #[default]
+    Tool,
+    Origin,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
@@ -77,6 +87,9 @@ pub struct Question {
 pub struct ToolCost {
     pub route: String,
     pub tool: String,
+    /// `native` or `converted`, with `--by origin` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<&'static str>,
     pub asked: u64,
     /// Questions with a measured answer time.
     pub answered: u64,
@@ -110,6 +123,7 @@ pub struct Report {
     /// Lines that were not audit records (or had no readable time).
     pub skipped_lines: u64,
     pub rule: &'static str,
+    pub by: By,
     pub tools: Vec<ToolCost>,
     pub total: ToolCost,
 }
@@ -175,6 +189,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
     ToolCost {
         route: route.to_string(),
         tool: tool.to_string(),
+        origin: None,
         asked,
         answered: times.len() as u64,
         imputed,
@@ -204,16 +219,37 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
 
 /// Per (route, tool), most attention first, and the totals line.
 pub fn summarize(questions: &[Question]) -> (Vec<ToolCost>, ToolCost) {
+    summarize_by(questions, By::Tool)
+}
+
+fn origin_label(q: &Question) -> &'static str {
+    if q.origin == Some(Origin::Native) {
+        "native"
+    } else {
+        "converted"
+    }
+}
+
+/// [`summarize`], with each tool split by origin under [`By::Origin`] (each
+/// part charged its own median).
+pub fn summarize_by(questions: &[Question], by: By) -> (Vec<ToolCost>, ToolCost) {
     let mut all: Vec<u64> = questions.iter().filter_map(|q| q.answer_ms).collect();
     all.sort_unstable();
     let fallback = median(&all).unwrap_or(0.0);
-    let mut groups: BTreeMap<(&str, &str), Vec<&Question>> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, &str, Option<&'static str>), Vec<&Question>> = BTreeMap::new();
     for q in questions {
-        groups.entry((&q.route, &q.tool)).or_default().push(q);
+        let origin = (by == By::Origin).then(|| origin_label(q));
+        groups
+            .entry((&q.route, &q.tool, origin))
+            .or_default()
+            .push(q);
     }
     let mut tools: Vec<ToolCost> = groups
         .iter()
-        .map(|((route, tool), qs)| cost(route, tool, qs, fallback))
+        .map(|((route, tool, origin), qs)| ToolCost {
+            origin: *origin,
+            ..cost(route, tool, qs, fallback)
+        })
         .collect();
     tools.sort_by(|a, b| {
         b.attention_hours
@@ -288,14 +324,20 @@ pub fn read(
 }
 
 /// The whole command: read, compute, render.
-pub fn run(paths: &[PathBuf], since: Option<&str>, format: Format) -> Result<String, ReportError> {
+pub fn run(
+    paths: &[PathBuf],
+    since: Option<&str>,
+    format: Format,
+    by: By,
+) -> Result<String, ReportError> {
     let since_t = since
         .map(|s| parse_since(s, SystemTime::now()))
         .transpose()?;
     let files = audit_files(paths);
     let (questions, skipped_lines) = read(&files, since_t)?;
-    let (tools, total) = summarize(&questions);
+    let (tools, total) = summarize_by(&questions, by);
     let report = Report {
+        by,
         since: since_t.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
         files,
         skipped_lines,
@@ -352,6 +394,24 @@ pub fn hours_cell(h: f64) -> String {
     } else {
         format!("{h:.2}")
     }
+}
+
+/// The cells of one row; the `origin` column third under [`By::Origin`].
+fn row(t: &ToolCost, how: Cells, by: By) -> Vec<String> {
+    let mut row = cells(t, how).to_vec();
+    if by == By::Origin {
+        row.insert(2, t.origin.unwrap_or("").to_owned());
+    }
+    row
+}
+
+/// The header row (`head`), with `origin` third under [`By::Origin`].
+fn header(head: &[&str], by: By) -> Vec<String> {
+    let mut row: Vec<String> = head.iter().map(|h| (*h).to_owned()).collect();
+    if by == By::Origin {
+        row.insert(2, "origin".into());
+    }
+    row
 }
 
 fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
@@ -418,12 +478,12 @@ pub fn table(r: &Report) -> String {
         "redundant",
         "hours",
         "redundant h",
-    ]
-    .map(String::from);
-    let mut rows = vec![head];
-    rows.extend(r.tools.iter().map(|t| cells(t, Cells::Table)));
-    rows.push(cells(&r.total, Cells::Table));
-    let widths: Vec<usize> = (0..COLUMNS.len())
+    ];
+    let mut rows = vec![header(&head, r.by)];
+    rows.extend(r.tools.iter().map(|t| row(t, Cells::Table, r.by)));
+    rows.push(row(&r.total, Cells::Table, r.by));
+    let left = if r.by == By::Origin { 2 } else { 1 };
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| {
             rows.iter()
                 .map(|row| row[c].chars().count())
@@ -441,9 +501,12 @@ pub fn table(r: &Report) -> String {
             .iter()
             .zip(&widths)
             .enumerate()
-            .map(|(c, (cell, w))| match c {
-                0 | 1 => format!("{cell:<w$}"),
-                _ => format!("{cell:>w$}"),
+            .map(|(c, (cell, w))| {
+                if c <= left {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
             })
             .collect();
         out.push_str(line.join("  ").trim_end());
@@ -470,9 +533,12 @@ fn csv_field(s: &str) -> String {
 
 /// One row per tool and a last `TOTAL` row; shares in percent, no `%` sign.
 pub fn csv(r: &Report) -> String {
-    let mut out = COLUMNS.join(",") + "\n";
+    let mut out = header(&COLUMNS, r.by).join(",") + "\n";
     for t in r.tools.iter().chain([&r.total]) {
-        let row: Vec<String> = cells(t, Cells::Csv).iter().map(|c| csv_field(c)).collect();
+        let row: Vec<String> = row(t, Cells::Csv, r.by)
+            .iter()
+            .map(|c| csv_field(c))
+            .collect();
         out.push_str(&row.join(","));
         out.push('\n');
     }

@@ -14,6 +14,10 @@ use crate::jsonrpc::{ErrorObject, Id, Message, code};
 use crate::sse;
 use crate::upstream::UpstreamError;
 
+/// Messages of one subscription queued towards its client at most (the
+/// client's reading paces the server's stream).
+const LISTEN_QUEUE: usize = 64;
+
 pub struct HttpNative {
     client: reqwest::Client,
     url: String,
@@ -102,7 +106,9 @@ impl HttpNative {
             .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let want = Id::Number(id);
         if is_sse {
-            return self.answer_on_stream(resp, &want).await;
+            return self
+                .answer_on_stream(resp, &want, req.notify.as_ref())
+                .await;
         }
         let bytes = read_limited(resp, self.max_message_bytes).await?;
         match serde_json::from_slice::<Value>(&bytes)
@@ -124,10 +130,93 @@ impl HttpNative {
         }
     }
 
+    /// `subscriptions/listen` (spec 2026-07-28 basic/patterns/subscriptions.mdx):
+    /// one POST whose SSE stream stays open; every JSON-RPC message on it
+    /// (the acknowledgement, the notifications, the final response) goes to
+    /// the receiver as it arrives. Dropping the receiver closes the stream,
+    /// which ends the subscription at the server.
+    pub async fn listen(
+        &self,
+        params: Value,
+    ) -> Result<tokio::sync::mpsc::Receiver<Message>, UpstreamError> {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+        let mut h = self.extra.clone();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static(NATIVE_VERSION),
+        );
+        h.insert(
+            "mcp-method",
+            HeaderValue::from_static("subscriptions/listen"),
+        );
+        let resp = self
+            .client
+            .post(&self.url)
+            .headers(h)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
+        let max = self.max_message_bytes;
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !is_sse {
+            // A refusal answered as one JSON body.
+            let bytes = read_limited(resp, max).await?;
+            let m = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| Message::from_value(v).ok())
+                .ok_or_else(|| {
+                    UpstreamError::Lost("the server answered the listen without JSON-RPC".into())
+                })?;
+            let _ = tx.try_send(m);
+            return Ok(rx);
+        }
+        tokio::spawn(async move {
+            let mut decoder = sse::Decoder::new(max);
+            let mut body = resp.bytes_stream();
+            loop {
+                let chunk = tokio::select! {
+                    c = body.next() => c,
+                    () = tx.closed() => return,
+                };
+                let Some(Ok(chunk)) = chunk else { return };
+                let Ok(events) = decoder.feed(&chunk) else {
+                    return;
+                };
+                for ev in events {
+                    let Some(m) = serde_json::from_str::<Value>(&ev.data)
+                        .ok()
+                        .and_then(|v| Message::from_value(v).ok())
+                    else {
+                        continue;
+                    };
+                    if tx.send(m).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+
     async fn answer_on_stream(
         &self,
         resp: reqwest::Response,
         want: &Id,
+        notify: Option<&tokio::sync::mpsc::Sender<Value>>,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let mut decoder = sse::Decoder::new(self.max_message_bytes);
         let mut body = resp.bytes_stream();
@@ -140,10 +229,18 @@ impl HttpNative {
                 let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
                     continue;
                 };
-                if let Ok(Message::Response { id, outcome }) = Message::from_value(v)
-                    && &id == want
-                {
-                    return Ok(outcome);
+                match Message::from_value(v) {
+                    Ok(Message::Response { id, outcome }) if &id == want => return Ok(outcome),
+                    // spec 2026-07-28 streamable-http.mdx: the server MAY send
+                    // notifications on the stream before the response; they
+                    // relate to this request.
+                    Ok(Message::Notification { method, params }) => {
+                        if let Some(tx) = notify {
+                            let _ = tx
+                                .try_send(serde_json::json!({"method": method, "params": params}));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }

@@ -66,6 +66,11 @@ pub struct NativeRequest<'a> {
     /// `Mcp-Param-{Name}` headers (already encoded), from the tool's `x-mcp-header`s.
     pub param_headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// Where the notifications the server sends on this request's own
+    /// response stream go (`{"method", "params"}`), as they arrive; never
+    /// waited on: a full queue drops them. Over HTTP only: a stdio server's
+    /// notifications name no request.
+    pub notify: Option<tokio::sync::mpsc::Sender<Value>>,
 }
 
 pub struct NativeUpstream {
@@ -213,12 +218,37 @@ impl NativeUpstream {
                 name: None,
                 param_headers: Vec::new(),
                 timeout,
+                notify: None,
             })
             .await;
         if let Ok(Ok(result)) = &out {
             *lock(&self.discovered) = Some(result.clone());
         }
         out
+    }
+
+    /// A `subscriptions/listen` stream from the server, over HTTP (see
+    /// [`http::HttpNative::listen`]); `None` over stdio, where a listen is
+    /// still held on a legacy session.
+    pub async fn listen(
+        &self,
+        params: Value,
+    ) -> Option<Result<tokio::sync::mpsc::Receiver<crate::jsonrpc::Message>, UpstreamError>> {
+        match &self.transport {
+            Some(Transport::Http(h)) => {
+                let out = h.listen(params).await;
+                if out.is_err() {
+                    self.forget();
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a `subscriptions/listen` goes to the server itself (over HTTP).
+    pub fn listens(&self) -> bool {
+        matches!(self.transport, Some(Transport::Http(_)))
     }
 
     /// The last `server/discover` answer.
