@@ -814,6 +814,7 @@ impl Soak {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 fn main() {
     let secs = Duration::from_secs(env_num("SOAK_SECONDS", 60).max(1));
     let questions = env_num("SOAK_QUESTIONS", 10_000);
@@ -1013,8 +1014,11 @@ fn report(
         heads.join(" | "),
         "---:|".repeat(ends.len())
     );
-    let mib = |k: u64| format!("{:.1}", k as f64 / 1024.0);
-    let rows: [(&str, fn(&Sample) -> String); 14] = [
+    fn mib(k: u64) -> String {
+        format!("{:.1}", k as f64 / 1024.0)
+    }
+    type Row = (&'static str, fn(&Sample) -> String);
+    let rows: [Row; 14] = [
         ("RSS MiB", |s| mib(s.rss_kib)),
         ("RSS anonymous MiB", |s| mib(s.anon_kib)),
         ("RSS file MiB", |s| mib(s.file_kib)),
