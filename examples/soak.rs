@@ -21,7 +21,13 @@
 //! leak: pending operations or leased sessions left, RSS more than 10 % over
 //! start, more descriptors or tasks than at start (plus a small slack).
 //!
-//! Usage: `soak [--redmark BIN] [--upstream BIN]` (default: beside this binary).
+//! With `--rounds N` (`SOAK_ROUNDS`) the load runs N times on the same
+//! gateway, resting after each: RSS at rest that stays level from round to
+//! round is capacity kept for the next burst; growth per round is a leak.
+//! Each sample also splits RSS (anonymous, file-backed) and reads jemalloc's
+//! own counters (`redmark_allocator_bytes`): live objects against pages held.
+//!
+//! Usage: `soak [--redmark BIN] [--upstream BIN] [--rounds N]` (default: beside this binary).
 
 // An example may panic on what it cannot do: it is not on a request path.
 #![allow(
@@ -116,12 +122,18 @@ fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).map_or(default, |v| v.parse().unwrap_or(default))
 }
 
+/// The value after `--flag` on the command line.
+fn flag(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).cloned()
+}
+
 /// `--flag PATH`, else `NAME` beside this binary (`target/release/examples/soak`
 /// has `../redmark`; the upstream example sits beside it).
-fn binary(flag: &str, rel: &str) -> PathBuf {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == flag) {
-        return PathBuf::from(&args[i + 1]);
+fn binary(name: &str, rel: &str) -> PathBuf {
+    if let Some(path) = flag(name) {
+        return PathBuf::from(path);
     }
     let me = std::env::current_exe().expect("current exe");
     let dir = me.parent().expect("examples dir");
@@ -134,6 +146,14 @@ fn binary(flag: &str, rel: &str) -> PathBuf {
 #[derive(Clone, Copy, Default, Debug)]
 struct Sample {
     rss_kib: u64,
+    /// RSS split: anonymous memory (heap, stacks) and file-backed pages (the binary's code).
+    anon_kib: u64,
+    file_kib: u64,
+    threads: u64,
+    /// jemalloc's counters (`redmark_allocator_bytes`), KiB: live objects, resident pages, metadata.
+    allocated_kib: u64,
+    resident_kib: u64,
+    metadata_kib: u64,
     fds: i64,
     tasks: i64,
     pending: i64,
@@ -147,6 +167,12 @@ impl Sample {
     fn max(self, o: Sample) -> Sample {
         Sample {
             rss_kib: self.rss_kib.max(o.rss_kib),
+            anon_kib: self.anon_kib.max(o.anon_kib),
+            file_kib: self.file_kib.max(o.file_kib),
+            threads: self.threads.max(o.threads),
+            allocated_kib: self.allocated_kib.max(o.allocated_kib),
+            resident_kib: self.resident_kib.max(o.resident_kib),
+            metadata_kib: self.metadata_kib.max(o.metadata_kib),
             fds: self.fds.max(o.fds),
             tasks: self.tasks.max(o.tasks),
             pending: self.pending.max(o.pending),
@@ -158,11 +184,37 @@ impl Sample {
     }
 }
 
-fn rss_kib(pid: u32) -> u64 {
+impl std::fmt::Display for Sample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |k: u64| k as f64 / 1024.0;
+        write!(
+            f,
+            "rss {:.1} MiB (anon {:.1}, file {:.1}), jemalloc allocated {:.1} resident {:.1} metadata {:.1}; \
+             threads {}, fds {}, tasks {}, pending {}, session ops {}, leased {}, idle {}, connections {}",
+            mib(self.rss_kib),
+            mib(self.anon_kib),
+            mib(self.file_kib),
+            mib(self.allocated_kib),
+            mib(self.resident_kib),
+            mib(self.metadata_kib),
+            self.threads,
+            self.fds,
+            self.tasks,
+            self.pending,
+            self.session_ops,
+            self.leased,
+            self.idle,
+            self.connections
+        )
+    }
+}
+
+/// `field` of `/proc/<pid>/status` (`VmRSS`, `RssAnon`, `Threads`): its number.
+fn status(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("VmRSS"))
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0)
 }
@@ -188,8 +240,18 @@ async fn sample(http: &reqwest::Client, admin: &str, pid: u32) -> Sample {
         Ok(r) => r.text().await.unwrap_or_default(),
         Err(_) => String::new(),
     };
+    let alloc = |kind: &str| {
+        let label = format!("kind=\"{kind}\"");
+        (metric(&text, "redmark_allocator_bytes", Some(&label)) / 1024) as u64
+    };
     Sample {
-        rss_kib: rss_kib(pid),
+        rss_kib: status(pid, "VmRSS"),
+        anon_kib: status(pid, "RssAnon"),
+        file_kib: status(pid, "RssFile"),
+        threads: status(pid, "Threads"),
+        allocated_kib: alloc("allocated"),
+        resident_kib: alloc("resident"),
+        metadata_kib: alloc("metadata"),
         fds: fds(pid),
         tasks: metric(&text, "redmark_runtime_tasks", None),
         pending: metric(&text, "redmark_pending_operations", None),
@@ -590,16 +652,182 @@ fn config(upstream_port: u16, ttl: Duration, questions: u64) -> String {
     )
 }
 
+/// What one run is: the load, the gateway it goes to, and how it is judged.
+struct Soak {
+    secs: Duration,
+    rate: u64,
+    questions: u64,
+    ttl: Duration,
+    seed: u64,
+    workers: u64,
+    only: Option<Fate>,
+    url: String,
+    addr: String,
+    admin: String,
+    pid: u32,
+    scrape: reqwest::Client,
+}
+
+impl Soak {
+    async fn sample(&self) -> Sample {
+        sample(&self.scrape, &self.admin, self.pid).await
+    }
+
+    /// Warm-up: the route learns its session mode, allocators and pools fill
+    /// to their working size; then the clients close and the gateway rests.
+    async fn warm_up(&self) {
+        let warm: Shared = Arc::default();
+        passthrough(
+            self.url.clone(),
+            500,
+            Duration::from_secs(2),
+            8,
+            warm.clone(),
+        )
+        .await;
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..60 {
+            let fate = [Fate::Answer, Fate::Decline, Fate::Cancel, Fate::Replay][i % 4];
+            set.spawn(
+                self.question(900_000_000 + i as u64, fate, 0.0, &warm)
+                    .run(),
+            );
+        }
+        while set.join_next().await.is_some() {}
+        let w = warm.lock().unwrap();
+        assert!(w.errors.is_empty(), "warm-up errors: {:?}", w.errors);
+    }
+
+    fn question(&self, id: u64, fate: Fate, think: f64, tally: &Shared) -> Question {
+        Question {
+            http: client(),
+            url: self.url.clone(),
+            addr: self.addr.clone(),
+            id,
+            fate,
+            think,
+            ttl: self.ttl,
+            tally: tally.clone(),
+        }
+    }
+
+    /// One round of load: passthrough and questions opened at an even pace,
+    /// sampled into `peak`. Round `r` draws the same fates as round 0 under
+    /// other ids, so rounds can be compared. Returns the echo calls sent.
+    async fn round(&self, r: u64, tally: &Shared, peak: &Arc<Mutex<Sample>>) -> u64 {
+        let running = Arc::new(AtomicBool::new(true));
+        let began = Instant::now();
+        let sampler = {
+            let (running, peak, scrape, admin, pid) = (
+                running.clone(),
+                peak.clone(),
+                self.scrape.clone(),
+                self.admin.clone(),
+                self.pid,
+            );
+            tokio::spawn(async move {
+                let mut last_log = Instant::now();
+                while running.load(Ordering::Relaxed) {
+                    let s = sample(&scrape, &admin, pid).await;
+                    let p = {
+                        let mut p = peak.lock().unwrap();
+                        *p = p.max(s);
+                        *p
+                    };
+                    if last_log.elapsed() >= Duration::from_secs(5) {
+                        last_log = Instant::now();
+                        eprintln!(
+                            "[soak] round {} t={:.0}s: {s} (peak rss {} KiB)",
+                            r + 1,
+                            began.elapsed().as_secs_f64(),
+                            p.rss_kib
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })
+        };
+        let pass = tokio::spawn(passthrough(
+            self.url.clone(),
+            self.rate,
+            self.secs,
+            self.workers,
+            tally.clone(),
+        ));
+        let http = client();
+        let mut set = tokio::task::JoinSet::new();
+        let period = self.secs.div_f64(self.questions.max(1) as f64);
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        for i in 0..self.questions {
+            tick.tick().await;
+            let draw = mix(self.seed ^ mix(i));
+            let fate = self.only.unwrap_or(Fate::draw(draw));
+            let think = (draw >> 32) as f64 / f64::from(u32::MAX) * 0.8;
+            let mut q = self.question(r * self.questions + i, fate, think, tally);
+            q.http = http.clone();
+            set.spawn(q.run());
+        }
+        let sent = pass.await.expect("passthrough");
+        while set.join_next().await.is_some() {}
+        running.store(false, Ordering::Relaxed);
+        sampler.await.expect("sampler");
+        sent
+    }
+
+    /// At rest: once every TTL of the round that began at `began` and the
+    /// grace minute have passed, waits up to `settle` for `at_rest`. Returns
+    /// the last sample and how long after the load it was taken.
+    async fn rest(
+        &self,
+        began: Instant,
+        settle: Duration,
+        at_rest: impl Fn(&Sample) -> bool,
+    ) -> (Sample, Duration) {
+        let load_end = began + self.secs;
+        let earliest = load_end + self.ttl + LATE_RETRY_GRACE + Duration::from_secs(6);
+        let deadline = earliest.max(Instant::now()) + settle;
+        eprintln!(
+            "[soak] load done in {:.1}s; resting until every TTL and the grace minute passed ({:.0}s)",
+            began.elapsed().as_secs_f64(),
+            earliest
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64()
+        );
+        let mut end = self.sample().await;
+        let mut logged = Instant::now();
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            end = self.sample().await;
+            if Instant::now() >= earliest && at_rest(&end) {
+                break;
+            }
+            if logged.elapsed() >= Duration::from_secs(10) {
+                logged = Instant::now();
+                eprintln!(
+                    "[soak] resting {:.0}s: {end}",
+                    load_end.elapsed().as_secs_f64()
+                );
+            }
+        }
+        (end, load_end.elapsed())
+    }
+}
+
 #[allow(clippy::too_many_lines)]
 fn main() {
     let secs = Duration::from_secs(env_num("SOAK_SECONDS", 60).max(1));
-    let rate = env_num("SOAK_RATE", 1000);
     let questions = env_num("SOAK_QUESTIONS", 10_000);
     let default_ttl = (secs.as_secs() / 6).clamp(3, 30);
     let ttl = Duration::from_secs(env_num("SOAK_TTL_SECONDS", default_ttl).max(1));
-    let seed = env_num("SOAK_SEED", 1);
     let settle = Duration::from_secs(env_num("SOAK_SETTLE_SECONDS", 150));
-    let workers = env_num("SOAK_WORKERS", 32).clamp(1, 512);
+    // `--rounds N` (or SOAK_ROUNDS): the load N times on the same gateway, resting
+    // after each: RSS that comes back to the same level is capacity, growth a leak.
+    let rounds = flag("--rounds").map_or_else(
+        || env_num("SOAK_ROUNDS", 1),
+        |v| v.parse().expect("--rounds N"),
+    );
+    let rounds = rounds.clamp(1, 100);
     // SOAK_ONLY=answered|declined|cancelled|expired|abandoned|replayed: every question meets that fate.
     let only = std::env::var("SOAK_ONLY").ok().map(|name| {
         let all = [
@@ -634,113 +862,34 @@ fn main() {
     );
     let (gw, text) = Proc::start("redmark", cmd, dir, "redmark admin on http://");
     let addr = after(&text, "redmark listening on http://").to_owned();
-    let admin = format!("http://{}", after(&text, "redmark admin on http://"));
-    let url = format!("http://{addr}/mcp");
-    let pid = gw.pid();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let soak = Soak {
+        secs,
+        rate: env_num("SOAK_RATE", 1000),
+        questions,
+        ttl,
+        seed: env_num("SOAK_SEED", 1),
+        workers: env_num("SOAK_WORKERS", 32).clamp(1, 512),
+        only,
+        url: format!("http://{addr}/mcp"),
+        admin: format!("http://{}", after(&text, "redmark admin on http://")),
+        addr,
+        pid: gw.pid(),
+        scrape: rt.block_on(async { client() }),
+    };
     eprintln!(
-        "[soak] {}: {secs:?} of {rate} echo/s and {questions} questions, ttl {ttl:?}, seed {seed}, load average {}",
+        "[soak] {}: {rounds} x {secs:?} of {} echo/s and {questions} questions, ttl {ttl:?}, seed {}, load average {}",
         redmark_bin.display(),
+        soak.rate,
+        soak.seed,
         loadavg()
     );
 
-    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let tally: Shared = Arc::default();
-    let scrape = rt.block_on(async { client() });
-
-    // Warm-up: the route learns its session mode, allocators and pools fill
-    // to their working size; then the clients close and the gateway rests.
-    rt.block_on(async {
-        let warm: Shared = Arc::default();
-        passthrough(url.clone(), 500, Duration::from_secs(2), 8, warm.clone()).await;
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..60 {
-            let fate = [Fate::Answer, Fate::Decline, Fate::Cancel, Fate::Replay][i % 4];
-            set.spawn(
-                Question {
-                    http: client(),
-                    url: url.clone(),
-                    addr: addr.clone(),
-                    id: 900_000_000 + i as u64,
-                    fate,
-                    think: 0.0,
-                    ttl,
-                    tally: warm.clone(),
-                }
-                .run(),
-            );
-        }
-        while set.join_next().await.is_some() {}
-        let w = warm.lock().unwrap();
-        assert!(w.errors.is_empty(), "warm-up errors: {:?}", w.errors);
-    });
+    rt.block_on(soak.warm_up());
     std::thread::sleep(Duration::from_secs(2));
-    let start = rt.block_on(sample(&scrape, &admin, pid));
-    eprintln!("[soak] start: {start:?}");
+    let start = rt.block_on(soak.sample());
+    eprintln!("[soak] start: {start}");
 
-    // The run: passthrough, questions opened at an even pace, a sampler.
-    let running = Arc::new(AtomicBool::new(true));
-    let peak = Arc::new(Mutex::new(start));
-    let began = Instant::now();
-    let (sent, opened) = rt.block_on(async {
-        let sampler = {
-            let (running, peak, scrape, admin) =
-                (running.clone(), peak.clone(), scrape.clone(), admin.clone());
-            tokio::spawn(async move {
-                let mut last_log = Instant::now();
-                while running.load(Ordering::Relaxed) {
-                    let s = sample(&scrape, &admin, pid).await;
-                    let p = {
-                        let mut p = peak.lock().unwrap();
-                        *p = p.max(s);
-                        *p
-                    };
-                    if last_log.elapsed() >= Duration::from_secs(5) {
-                        last_log = Instant::now();
-                        eprintln!(
-                            "[soak] t={:.0}s now {s:?} (peak rss {} KiB)",
-                            began.elapsed().as_secs_f64(),
-                            p.rss_kib
-                        );
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            })
-        };
-        let pass = tokio::spawn(passthrough(url.clone(), rate, secs, workers, tally.clone()));
-        let http = client();
-        let mut set = tokio::task::JoinSet::new();
-        let period = secs.div_f64(questions.max(1) as f64);
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        for i in 0..questions {
-            tick.tick().await;
-            let draw = mix(seed ^ mix(i));
-            set.spawn(
-                Question {
-                    http: http.clone(),
-                    url: url.clone(),
-                    addr: addr.clone(),
-                    id: i,
-                    fate: only.unwrap_or(Fate::draw(draw)),
-                    think: (draw >> 32) as f64 / f64::from(u32::MAX) * 0.8,
-                    ttl,
-                    tally: tally.clone(),
-                }
-                .run(),
-            );
-        }
-        let sent = pass.await.expect("passthrough");
-        while set.join_next().await.is_some() {}
-        running.store(false, Ordering::Relaxed);
-        sampler.await.expect("sampler");
-        (sent, questions)
-    });
-    let ran = began.elapsed();
-    let peak = *peak.lock().unwrap();
-
-    // At rest: every TTL and the grace minute passed; wait for the gateway to settle.
-    let rest_from = Instant::now();
-    let earliest = began + secs + ttl + LATE_RETRY_GRACE + Duration::from_secs(6);
     // `SOAK_RSS_SLACK_PERCENT` (default 10): CI's short run allows more, see `.ci/run`.
     let slack = env_num("SOAK_RSS_SLACK_PERCENT", (RSS_SLACK * 100.0) as u64) as f64 / 100.0;
     let rss_bound = (start.rss_kib as f64 * (1.0 + slack)) as u64;
@@ -752,69 +901,93 @@ fn main() {
             && s.fds <= start.fds + COUNT_SLACK
             && s.tasks <= start.tasks + COUNT_SLACK
     };
-    let mut end = rt.block_on(sample(&scrape, &admin, pid));
-    let deadline = earliest.max(Instant::now()) + settle;
-    eprintln!(
-        "[soak] run done in {:.1}s; resting until every TTL and the grace minute passed ({:.0}s)",
-        ran.as_secs_f64(),
-        earliest
-            .saturating_duration_since(Instant::now())
-            .as_secs_f64()
-    );
-    while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_secs(1));
-        end = rt.block_on(sample(&scrape, &admin, pid));
-        if Instant::now() >= earliest && at_rest(&end) {
-            break;
-        }
-        if rest_from.elapsed().as_secs().is_multiple_of(10) {
-            eprintln!(
-                "[soak] resting {:.0}s: {end:?}",
-                rest_from.elapsed().as_secs_f64()
-            );
-        }
+    let tally: Shared = Arc::default();
+    let peak = Arc::new(Mutex::new(start));
+    let mut sent = 0;
+    let mut ends = Vec::new();
+    for r in 0..rounds {
+        let began = Instant::now();
+        sent += rt.block_on(soak.round(r, &tally, &peak));
+        let (end, after_load) = rt.block_on(soak.rest(began, settle, at_rest));
+        eprintln!(
+            "[soak] after round {} ({:.0}s after its load): {end}",
+            r + 1,
+            after_load.as_secs_f64()
+        );
+        ends.push((end, after_load));
     }
-    let rested = rest_from.elapsed();
+    let peak = *peak.lock().unwrap();
     let gw_log = std::fs::metadata(&gw.log).map_or(0, |m| m.len());
     let gw_lines = std::fs::read_to_string(&gw.log).map_or(0, |t| t.lines().count());
     drop(rt);
 
-    // The report.
+    let (end, after_load) = *ends.last().expect("one round at least");
+    let errors = report(&soak, rounds, &tally, sent, (&start, &peak, &ends));
+    println!(
+        "\nend sampled {:.0} s after the load stopped; gateway log: {gw_lines} lines, {gw_log} bytes",
+        after_load.as_secs_f64()
+    );
+
+    let mut failed = Vec::new();
+    if errors > 0 {
+        failed.push(format!("{errors} unexpected errors"));
+    }
+    if !at_rest(&end) {
+        failed.push(format!(
+            "not back at rest {:.0} s after the load: {end} (start {start}, RSS bound {rss_bound} KiB)",
+            after_load.as_secs_f64()
+        ));
+    }
+    drop(gw);
+    drop(upstream);
+    if failed.is_empty() {
+        println!("\nsoak: ok");
+    } else {
+        println!("\nsoak: FAILED: {}", failed.join("; "));
+        std::process::exit(1);
+    }
+}
+
+/// Prints the report; returns the number of unexpected errors (a run
+/// without a single successful request counts as one).
+fn report(
+    soak: &Soak,
+    rounds: u64,
+    tally: &Shared,
+    sent: u64,
+    (start, peak, ends): (&Sample, &Sample, &[(Sample, Duration)]),
+) -> u64 {
     let mut guard = tally.lock().unwrap();
     let t = &mut *guard;
     for v in [&mut t.pass_lat_us, &mut t.open_lat_us, &mut t.retry_lat_us] {
         v.sort_unstable();
     }
-    let errors: u64 = t.errors.values().map(|e| e.0).sum();
-    let mib = |k: u64| k as f64 / 1024.0;
+    let mut errors: u64 = t.errors.values().map(|e| e.0).sum();
+    if t.pass_lat_us.is_empty() || t.open_lat_us.is_empty() {
+        errors += 1;
+        t.errors
+            .insert("no successful requests".into(), (1, String::new()));
+    }
+    let load = soak.secs.as_secs_f64() * rounds as f64;
     println!("## soak\n");
     println!(
-        "{:.0} s of load ({sent} echo calls, {:.0}/s; {opened} questions, ttl {} s), seed {seed}, load average {}",
-        secs.as_secs_f64(),
-        t.pass_lat_us.len() as f64 / secs.as_secs_f64(),
-        ttl.as_secs(),
+        "{rounds} x {:.0} s of load ({sent} echo calls, {:.0}/s; {} questions, ttl {} s), seed {}, load average {}",
+        soak.secs.as_secs_f64(),
+        t.pass_lat_us.len() as f64 / load,
+        soak.questions * rounds,
+        soak.ttl.as_secs(),
+        soak.seed,
         loadavg()
     );
+    let list = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(", ");
     println!(
         "fates: {}",
-        t.fates
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        list(&mut t.fates.iter().map(|(k, v)| format!("{k} {v}")))
     );
     println!(
         "replies as designed: {} ok; designed endings: {}",
         t.ok,
-        if t.designed.is_empty() {
-            "none".to_owned()
-        } else {
-            t.designed
-                .iter()
-                .map(|(k, v)| format!("`{k}` {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        list(&mut t.designed.iter().map(|(k, v)| format!("`{k}` {v}")))
     );
     println!("errors: {errors}");
     for (kind, (n, first)) in &t.errors {
@@ -829,49 +1002,46 @@ fn main() {
         pct(&t.retry_lat_us, 50.0),
         pct(&t.retry_lat_us, 99.0),
     );
-    println!("\n| gateway | start | peak | end |\n|---|---:|---:|---:|");
-    println!(
-        "| RSS MiB | {:.1} | {:.1} | {:.1} |",
-        mib(start.rss_kib),
-        mib(peak.rss_kib),
-        mib(end.rss_kib)
-    );
-    for (name, f) in [
-        ("open fds", (|s: &Sample| s.fds) as fn(&Sample) -> i64),
-        ("tokio tasks", |s| s.tasks),
-        ("pending operations", |s| s.pending),
-        ("operations on sessions", |s| s.session_ops),
-        ("sessions leased", |s| s.leased),
-        ("sessions idle", |s| s.idle),
-        ("client connections", |s| s.connections),
-    ] {
-        println!("| {name} | {} | {} | {} |", f(&start), f(&peak), f(&end));
-    }
-    println!(
-        "\nend sampled {:.0} s after the load stopped; gateway log: {gw_lines} lines, {gw_log} bytes",
-        rested.as_secs_f64() + (ran.saturating_sub(secs)).as_secs_f64()
-    );
-
-    let mut failed = Vec::new();
-    if errors > 0 {
-        failed.push(format!("{errors} unexpected errors"));
-    }
-    if t.pass_lat_us.is_empty() || t.open_lat_us.is_empty() {
-        failed.push("no successful requests".to_owned());
-    }
-    if !at_rest(&end) {
-        failed.push(format!(
-            "not back at rest after {:.0} s: {end:?} (start {start:?}, RSS bound {rss_bound} KiB)",
-            rested.as_secs_f64()
-        ));
-    }
-    drop(guard);
-    drop(gw);
-    drop(upstream);
-    if failed.is_empty() {
-        println!("\nsoak: ok");
+    let heads: Vec<String> = if ends.len() == 1 {
+        vec!["end".into()]
     } else {
-        println!("\nsoak: FAILED: {}", failed.join("; "));
-        std::process::exit(1);
+        (1..=ends.len())
+            .map(|r| format!("after round {r}"))
+            .collect()
+    };
+    println!(
+        "\n| gateway | start | peak | {} |\n|---|---:|---:|{}",
+        heads.join(" | "),
+        "---:|".repeat(ends.len())
+    );
+    fn mib(k: u64) -> String {
+        format!("{:.1}", k as f64 / 1024.0)
     }
+    type Row = (&'static str, fn(&Sample) -> String);
+    let rows: [Row; 14] = [
+        ("RSS MiB", |s| mib(s.rss_kib)),
+        ("RSS anonymous MiB", |s| mib(s.anon_kib)),
+        ("RSS file MiB", |s| mib(s.file_kib)),
+        ("jemalloc allocated MiB", |s| mib(s.allocated_kib)),
+        ("jemalloc resident MiB", |s| mib(s.resident_kib)),
+        ("jemalloc metadata MiB", |s| mib(s.metadata_kib)),
+        ("threads", |s| s.threads.to_string()),
+        ("open fds", |s| s.fds.to_string()),
+        ("tokio tasks", |s| s.tasks.to_string()),
+        ("pending operations", |s| s.pending.to_string()),
+        ("operations on sessions", |s| s.session_ops.to_string()),
+        ("sessions leased", |s| s.leased.to_string()),
+        ("sessions idle", |s| s.idle.to_string()),
+        ("client connections", |s| s.connections.to_string()),
+    ];
+    for (name, f) in rows {
+        let after: Vec<String> = ends.iter().map(|(e, _)| f(e)).collect();
+        println!(
+            "| {name} | {} | {} | {} |",
+            f(start),
+            f(peak),
+            after.join(" | ")
+        );
+    }
+    errors
 }

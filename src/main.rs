@@ -19,6 +19,23 @@ use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's own counters for `/metrics` (`redmark_allocator_bytes`): they
+/// tell live objects (`allocated`) from pages it holds (`resident`), which
+/// RSS alone cannot. Cached by jemalloc until the epoch advances.
+#[cfg(not(target_env = "msvc"))]
+fn jemalloc_stats() -> Option<redmark::telemetry::metrics::AllocatorStats> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    let bytes = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    Some(redmark::telemetry::metrics::AllocatorStats {
+        allocated: bytes(stats::allocated::read().ok()?),
+        active: bytes(stats::active::read().ok()?),
+        resident: bytes(stats::resident::read().ok()?),
+        retained: bytes(stats::retained::read().ok()?),
+        metadata: bytes(stats::metadata::read().ok()?),
+    })
+}
+
 /// redmark: an MCP gateway that lets 2026-07-28 hosts use legacy MCP servers,
 /// including the questions (elicitations) those servers push mid-call.
 #[derive(Parser)]
@@ -90,6 +107,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(not(target_env = "msvc"))]
+    redmark::telemetry::metrics::read_allocator_stats_with(jemalloc_stats);
     let style = LogStyle {
         format: cli.log_format,
         color: cli.log_color,

@@ -67,6 +67,10 @@ impl Local {
 
     fn sweep(&self, now: Instant) {
         self.seen.retain(|_, until| *until > now);
+        // A burst of retries grew the map; a DashMap never shrinks by itself.
+        if super::table::far_below(self.seen.len(), self.seen.capacity()) {
+            self.seen.shrink_to_fit();
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -165,5 +169,20 @@ mod tests {
         let weak = Arc::downgrade(&local);
         drop(local);
         assert!(weak.upgrade().is_none());
+    }
+
+    /// A burst of 10,000 round ids grew the map; once they expire the
+    /// sweep gives its room back too, not only the ids.
+    #[tokio::test(start_paused = true)]
+    async fn a_sweep_gives_back_the_room_of_a_burst() {
+        let local = Local::new(20_000);
+        let ttl = Duration::from_secs(10);
+        for i in 0..10_000 {
+            assert_eq!(local.first_use(&format!("op.{i}"), ttl).await, Ok(true));
+        }
+        assert!(local.seen.capacity() >= 10_000);
+        local.sweep(Instant::now() + ttl);
+        assert_eq!(local.len(), 0);
+        assert!(local.seen.capacity() < 256, "{}", local.seen.capacity());
     }
 }

@@ -41,6 +41,23 @@ const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// What an ended operation's memory costs when all it keeps is its outcome.
 const STUB_BYTES: usize = 256;
 
+/// Room for this many entries is kept however quiet it gets.
+const MIN_ROOM: usize = 64;
+
+/// Whether a map or queue holding `len` entries in room for `capacity`
+/// should give the room back: a burst of thousands of operations grows it,
+/// and neither `HashMap` nor `DashMap` ever shrinks by itself, so at rest
+/// the table would keep the peak's buckets for good. A quarter full, with a
+/// floor, so a steady load does not grow and shrink it on every sweep.
+pub(crate) fn far_below(len: usize, capacity: usize) -> bool {
+    capacity > MIN_ROOM && len.saturating_mul(4) < capacity
+}
+
+/// The room to shrink to: twice what is held, so the next few inserts fit.
+fn room_for(len: usize) -> usize {
+    len.saturating_mul(2).max(MIN_ROOM)
+}
+
 /// A client's retry, handed to the operation it resumes.
 #[derive(Debug)]
 pub struct Resume {
@@ -208,6 +225,16 @@ impl Memory {
         }
     }
 
+    /// Gives back the room a burst left once the memories in it are gone.
+    fn shrink(&mut self) {
+        if far_below(self.by_op.len(), self.by_op.capacity()) {
+            self.by_op.shrink_to(room_for(self.by_op.len()));
+        }
+        if far_below(self.order.len(), self.order.capacity()) {
+            self.order.shrink_to(room_for(self.order.len()));
+        }
+    }
+
     fn forget_oldest(&mut self) {
         if let Some(op) = self.order.pop_front()
             && let Some(r) = self.by_op.remove(&op)
@@ -350,9 +377,24 @@ impl Table {
         }
     }
 
-    /// Forgets the memories whose time has passed.
+    /// Forgets the memories whose time has passed, and gives back the room
+    /// a burst left in the table (the sweeper's work, every [`SWEEP_EVERY`]).
     pub fn prune(&self) {
-        lock(&self.ended).prune(Instant::now());
+        let mut ended = lock(&self.ended);
+        ended.prune(Instant::now());
+        ended.shrink();
+        drop(ended);
+        if far_below(self.live.len(), self.live.capacity()) {
+            self.live.shrink_to_fit();
+        }
+        if far_below(self.per_principal.len(), self.per_principal.capacity()) {
+            self.per_principal.shrink_to_fit();
+        }
+    }
+
+    /// Room in the table's maps: live operations, and memories of ended ones.
+    pub fn capacity(&self) -> (usize, usize) {
+        (self.live.capacity(), lock(&self.ended).by_op.capacity())
     }
 
     /// Ended operations remembered, and the JSON bytes of endings kept whole.
@@ -470,5 +512,42 @@ mod tests {
         // Nothing else happens: no insert, no lookup. The sweeper alone prunes.
         tokio::time::sleep(Duration::from_secs(60) + SWEEP_EVERY * 2).await;
         assert_eq!(t.remembered(), (0, 0));
+    }
+
+    #[test]
+    fn room_is_given_back_only_far_below_capacity() {
+        assert!(!far_below(0, MIN_ROOM), "the floor is kept");
+        assert!(far_below(0, 16_384));
+        assert!(far_below(4_095, 16_384));
+        assert!(!far_below(4_096, 16_384), "a quarter full keeps its room");
+        assert!(!far_below(usize::MAX, usize::MAX));
+        assert_eq!(room_for(0), MIN_ROOM);
+        assert_eq!(room_for(1_000), 2_000);
+    }
+
+    /// A burst of 10,000 operations grew the maps to that size; once their
+    /// memories have expired the sweeper gives the room back.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_leaves_no_room_behind_once_swept() {
+        let t = Table::new(20_000, Arc::new(Metrics::new()));
+        let (tx, _rx) = mpsc::channel(1);
+        for i in 0..10_000 {
+            let entry = Entry {
+                resume: tx.clone(),
+                principal: "p".into(),
+            };
+            t.insert(&format!("op{i}"), entry)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        for i in 0..10_000 {
+            t.end(&format!("op{i}"), completed("hi"));
+        }
+        let (live, ended) = t.capacity();
+        assert!(live >= 10_000 && ended >= 10_000, "{live} {ended}");
+        tokio::time::sleep(Duration::from_secs(60) + SWEEP_EVERY * 2).await;
+        assert_eq!(t.remembered(), (0, 0));
+        let (live, ended) = t.capacity();
+        assert!(live <= 4 * MIN_ROOM, "live operations keep room for {live}");
+        assert!(ended <= 4 * MIN_ROOM, "ended ones keep room for {ended}");
     }
 }

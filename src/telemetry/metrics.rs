@@ -1,5 +1,7 @@
 //! Prometheus metrics served on the admin listener.
 
+use std::sync::OnceLock;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -79,6 +81,36 @@ pub struct ToolLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AllocatorLabels {
+    /// `allocated`, `active`, `resident`, `retained`, `metadata`.
+    pub kind: String,
+}
+
+/// What the process's allocator holds, in bytes (jemalloc's `stats.*`): live
+/// allocations (`allocated`), the pages they sit in (`active`), every page the
+/// allocator has resident, freed but not yet purged ones included
+/// (`resident`), address space kept but given back to the system
+/// (`retained`, not in RSS), and the allocator's own bookkeeping (`metadata`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    pub allocated: u64,
+    pub active: u64,
+    pub resident: u64,
+    pub retained: u64,
+    pub metadata: u64,
+}
+
+/// How this process reads its allocator's statistics: set by the binary
+/// that chose the global allocator (the library does not know it).
+static ALLOCATOR_STATS: OnceLock<fn() -> Option<AllocatorStats>> = OnceLock::new();
+
+/// Makes every scrape render `redmark_allocator_bytes{kind}` from `read`.
+/// The first call wins: there is one allocator per process.
+pub fn read_allocator_stats_with(read: fn() -> Option<AllocatorStats>) {
+    let _ = ALLOCATOR_STATS.set(read);
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ForwardLabels {
     pub route: String,
     /// `forwarded` (the owner answered) or `owner_unreachable`.
@@ -114,6 +146,7 @@ pub struct Metrics {
     rate_limited: Family<LimitLabels, Counter>,
     replay_rounds: Family<ToolLabels, Counter>,
     tasks: Gauge,
+    allocator: Family<AllocatorLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -255,8 +288,15 @@ impl Metrics {
             "Tokio tasks alive in the gateway's runtime, read at each scrape (a leak shows as growth at rest)",
             tasks.clone(),
         );
+        let allocator = Family::<AllocatorLabels, Gauge>::default();
+        registry.register(
+            "allocator_bytes",
+            "What the memory allocator holds, read at each scrape, by kind: allocated (live objects), active (their pages), resident (also freed pages not yet returned), retained (address space only), metadata",
+            allocator.clone(),
+        );
         Self {
             tasks,
+            allocator,
             cluster,
             rate_limited,
             replay_rounds,
@@ -449,6 +489,20 @@ impl Metrics {
             .set(i64::from(on));
     }
 
+    fn set_allocator(&self, s: AllocatorStats) {
+        for (kind, bytes) in [
+            ("allocated", s.allocated),
+            ("active", s.active),
+            ("resident", s.resident),
+            ("retained", s.retained),
+            ("metadata", s.metadata),
+        ] {
+            self.allocator
+                .get_or_create(&AllocatorLabels { kind: kind.into() })
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         // Read at the scrape rather than counted on spawn: every task of
@@ -456,6 +510,9 @@ impl Metrics {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let alive = rt.metrics().num_alive_tasks();
             self.tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
+        if let Some(stats) = ALLOCATOR_STATS.get().and_then(|read| read()) {
+            self.set_allocator(stats);
         }
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
@@ -504,5 +561,29 @@ mod tests {
             .unwrap_or_else(|| panic!("no redmark_runtime_tasks in {text}"));
         assert!(alive >= 1, "{text}");
         idle.abort();
+    }
+
+    /// The soak tells live objects from pages the allocator keeps by these.
+    #[test]
+    fn renders_the_allocator_stats_by_kind() {
+        let m = Metrics::new();
+        m.set_allocator(AllocatorStats {
+            allocated: 1,
+            active: 2,
+            resident: 3,
+            retained: 4,
+            metadata: 5,
+        });
+        let text = m.render();
+        for (kind, n) in [
+            ("allocated", 1),
+            ("active", 2),
+            ("resident", 3),
+            ("retained", 4),
+            ("metadata", 5),
+        ] {
+            let line = format!("redmark_allocator_bytes{{kind=\"{kind}\"}} {n}");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
     }
 }
