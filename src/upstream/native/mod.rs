@@ -68,8 +68,8 @@ pub struct NativeRequest<'a> {
     pub timeout: Duration,
     /// Where the notifications the server sends on this request's own
     /// response stream go (`{"method", "params"}`), as they arrive; never
-    /// waited on: a full queue drops them. Over HTTP only: a stdio server's
-    /// notifications name no request.
+    /// waited on: a full queue drops them. Over stdio only progress (which
+    /// names its request's token) can be told apart by request.
     pub notify: Option<tokio::sync::mpsc::Sender<Value>>,
 }
 
@@ -295,7 +295,10 @@ impl NativeUpstream {
         let fut = async {
             match &self.transport {
                 Some(Transport::Http(h)) => h.send(&req).await,
-                Some(Transport::Stdio(s)) => s.send(req.method, req.params.clone()).await,
+                Some(Transport::Stdio(s)) => {
+                    s.send(req.method, req.params.clone(), req.notify.clone())
+                        .await
+                }
                 None => Err(UpstreamError::Unavailable(
                     "this route's transport cannot speak 2026-07-28".into(),
                 )),

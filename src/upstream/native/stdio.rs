@@ -2,6 +2,13 @@
 //! at once under redmark's own id and its answer matched back by that id, so
 //! one process serves any number of concurrent requests. A process that
 //! exits fails what is in flight and is started again on the next request.
+//!
+//! Progress is the one notification a stdio server can tie to a request: it
+//! names the request's `progressToken` (spec 2026-07-28
+//! basic/utilities/progress.mdx). Tokens from different clients could collide
+//! on the one process, so each request carries redmark's own id as its token,
+//! and the client's token is put back on what is relayed. Other notifications
+//! (log messages) name no request and are not relayed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -15,7 +22,14 @@ use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::upstream::UpstreamError;
 use crate::upstream::transport::{Inbound, stdio};
 
-type Waiters = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, ErrorObject>>>>>;
+/// A request in flight: where its answer goes, and where its progress goes
+/// (with the client's own token) if the client asked for progress.
+struct Waiter {
+    answer: oneshot::Sender<Result<Value, ErrorObject>>,
+    progress: Option<(Value, mpsc::Sender<Value>)>,
+}
+
+type Waiters = Arc<Mutex<HashMap<i64, Waiter>>>;
 
 /// Requests in flight on one process, at most (a bound, not a pool).
 const MAX_IN_FLIGHT: usize = 1024;
@@ -97,15 +111,21 @@ impl StdioNative {
                             outcome,
                         },
                     ) => {
-                        if let Some(tx) = lock(&w).remove(&n) {
-                            let _ = tx.send(outcome);
+                        if let Some(waiter) = lock(&w).remove(&n) {
+                            let _ = waiter.answer.send(outcome);
                         }
+                    }
+                    Inbound::Message(Message::Notification { method, params })
+                        if method == "notifications/progress" =>
+                    {
+                        relay_progress(&w, params);
                     }
                     Inbound::Closed(why) => {
                         tracing::info!(route = %route, why, "native stdio server ended");
                         break;
                     }
-                    // A 2026-07-28 server pushes no requests; its notifications are not relayed.
+                    // A 2026-07-28 server pushes no requests; its other
+                    // notifications name no request and are not relayed.
                     _ => {}
                 }
             }
@@ -123,20 +143,29 @@ impl StdioNative {
         Ok(p)
     }
 
+    /// Sends one request and waits for its answer. With `notify`, the
+    /// server's progress for this request (under the client's
+    /// `_meta.progressToken`) goes there as it arrives.
     pub async fn send(
         &self,
         method: &str,
-        params: Value,
+        mut params: Value,
+        notify: Option<mpsc::Sender<Value>>,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let p = self.process().await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
+        let token = params
+            .get_mut("_meta")
+            .and_then(|m| m.get_mut("progressToken"))
+            .map(|t| std::mem::replace(t, json!(id)));
+        let (answer, rx) = oneshot::channel();
         {
             let mut w = lock(&p.waiters);
             if w.len() >= MAX_IN_FLIGHT {
                 return Err(UpstreamError::Busy(std::time::Duration::ZERO));
             }
-            w.insert(id, tx);
+            let progress = token.zip(notify);
+            w.insert(id, Waiter { answer, progress });
         }
         // Removed again however this request ends (answer, timeout, caller gone).
         let _forget = Forget(&p.waiters, id);
@@ -155,10 +184,57 @@ impl StdioNative {
     }
 }
 
+/// Hands a progress notification to the request whose token (redmark's id
+/// for it) it names, with the client's own token put back; never waits: a
+/// full queue drops it.
+fn relay_progress(waiters: &Waiters, params: Option<Value>) {
+    let Some(mut params) = params else { return };
+    let Some(id) = params.get("progressToken").and_then(Value::as_i64) else {
+        return;
+    };
+    let w = lock(waiters);
+    let Some((token, tx)) = w.get(&id).and_then(|w| w.progress.as_ref()) else {
+        return;
+    };
+    params["progressToken"] = token.clone();
+    let _ = tx.try_send(json!({"method": "notifications/progress", "params": params}));
+}
+
 struct Forget<'a>(&'a Waiters, i64);
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
         lock(self.0).remove(&self.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_reaches_its_request_under_the_clients_own_token() {
+        let waiters: Waiters = Arc::default();
+        let (tx, mut rx) = mpsc::channel(4);
+        let (answer, _rx) = oneshot::channel();
+        lock(&waiters).insert(
+            7,
+            Waiter {
+                answer,
+                progress: Some((json!("client-token"), tx)),
+            },
+        );
+        relay_progress(&waiters, Some(json!({"progressToken": 7, "progress": 1})));
+        // Another request's token, or none, reaches nobody.
+        relay_progress(&waiters, Some(json!({"progressToken": 8, "progress": 2})));
+        relay_progress(&waiters, Some(json!({"progress": 3})));
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(json!({
+                "method": "notifications/progress",
+                "params": {"progressToken": "client-token", "progress": 1}
+            }))
+        );
+        assert!(rx.try_recv().is_err());
     }
 }
