@@ -689,7 +689,21 @@ async fn progress_and_log_notifications_of_a_native_server_are_relayed() {
 async fn subscriptions_listen_relays_the_native_servers_own_stream() {
     let fx = Fixture::new();
     let (_server, upstream) = ts_http_server(&fx).await;
-    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    listen_is_relayed(&fx, &upstream).await;
+}
+
+/// Over stdio the server's notifications share one channel and name the
+/// listen by its `subscriptionId` (redmark's id for it): they reach the
+/// client retagged with its own id.
+#[tokio::test]
+async fn subscriptions_listen_relays_a_native_stdio_servers_own_stream() {
+    let fx = Fixture::new();
+    ensure_deps();
+    listen_is_relayed(&fx, &ts_stdio_upstream(&fx)).await;
+}
+
+async fn listen_is_relayed(fx: &Fixture, upstream: &str) {
+    let gw = TestGateway::start(&config(fx, upstream)).await;
     let ep = McpClient::new(&gw.url);
     // Detected first (a call), so the listen goes to the native server.
     complete(

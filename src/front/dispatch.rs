@@ -54,10 +54,7 @@ pub async fn dispatch(
     principal: Principal,
     req: ClientRequest,
 ) -> Reply {
-    // A native stdio server's subscriptions are still held on a legacy session.
-    if (req.method != Method::SubscriptionsListen || route.native.listens())
-        && route.native.is_native().await
-    {
+    if route.native.is_native().await {
         return super::native::dispatch(gw, route, principal, req).await;
     }
     match req.method {

@@ -227,9 +227,9 @@ impl NativeUpstream {
         out
     }
 
-    /// A `subscriptions/listen` stream from the server, over HTTP (see
-    /// [`http::HttpNative::listen`]); `None` over stdio, where a listen is
-    /// still held on a legacy session.
+    /// A `subscriptions/listen` stream from the server (see
+    /// [`http::HttpNative::listen`], [`stdio::StdioNative::listen`]); `None`
+    /// for a route whose transport is supplied in process.
     pub async fn listen(
         &self,
         params: Value,
@@ -242,13 +242,9 @@ impl NativeUpstream {
                 }
                 Some(out)
             }
-            _ => None,
+            Some(Transport::Stdio(s)) => Some(s.listen(params).await),
+            None => None,
         }
-    }
-
-    /// Whether a `subscriptions/listen` goes to the server itself (over HTTP).
-    pub fn listens(&self) -> bool {
-        matches!(self.transport, Some(Transport::Http(_)))
     }
 
     /// The last `server/discover` answer.

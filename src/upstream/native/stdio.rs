@@ -9,6 +9,12 @@
 //! on the one process, so each request carries redmark's own id as its token,
 //! and the client's token is put back on what is relayed. Other notifications
 //! (log messages) name no request and are not relayed.
+//!
+//! A `subscriptions/listen` is one more request in flight: its notifications
+//! carry its id as `io.modelcontextprotocol/subscriptionId` (spec 2026-07-28
+//! basic/patterns/subscriptions.mdx "On stdio, where all messages share a
+//! single channel, clients MUST use this field to correlate notifications"),
+//! and the client leaving sends `notifications/cancelled` for it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -31,12 +37,20 @@ struct Waiter {
 
 type Waiters = Arc<Mutex<HashMap<i64, Waiter>>>;
 
+/// The listen streams open on one process, by redmark's id for each.
+type Listens = Arc<Mutex<HashMap<i64, mpsc::Sender<Message>>>>;
+
+/// Messages one listen stream may have queued for a slow client; beyond it
+/// notifications are dropped (a list-changed is a hint to re-read, not data).
+const LISTEN_QUEUE: usize = 64;
+
 /// Requests in flight on one process, at most (a bound, not a pool).
 const MAX_IN_FLIGHT: usize = 1024;
 
 struct Process {
     outbound: mpsc::Sender<Value>,
     waiters: Waiters,
+    listens: Listens,
     /// Dropping it stops the process.
     _shutdown: oneshot::Sender<()>,
     alive: Arc<std::sync::atomic::AtomicBool>,
@@ -94,8 +108,14 @@ impl StdioNative {
             self.max_message_bytes,
         )?;
         let waiters: Waiters = Arc::default();
+        let listens: Listens = Arc::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (w, a, route) = (waiters.clone(), alive.clone(), self.route.clone());
+        let (w, l, a, route) = (
+            waiters.clone(),
+            listens.clone(),
+            alive.clone(),
+            self.route.clone(),
+        );
         let mut inbound = link.inbound;
         tokio::spawn(async move {
             while let Some(msg) = inbound.recv().await {
@@ -113,12 +133,21 @@ impl StdioNative {
                     ) => {
                         if let Some(waiter) = lock(&w).remove(&n) {
                             let _ = waiter.answer.send(outcome);
+                        } else if let Some(stream) = lock(&l).remove(&n) {
+                            // The server ended the listen (graceful closure).
+                            let _ = stream.try_send(Message::Response {
+                                id: Id::Number(n),
+                                outcome,
+                            });
                         }
                     }
                     Inbound::Message(Message::Notification { method, params })
                         if method == "notifications/progress" =>
                     {
                         relay_progress(&w, params);
+                    }
+                    Inbound::Message(Message::Notification { method, params }) => {
+                        relay_listen(&l, method, params);
                     }
                     Inbound::Closed(why) => {
                         tracing::info!(route = %route, why, "native stdio server ended");
@@ -130,12 +159,14 @@ impl StdioNative {
                 }
             }
             a.store(false, Ordering::Relaxed);
-            // Every request in flight hears that the server went away.
+            // Every request in flight and every listen hears that the server went away.
             lock(&w).clear();
+            lock(&l).clear();
         });
         let p = Arc::new(Process {
             outbound: link.outbound,
             waiters,
+            listens,
             _shutdown: link.shutdown,
             alive,
         });
@@ -177,6 +208,41 @@ impl StdioNative {
             .map_err(|_| UpstreamError::Lost("the server process exited".into()))
     }
 
+    /// Opens a `subscriptions/listen` on the process: the acknowledgement,
+    /// the notifications naming it and the server's final answer go to the
+    /// receiver. Dropping the receiver cancels the subscription at the server
+    /// (spec subscriptions.mdx "Cancellation": `notifications/cancelled`
+    /// referencing the listen's id, on stdio).
+    pub async fn listen(&self, params: Value) -> Result<mpsc::Receiver<Message>, UpstreamError> {
+        let p = self.process().await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
+        {
+            let mut l = lock(&p.listens);
+            if l.len() >= MAX_IN_FLIGHT {
+                return Err(UpstreamError::Busy(std::time::Duration::ZERO));
+            }
+            l.insert(id, tx.clone());
+        }
+        let msg =
+            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+        if p.outbound.send(msg).await.is_err() {
+            lock(&p.listens).remove(&id);
+            return Err(UpstreamError::Lost("the server's stdin is closed".into()));
+        }
+        let process = p.clone();
+        tokio::spawn(async move {
+            tx.closed().await;
+            // Still open at the server: the client went away first.
+            if lock(&process.listens).remove(&id).is_some() {
+                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "the client stopped listening"}});
+                let _ = process.outbound.send(cancel).await;
+            }
+        });
+        Ok(rx)
+    }
+
     pub fn close(&self) {
         if let Ok(mut slot) = self.process.try_lock() {
             slot.take();
@@ -200,6 +266,22 @@ fn relay_progress(waiters: &Waiters, params: Option<Value>) {
     let _ = tx.try_send(json!({"method": "notifications/progress", "params": params}));
 }
 
+/// Hands a notification to the listen stream its `subscriptionId` (redmark's
+/// id for the listen) names; never waits: a full queue drops it.
+fn relay_listen(listens: &Listens, method: String, params: Option<Value>) {
+    let Some(id) = params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(crate::protocol::meta::SUBSCRIPTION_ID))
+        .and_then(Value::as_i64)
+    else {
+        return;
+    };
+    if let Some(stream) = lock(listens).get(&id) {
+        let _ = stream.try_send(Message::Notification { method, params });
+    }
+}
+
 struct Forget<'a>(&'a Waiters, i64);
 
 impl Drop for Forget<'_> {
@@ -211,6 +293,33 @@ impl Drop for Forget<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_notification_reaches_the_listen_its_subscription_id_names() {
+        let listens: Listens = Arc::default();
+        let (tx, mut rx) = mpsc::channel(4);
+        lock(&listens).insert(3, tx);
+        let on = |id: i64| json!({"_meta": {"io.modelcontextprotocol/subscriptionId": id}});
+        relay_listen(
+            &listens,
+            "notifications/tools/list_changed".into(),
+            Some(on(3)),
+        );
+        relay_listen(
+            &listens,
+            "notifications/tools/list_changed".into(),
+            Some(on(4)),
+        );
+        relay_listen(&listens, "notifications/message".into(), None);
+        match rx.try_recv() {
+            Ok(Message::Notification { method, params }) => {
+                assert_eq!(method, "notifications/tools/list_changed");
+                assert_eq!(params, Some(on(3)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(rx.try_recv().is_err());
+    }
 
     #[test]
     fn progress_reaches_its_request_under_the_clients_own_token() {
