@@ -2,8 +2,8 @@
 //! (examples/conformance_fixture.rs `--native`) whose tools return rmcp's own
 //! `InputRequiredResult` (its keys, its `requestState` sealed with rmcp's
 //! `RequestStateCodec`). Behind `protocol = "auto"` redmark detects it native
-//! (`/readyz`, `/metrics`); a real 2026 client (PyPI `mcp` 2.3.0) answers its
-//! question with accept, decline and cancel; the seed's -1 and 4e9 break the
+//! (`/readyz`, `/metrics`); both real 2026 clients (PyPI `mcp` 2.3.0, npm
+//! `@modelcontextprotocol/client`) answer its question with accept, decline and cancel; the seed's -1 and 4e9 break the
 //! server's own schema (minimum 0, maximum 100) and never reach the server,
 //! which is checked on what the server itself logged (`$FIXTURE_LOG`).
 
@@ -49,7 +49,7 @@ async fn readyz(gw: &TestGateway) -> Value {
 }
 
 #[tokio::test]
-async fn auto_detects_the_rmcp_server_native_and_a_2026_client_answers_it_three_ways() {
+async fn auto_detects_the_rmcp_server_native_and_both_2026_clients_answer_it_three_ways() {
     let fx = Fixture::new();
     let gw = TestGateway::start(&config(&fx)).await;
     let ep = McpClient::new(&gw.url);
@@ -58,6 +58,22 @@ async fn auto_detects_the_rmcp_server_native_and_a_2026_client_answers_it_three_
     assert_eq!(q.keys(), vec!["count"]);
     assert_eq!(q.message(), "How many?");
 
+    // Both real 2026 clients, each three ways.
+    three_ways(&fx, &gw, false).await;
+    three_ways(&fx, &gw, true).await;
+
+    let ready = readyz(&gw).await;
+    assert_eq!(ready["routes"][0]["protocol"], "2026-07-28", "{ready}");
+    let gauge = r#"redmark_upstream_protocol{route="main",protocol="2026-07-28"}"#;
+    assert_eq!(gw.metric(gauge).await, Some(1.0));
+    gw.stop().await;
+}
+
+/// The PyPI `mcp` 2.3.0 client (or, with `node`, the npm
+/// `@modelcontextprotocol/client`) answers the server's question with accept,
+/// decline and cancel; the server receives each answer exactly as given.
+async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool) {
+    let before = received(fx).len();
     let step = |id: &str| json!({"op": "call_tool", "name": TOOL, "arguments": {}, "id": id});
     let script = json!({
         "steps": [step("accept"), step("decline"), step("cancel")],
@@ -67,7 +83,11 @@ async fn auto_detects_the_rmcp_server_native_and_a_2026_client_answers_it_three_
             {"action": "cancel"},
         ],
     });
-    let out = py_client(&gw.url, &script).await;
+    let out = if node {
+        ts_client(&gw.url, &script).await
+    } else {
+        py_client(&gw.url, &script).await
+    };
     let asked = out.iter().filter(|l| l["event"] == "elicitation").count();
     assert_eq!(asked, 3, "{out:#?}");
     let texts: Vec<&Value> = out
@@ -89,19 +109,13 @@ async fn auto_detects_the_rmcp_server_native_and_a_2026_client_answers_it_three_
     );
     // What the server received: each answer exactly as given.
     assert_eq!(
-        received(&fx),
-        vec![
+        received(fx)[before..],
+        [
             json!({"count": {"action": "accept", "content": {"count": 3}}}),
             json!({"count": {"action": "decline"}}),
             json!({"count": {"action": "cancel"}}),
         ]
     );
-
-    let ready = readyz(&gw).await;
-    assert_eq!(ready["routes"][0]["protocol"], "2026-07-28", "{ready}");
-    let gauge = r#"redmark_upstream_protocol{route="main",protocol="2026-07-28"}"#;
-    assert_eq!(gw.metric(gauge).await, Some(1.0));
-    gw.stop().await;
 }
 
 #[tokio::test]
