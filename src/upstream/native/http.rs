@@ -60,26 +60,12 @@ impl HttpNative {
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params});
-        let mut h = self.extra.clone();
-        h.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(
-            "mcp-protocol-version",
-            HeaderValue::from_static(NATIVE_VERSION),
-        );
-        let bad =
-            |what: &str| UpstreamError::Unavailable(format!("cannot send {what} as a header"));
-        h.insert(
-            "mcp-method",
-            HeaderValue::from_str(req.method).map_err(|_| bad("the method"))?,
-        );
+        let mut h = self.headers_for(req.method)?;
         if let Some(name) = req.name {
             h.insert(
                 "mcp-name",
-                HeaderValue::from_str(&headers::encode(name)).map_err(|_| bad("the name"))?,
+                HeaderValue::from_str(&headers::encode(name))
+                    .map_err(|_| unsendable("the name"))?,
             );
         }
         for (k, v) in &req.param_headers {
@@ -90,20 +76,8 @@ impl HttpNative {
                 h.insert(k, v);
             }
         }
-        let resp = self
-            .client
-            .post(&self.url)
-            .headers(h)
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
+        let (resp, is_sse) = self.post(h, &body).await?;
         let status = resp.status();
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
         let want = Id::Number(id);
         if is_sse {
             return self
@@ -142,36 +116,12 @@ impl HttpNative {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
-        let mut h = self.extra.clone();
-        h.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(
-            "mcp-protocol-version",
-            HeaderValue::from_static(NATIVE_VERSION),
-        );
-        h.insert(
-            "mcp-method",
-            HeaderValue::from_static("subscriptions/listen"),
-        );
-        let resp = self
-            .client
-            .post(&self.url)
-            .headers(h)
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
+        let method = "subscriptions/listen";
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let (resp, is_sse) = self.post(self.headers_for(method)?, &body).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
         let max = self.max_message_bytes;
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
         if !is_sse {
             // A refusal answered as one JSON body.
             let bytes = read_limited(resp, max).await?;
@@ -212,6 +162,48 @@ impl HttpNative {
         Ok(rx)
     }
 
+    /// The headers every request to the server carries: the route's own,
+    /// the media types, `MCP-Protocol-Version` and `Mcp-Method`.
+    fn headers_for(&self, method: &str) -> Result<HeaderMap, UpstreamError> {
+        let mut h = self.extra.clone();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static(NATIVE_VERSION),
+        );
+        h.insert(
+            "mcp-method",
+            HeaderValue::from_str(method).map_err(|_| unsendable("the method"))?,
+        );
+        Ok(h)
+    }
+
+    /// POSTs one JSON-RPC message; the response, and whether it is an SSE stream.
+    async fn post(
+        &self,
+        headers: HeaderMap,
+        body: &Value,
+    ) -> Result<(reqwest::Response, bool), UpstreamError> {
+        let resp = self
+            .client
+            .post(&self.url)
+            .headers(headers)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        Ok((resp, is_sse))
+    }
+
     async fn answer_on_stream(
         &self,
         resp: reqwest::Response,
@@ -248,6 +240,10 @@ impl HttpNative {
             "the server's response stream ended without an answer".into(),
         ))
     }
+}
+
+fn unsendable(what: &str) -> UpstreamError {
+    UpstreamError::Unavailable(format!("cannot send {what} as a header"))
 }
 
 async fn read_limited(resp: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
