@@ -15,14 +15,14 @@ use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
 /// questions answered or expired) it hands the freed pages back within
 /// seconds (background purging), where glibc's per-thread arenas kept the
 /// peak. Measured by `scripts/soak.sh`.
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's own counters for `/metrics` (`redmark_allocator_bytes`): they
 /// tell live objects (`allocated`) from pages it holds (`resident`), which
 /// RSS alone cannot. Cached by jemalloc until the epoch advances.
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
 fn jemalloc_stats() -> Option<redmark::telemetry::metrics::AllocatorStats> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;
@@ -107,7 +107,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    #[cfg(not(target_env = "msvc"))]
+    #[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
     redmark::telemetry::metrics::read_allocator_stats_with(jemalloc_stats);
     let style = LogStyle {
         format: cli.log_format,
