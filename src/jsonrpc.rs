@@ -26,9 +26,13 @@ impl Id {
     }
 
     pub fn to_value(&self) -> Value {
+        self.clone().into_value()
+    }
+
+    pub fn into_value(self) -> Value {
         match self {
-            Id::Number(n) => Value::from(*n),
-            Id::String(s) => Value::from(s.clone()),
+            Id::Number(n) => Value::from(n),
+            Id::String(s) => Value::from(s),
         }
     }
 }
@@ -154,27 +158,32 @@ impl Message {
     }
 
     pub fn to_value(&self) -> Value {
+        self.clone().into_value()
+    }
+
+    /// The message as JSON, moving its params or result instead of copying them.
+    pub fn into_value(self) -> Value {
         let mut obj = Map::new();
         obj.insert("jsonrpc".into(), "2.0".into());
         match self {
             Message::Request { id, method, params } => {
-                obj.insert("id".into(), id.to_value());
-                obj.insert("method".into(), method.clone().into());
+                obj.insert("id".into(), id.into_value());
+                obj.insert("method".into(), method.into());
                 if let Some(p) = params {
-                    obj.insert("params".into(), p.clone());
+                    obj.insert("params".into(), p);
                 }
             }
             Message::Notification { method, params } => {
-                obj.insert("method".into(), method.clone().into());
+                obj.insert("method".into(), method.into());
                 if let Some(p) = params {
-                    obj.insert("params".into(), p.clone());
+                    obj.insert("params".into(), p);
                 }
             }
             Message::Response { id, outcome } => {
-                obj.insert("id".into(), id.to_value());
+                obj.insert("id".into(), id.into_value());
                 match outcome {
-                    Ok(result) => obj.insert("result".into(), result.clone()),
-                    Err(error) => obj.insert("error".into(), error_value(error)),
+                    Ok(result) => obj.insert("result".into(), result),
+                    Err(error) => obj.insert("error".into(), error_value(&error)),
                 };
             }
         }
@@ -199,7 +208,12 @@ pub fn error_response(id: Option<&Id>, error: &ErrorObject) -> Value {
 }
 
 pub fn result_response(id: &Id, result: Value) -> Value {
-    serde_json::json!({"jsonrpc": "2.0", "id": id.to_value(), "result": result})
+    // Not `json!`: it would serialise `result` into a copy of itself.
+    let mut obj = Map::with_capacity(3);
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("id".into(), id.to_value());
+    obj.insert("result".into(), result);
+    Value::Object(obj)
 }
 
 #[cfg(test)]

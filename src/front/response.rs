@@ -18,7 +18,10 @@ use crate::sse;
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
+    // `to_vec`, not `to_string`: Display writes through `fmt` a token at a
+    // time. A `Value` always serialises (its keys are strings).
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -127,11 +127,13 @@ pub fn question(
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let request = if kind == Kind::Roots && params.is_empty() {
-        json!({"method": method})
-    } else {
-        json!({"method": method, "params": Value::Object(params)})
-    };
+    // Built by hand, not with `json!`, which would serialise `params` into a copy.
+    let mut request = Map::with_capacity(2);
+    request.insert("method".into(), method.into());
+    if kind != Kind::Roots || !params.is_empty() {
+        request.insert("params".into(), Value::Object(params));
+    }
+    let request = Value::Object(request);
     Ok(Question {
         key: String::new(),
         upstream_id,

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -20,8 +20,8 @@ use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
 use super::outgoing::{Outcome, Outgoing};
 use super::resume::input_responses;
-use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest};
-use super::table::{Entry, Resume, Tombstone};
+use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest_of};
+use super::table::{Entry, ResumeReceiver, ResumeSender, Tombstone};
 use crate::jsonrpc::{ErrorObject, Id, code};
 use crate::policy::{Mode, Policy};
 use crate::protocol::shape;
@@ -115,6 +115,25 @@ enum Drive {
     End(Ending),
 }
 
+/// The value out of its box, the box freed now (`*b` in an async fn would
+/// keep the emptied box until the function ends).
+#[allow(clippy::boxed_local)] // The point: the box is taken, emptied and freed here.
+fn unbox<T>(b: Box<T>) -> T {
+    *b
+}
+
+/// How a round of [`Operation::ask_round`] ended.
+#[allow(clippy::large_enum_variant)] // A return value, once per round; never stored.
+enum Round {
+    /// The questions went to the client; the operation waits for its retry.
+    Asked,
+    /// Replay mode: the questions went to the client and this run is over
+    /// (suspended); a retry runs the call again.
+    Suspended,
+    /// The operation ends, answering this client if it is still there.
+    End(Ending, Option<Client>),
+}
+
 /// What waiting for the client produced.
 enum Wait {
     Resumed(Client),
@@ -129,8 +148,9 @@ pub struct Operation {
     id: String,
     method: Method,
     target: String,
-    principal_digest: String,
-    request_digest: String,
+    /// What a state names the principal and the request by, worked out
+    /// when the first question is asked: a call that asks none never needs them.
+    digests: std::sync::OnceLock<Digests>,
     /// Held for the whole operation: one call per leased session is what ties
     /// every pushed request to this operation.
     _lease: Lease,
@@ -156,8 +176,8 @@ pub struct Operation {
     registered: bool,
     declined: bool,
     cancelled: bool,
-    resumes: mpsc::Receiver<Resume>,
-    resume_tx: mpsc::Sender<Resume>,
+    resumes: ResumeReceiver,
+    resume_tx: ResumeSender,
     /// The operation's root span: from the first request to the ending.
     root: tracing::Span,
     /// The upstream call's span (a child of the root), held for the whole call.
@@ -184,27 +204,53 @@ pub struct ReplayRun {
 
 /// Starts an operation for a fresh request and drives it to its end (or,
 /// in replay mode, to its first round).
-pub async fn begin(
+pub fn begin(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
-) {
-    start(engine, route, principal, req, tx, None).await;
+) -> impl Future<Output = ()> + Send {
+    start(Box::new(Start {
+        engine,
+        route,
+        principal,
+        req,
+        tx,
+        resumed: None,
+    }))
 }
 
 /// Runs a replay-mode operation again for a retry whose state was checked
 /// and consumed; any replica, any session.
-pub async fn replay(
+pub fn replay(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
     run: ReplayRun,
     tx: mpsc::Sender<Outgoing>,
-) {
-    start(engine, route, principal, req, tx, Some(run)).await;
+) -> impl Future<Output = ()> + Send {
+    start(Box::new(Start {
+        engine,
+        route,
+        principal,
+        req,
+        tx,
+        resumed: Some(run),
+    }))
+}
+
+/// What an operation starts from, in one box: an async fn keeps its
+/// arguments apart from its locals for its whole life (rust-lang/rust#62958),
+/// and an operation's future lives as long as its questions wait.
+struct Start {
+    engine: Arc<Engine>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: ClientRequest,
+    tx: mpsc::Sender<Outgoing>,
+    resumed: Option<ReplayRun>,
 }
 
 /// The mode a fresh call runs in: its policy's, with the tool's annotations
@@ -222,14 +268,26 @@ fn mode_of(route: &Route, policy: &Policy, principal: &Principal, req: &ClientRe
     policy.mode(req.target(), definition)
 }
 
-async fn start(
-    engine: Arc<Engine>,
-    route: Arc<Route>,
-    principal: Principal,
-    req: ClientRequest,
-    tx: mpsc::Sender<Outgoing>,
-    resumed: Option<ReplayRun>,
-) {
+async fn start(args: Box<Start>) {
+    // The setup is boxed and gone once it is done: what stays allocated while
+    // the operation waits (for a person, maybe for minutes) is only the run.
+    let prepared = Box::pin(prepare(args)).await;
+    if let Some((op, client)) = prepared {
+        op.run(Box::new(client)).await;
+    }
+}
+
+/// Everything before the upstream call is under way: the lease, the call,
+/// the operation's state; `None` if the client has been answered already.
+async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
+    let Start {
+        engine,
+        route,
+        principal,
+        req,
+        tx,
+        resumed,
+    } = *args;
     let target = req.target().to_owned();
     let access = req.ctx.access.clone();
     let policy = route.policy.current();
@@ -271,7 +329,7 @@ async fn start(
     };
     if let Err(r) = input_responses(&req.params) {
         client.reject(&r).await;
-        return;
+        return None;
     }
     // Failing before the operation exists still counts as one, under its reason.
     let refuse = |e: crate::upstream::UpstreamError| {
@@ -285,7 +343,7 @@ async fn start(
         Ok(l) => l,
         Err(e) => {
             client.reject(&refuse(e)).await;
-            return;
+            return None;
         }
     };
     let session = lease.session().clone();
@@ -319,17 +377,16 @@ async fn start(
         Ok(c) => c,
         Err(e) => {
             client.reject(&refuse(e)).await;
-            return;
+            return None;
         }
     };
-    let (resume_tx, resumes) = mpsc::channel(RESUME_DEPTH);
-    let op = Operation {
+    let (resume_tx, resumes) = futures::channel::mpsc::channel(RESUME_DEPTH);
+    let op = Box::new(Operation {
         trace_id: traces::trace_id(&root),
         id,
         root,
         upstream_span,
-        principal_digest: principal_digest(&route.name, &principal.name),
-        request_digest: request_digest(&route.name, req.method.as_str(), &req.params),
+        digests: std::sync::OnceLock::new(),
         namer: KeyNamer::new(policy.keys(&target)),
         deferred: Vec::new(),
         asked: 0,
@@ -357,76 +414,51 @@ async fn start(
         replay,
         engine,
         route,
-    };
+    });
     access.note(&op.id, 1, op.trace_id.as_deref());
-    op.run(client).await;
+    Some((op, client))
+}
+
+/// The digests a state carries (`pr`, `rq`).
+struct Digests {
+    principal: String,
+    request: String,
 }
 
 impl Operation {
-    async fn run(mut self, first: Client) {
-        let mut client = Some(first);
+    fn digests(&self) -> &Digests {
+        self.digests.get_or_init(|| Digests {
+            principal: principal_digest(&self.route.name, &self.principal.name),
+            request: request_digest_of(
+                &self.route.name,
+                self.method.as_str(),
+                &Value::String(self.target.clone()),
+                &self.arguments,
+            ),
+        })
+    }
+
+    /// Arguments boxed: see [`Start`] (an argument is kept apart for the whole run).
+    async fn run(mut self: Box<Self>, first: Box<Client>) {
+        let mut client = Some(unbox(first));
         let ending = loop {
             let Some(current) = client.take() else {
                 break Ending::ClientDisconnected;
             };
-            match self.drive(&current).await {
-                Drive::End(ending) => {
-                    client = Some(current);
+            // Each round is boxed and gone before the wait: a future keeps room
+            // for everything any of its awaits holds, and this one stays
+            // allocated for as long as a question waits (10,000 of them, say).
+            match Box::pin(self.ask_round(current)).await {
+                Round::Asked => {}
+                Round::Suspended => {
+                    Box::pin(self.suspend()).await;
+                    return;
+                }
+                Round::End(ending, current) => {
+                    client = current;
                     break ending;
                 }
-                Drive::Ask => {}
             }
-            if self.round >= self.engine.max_rounds {
-                client = Some(current);
-                break Ending::RoundsExhausted(self.engine.max_rounds);
-            }
-            if self.replay.is_some() {
-                self.round += 1;
-                match self.input_required() {
-                    Ok(result) => {
-                        let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
-                        tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), mode = "replay", "asking the client");
-                        // Sent or not, nothing waits for the answer here: a
-                        // retry runs the call again wherever it lands.
-                        let _ = current.send(Outgoing::result(&current.id, result)).await;
-                        drop(current);
-                        self.suspend().await;
-                        return;
-                    }
-                    Err(ending) => {
-                        client = Some(current);
-                        break ending;
-                    }
-                }
-            }
-            if !self.registered {
-                let entry = Entry {
-                    resume: self.resume_tx.clone(),
-                    principal: self.principal_digest.clone(),
-                };
-                if let Err(e) = self.engine.table.insert(&self.id, entry) {
-                    client = Some(current);
-                    break Ending::TooManyPending(e.0);
-                }
-                self.registered = true;
-            }
-            self.round += 1;
-            self.awaiting = Some(self.round);
-            let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
-            tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), "asking the client");
-            let result = match self.input_required() {
-                Ok(result) => result,
-                Err(ending) => {
-                    client = Some(current);
-                    break ending;
-                }
-            };
-            if !current.send(Outgoing::result(&current.id, result)).await {
-                // Nobody received the questions: nobody will answer them.
-                break Ending::ClientDisconnected;
-            }
-            // This round trip is over; the wait for the next one is not part of it.
-            drop(current);
             match self.wait().await {
                 Wait::Resumed(next) => client = Some(next),
                 Wait::End(ending) => break ending,
@@ -436,7 +468,62 @@ impl Operation {
                 }
             }
         };
-        self.finish(ending, client).await;
+        // Boxed, as the other rare steps: see above.
+        Box::pin(self.finish(ending, client)).await;
+    }
+
+    /// One round for the attached request: relays the call until it ends or
+    /// questions are ready, then asks them (hold mode: the operation then
+    /// waits; replay mode: it ends this run).
+    async fn ask_round(&mut self, current: Client) -> Round {
+        match Box::pin(self.drive(&current)).await {
+            Drive::End(ending) => return Round::End(ending, Some(current)),
+            Drive::Ask => {}
+        }
+        if self.round >= self.engine.max_rounds {
+            return Round::End(
+                Ending::RoundsExhausted(self.engine.max_rounds),
+                Some(current),
+            );
+        }
+        if self.replay.is_some() {
+            self.round += 1;
+            return match self.input_required() {
+                Ok(result) => {
+                    let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
+                    tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), mode = "replay", "asking the client");
+                    // Sent or not, nothing waits for the answer here: a
+                    // retry runs the call again wherever it lands.
+                    let _ = current.send(Outgoing::result(&current.id, result)).await;
+                    Round::Suspended
+                }
+                Err(ending) => Round::End(ending, Some(current)),
+            };
+        }
+        if !self.registered {
+            let entry = Entry {
+                resume: self.resume_tx.clone(),
+                principal: self.digests().principal.clone(),
+            };
+            if let Err(e) = self.engine.table.insert(&self.id, entry) {
+                return Round::End(Ending::TooManyPending(e.0), Some(current));
+            }
+            self.registered = true;
+        }
+        self.round += 1;
+        self.awaiting = Some(self.round);
+        let keys: Vec<&str> = self.pending.iter().map(|q| q.key.as_str()).collect();
+        tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), "asking the client");
+        let result = match self.input_required() {
+            Ok(result) => result,
+            Err(ending) => return Round::End(ending, Some(current)),
+        };
+        if !current.send(Outgoing::result(&current.id, result)).await {
+            // Nobody received the questions: nobody will answer them.
+            return Round::End(Ending::ClientDisconnected, None);
+        }
+        // This round trip is over (`current` dropped); the wait for the next one is not part of it.
+        Round::Asked
     }
 
     /// Relays the call until it ends or questions are ready for the client.
@@ -444,7 +531,7 @@ impl Operation {
         // Questions left unanswered by the last retry are asked again (spec
         // mrtr.mdx "Error Handling"), together with any that arrive meanwhile.
         for (id, method, params) in std::mem::take(&mut self.deferred) {
-            if let Some(ending) = self.on_push(&client.ctx, id, &method, params).await {
+            if let Some(ending) = Box::pin(self.on_push(&client.ctx, id, &method, params)).await {
                 return Drive::End(ending);
             }
         }
@@ -465,7 +552,7 @@ impl Operation {
             tokio::select! {
                 biased;
                 () = client.tx.closed() => return Drive::End(Ending::ClientDisconnected),
-                Some(resume) = self.resumes.recv() => self.refuse_stale(resume).await,
+                Some(resume) = self.resumes.next() => Box::pin(self.refuse_stale(*resume)).await,
                 step = self.call.next() => match step {
                     CallStep::Event(CallEvent::Notification { method, params }) => {
                         if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params) {
@@ -481,7 +568,7 @@ impl Operation {
                         }
                     }
                     CallStep::Event(CallEvent::ServerRequest { id, method, params }) => {
-                        if let Some(ending) = self.on_push(&client.ctx, id, &method, params).await {
+                        if let Some(ending) = Box::pin(self.on_push(&client.ctx, id, &method, params)).await {
                             return Drive::End(ending);
                         }
                         if !self.pending.is_empty() {
@@ -539,11 +626,11 @@ impl Operation {
                 op: self.id.clone(),
                 node: self.engine.node.clone(),
                 addr: self.engine.advertise.clone(),
-                pr: self.principal_digest.clone(),
+                pr: self.digests().principal.clone(),
                 // The state outlives the operation by a grace period, so a retry that
                 // comes just too late hears `operation_expired`, not a bare `state_expired`.
                 exp: (now + self.engine.ttl + LATE_RETRY_GRACE).as_secs(),
-                rq: self.request_digest.clone(),
+                rq: self.digests().request.clone(),
                 rd: self.round,
                 m: HOLD.into(),
                 // A retry served elsewhere joins the same trace.
@@ -559,9 +646,9 @@ impl Operation {
                 op: self.id.clone(),
                 node: self.engine.node.clone(),
                 addr: self.engine.advertise.clone(),
-                pr: self.principal_digest.clone(),
+                pr: self.digests().principal.clone(),
                 exp: (now + self.engine.ttl).as_secs(),
-                rq: self.request_digest.clone(),
+                rq: self.digests().request.clone(),
                 rd: self.round,
                 m: REPLAY.into(),
                 tc: replay
@@ -597,9 +684,9 @@ impl Operation {
             tokio::select! {
                 // A stopping gateway cannot keep the question: the server hears `cancel` now.
                 Ok(()) = shutdown.wait_for(|down| *down).map(|r| r.map(|_| ())) => return Wait::End(Ending::ShuttingDown),
-                resume = self.resumes.recv() => {
+                resume = self.resumes.next() => {
                     let Some(resume) = resume else { return Wait::End(Ending::ClientDisconnected) };
-                    match self.try_resume(resume).await {
+                    match Box::pin(self.try_resume(*resume)).await {
                         Resumed::Refused => {}
                         Resumed::Continue(client) => return Wait::Resumed(client),
                         Resumed::End(ending, client) => return Wait::EndWith(ending, client),
@@ -618,7 +705,7 @@ impl Operation {
         }
     }
 
-    async fn finish(mut self, ending: Ending, client: Option<Client>) {
+    async fn finish(mut self: Box<Self>, ending: Ending, client: Option<Client>) {
         let abandon = !matches!(
             ending,
             Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use futures::SinkExt;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -126,7 +127,8 @@ async fn hand_over(
             id: req.id.clone(),
             client: tx.clone(),
         };
-        if entry.resume.send(resume).await.is_ok() {
+        let mut to_operation = entry.resume.clone();
+        if to_operation.send(Box::new(resume)).await.is_ok() {
             return Ok(None);
         }
         // It ended while we were looking: its tombstone says how.

@@ -23,10 +23,17 @@ pub fn call(
     req: ClientRequest,
 ) -> mpsc::Receiver<Outgoing> {
     let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+    // Boxed: an operation's future is large (it holds the whole operation
+    // and its upstream call), and tokio moves a task's future by value
+    // several times (into the task cell, and its stage when it completes);
+    // moving a pointer instead was a quarter of a passthrough call's
+    // instructions (benches/WHERE_THE_TIME_GOES.md).
     if req.params.contains_key("requestState") {
-        tokio::spawn(resume::resume(engine, route, principal, req, tx));
+        tokio::spawn(Box::pin(resume::resume(engine, route, principal, req, tx)));
     } else {
-        tokio::spawn(operation::begin(engine, route, principal, req, tx));
+        tokio::spawn(Box::pin(operation::begin(
+            engine, route, principal, req, tx,
+        )));
     }
     rx
 }

@@ -473,21 +473,26 @@ pub fn request_digest(
     method: &str,
     params: &serde_json::Map<String, Value>,
 ) -> String {
-    let target = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+    let target = params.get("name").or_else(|| params.get("uri"));
+    request_digest_of(
+        route,
+        method,
+        target.unwrap_or(&Value::Null),
+        params.get("arguments").unwrap_or(&Value::Null),
+    )
+}
+
+/// [`request_digest`] of the parts: the tool name or URI, and the arguments.
+pub fn request_digest_of(route: &str, method: &str, target: &Value, arguments: &Value) -> String {
     let mut h = Sha256::new();
     h.update(b"redmark-request\0");
     for part in [route, method] {
         h.update(part.as_bytes());
         h.update(b"\0");
     }
-    h.update(canonical_json(&target).as_bytes());
+    h.update(canonical_json(target).as_bytes());
     h.update(b"\0");
-    h.update(canonical_json(&arguments).as_bytes());
+    h.update(canonical_json(arguments).as_bytes());
     hex::encode(h.finalize())
 }
 

@@ -19,6 +19,11 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+/// Where a retry reaches its waiting operation ([`Entry::resume`]).
+pub type ResumeSender = futures::channel::mpsc::Sender<Box<Resume>>;
+/// The operation's end of [`ResumeSender`].
+pub type ResumeReceiver = futures::channel::mpsc::Receiver<Box<Resume>>;
+
 use super::ending::Ending;
 use super::outgoing::Outgoing;
 use crate::jsonrpc::Id;
@@ -71,7 +76,11 @@ pub struct Resume {
 
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub resume: mpsc::Sender<Resume>,
+    /// A `futures` channel of boxes, not tokio's: tokio's allocates its
+    /// slots 32 at a time and pads its halves to cache lines (about 800 bytes
+    /// before any message), and a waiting operation keeps its queue for as
+    /// long as it waits.
+    pub resume: ResumeSender,
     pub principal: String,
 }
 
@@ -530,7 +539,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_burst_leaves_no_room_behind_once_swept() {
         let t = Table::new(20_000, Arc::new(Metrics::new()));
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = futures::channel::mpsc::channel(1);
         for i in 0..10_000 {
             let entry = Entry {
                 resume: tx.clone(),

@@ -143,10 +143,14 @@ pub fn upstream_error_reply(id: &Id, error: ErrorObject) -> (StatusCode, Value, 
 
 /// `{"jsonrpc": "2.0", "method": ..., "params": ...}`
 pub fn notification(method: &str, params: Option<Value>) -> Value {
-    match params {
-        Some(p) => json!({"jsonrpc": "2.0", "method": method, "params": p}),
-        None => json!({"jsonrpc": "2.0", "method": method}),
+    // Not `json!`: it would serialise `params` into a copy of itself.
+    let mut obj = Map::with_capacity(3);
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("method".into(), method.into());
+    if let Some(p) = params {
+        obj.insert("params".into(), p);
     }
+    Value::Object(obj)
 }
 
 /// Params for the upstream: the client's params without 2026-only fields.

@@ -60,6 +60,11 @@ pub fn for_session(http2: UpstreamHttp2, url: &str) -> Option<reqwest::Client> {
 
 fn build(http2: UpstreamHttp2, idle: usize) -> reqwest::Client {
     let builder = reqwest::Client::builder()
+        // A redirect is not followed but answered as the upstream's failure,
+        // as a reverse proxy does: following one would send the call (its
+        // body and the route's headers) to wherever the server points, and
+        // reqwest's redirect layer parsed the URL again on every request.
+        .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(IDLE_TIMEOUT)
         .http2_keep_alive_interval(H2_KEEP_ALIVE_INTERVAL)

@@ -167,6 +167,9 @@ impl From<UpstreamTarget> for Connect {
 pub struct RoutePool {
     pub route: Arc<str>,
     target: Connect,
+    /// `network.transport` and `server.address`, worked out once: every
+    /// operation's span names them.
+    address: (&'static str, Arc<str>),
     upstream: UpstreamConfig,
     limits: PoolConfig,
     http: reqwest::Client,
@@ -181,6 +184,22 @@ pub struct RoutePool {
     endings: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
     /// Whether the upstream can be reached, as the last start found it.
     health: Health,
+}
+
+fn address_of(target: &Connect) -> (&'static str, Arc<str>) {
+    match target {
+        Connect::Custom(_) => ("inproc", "in-process".into()),
+        Connect::Target(UpstreamTarget::Stdio { program, .. }) => {
+            ("pipe", program.display().to_string().into())
+        }
+        Connect::Target(UpstreamTarget::Http { url, .. }) => (
+            "tcp",
+            url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(Into::into))
+                .unwrap_or_default(),
+        ),
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -206,6 +225,7 @@ impl RoutePool {
         let mode = RouteMode::new(route.clone(), start, metrics.clone());
         let pool = Arc::new(Self {
             route: route.clone(),
+            address: address_of(&target),
             target,
             mode,
             upstream,
@@ -234,20 +254,8 @@ impl RoutePool {
     }
 
     /// `network.transport` and `server.address` of this route's server.
-    pub fn address(&self) -> (&'static str, String) {
-        match &self.target {
-            Connect::Custom(_) => ("inproc", "in-process".to_owned()),
-            Connect::Target(UpstreamTarget::Stdio { program, .. }) => {
-                ("pipe", program.display().to_string())
-            }
-            Connect::Target(UpstreamTarget::Http { url, .. }) => (
-                "tcp",
-                url::Url::parse(url)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_owned))
-                    .unwrap_or_default(),
-            ),
-        }
+    pub fn address(&self) -> (&'static str, &str) {
+        (self.address.0, &self.address.1)
     }
 
     pub fn call_timeout(&self) -> Duration {

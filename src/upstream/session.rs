@@ -34,7 +34,11 @@ const CALL_QUEUE_DEPTH: usize = 64;
 /// Where a call in flight receives its events, and how many it missed.
 #[derive(Clone)]
 struct CallSink {
-    tx: mpsc::Sender<CallEvent>,
+    /// A `futures` channel of boxes, not tokio's: tokio's allocates its
+    /// slots 32 at a time and pads its halves to cache lines (about 800
+    /// bytes before any message), and a call waiting for a person keeps its
+    /// queue for as long as it waits.
+    tx: futures::channel::mpsc::Sender<Box<CallEvent>>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -295,7 +299,7 @@ impl Session {
         if !self.is_alive() {
             return Err(self.lost());
         }
-        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg.to_value())).await {
+        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg.into_value())).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(self.lost()),
             Err(_) => {
@@ -383,7 +387,7 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) -> Result<Call, UpstreamError> {
-        let (events_tx, events_rx) = mpsc::channel(CALL_QUEUE_DEPTH);
+        let (events_tx, events_rx) = futures::channel::mpsc::channel(CALL_QUEUE_DEPTH);
         let dropped = Arc::new(AtomicU64::new(0));
         let (id, response) = self.register();
         lock(&self.state.calls).insert(
@@ -423,7 +427,7 @@ impl Session {
         };
         // Best effort from synchronous contexts (drop): a full queue means the
         // session is in trouble anyway, and it is retired below.
-        let _ = self.outbound.try_send(msg.to_value());
+        let _ = self.outbound.try_send(msg.into_value());
         // A server need not answer a cancelled request: a long-lived shared
         // session must not keep its waiter forever.
         lock(&self.state.pending).remove(&id);
@@ -463,7 +467,7 @@ pub struct Call {
     pub upstream_id: i64,
     /// Notifications dropped because the call's queue was full.
     dropped: Arc<AtomicU64>,
-    events: mpsc::Receiver<CallEvent>,
+    events: futures::channel::mpsc::Receiver<Box<CallEvent>>,
     response: oneshot::Receiver<Result<Value, ErrorObject>>,
     session: Arc<Session>,
     finished: bool,
@@ -488,7 +492,7 @@ impl Call {
         }
         tokio::select! {
             biased;
-            Some(ev) = self.events.recv() => CallStep::Event(ev),
+            Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
             outcome = &mut self.response => {
                 self.finish();
                 match outcome {

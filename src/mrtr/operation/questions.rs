@@ -167,6 +167,7 @@ impl Operation {
                     return Some(ending);
                 }
                 Ok(Checked::End(ending)) => {
+                    self.pending.reserve_exact(1);
                     self.pending.push(q);
                     return Some(ending);
                 }
@@ -175,6 +176,9 @@ impl Operation {
                 }
             }
         }
+        // Exactly: a first push would otherwise reserve four questions'
+        // room (over a kilobyte) in every waiting operation.
+        self.pending.reserve_exact(1);
         self.pending.push(q);
         None
     }

@@ -141,7 +141,7 @@ impl Operation {
     /// sampling and roots, as in hold mode), its call `notifications/cancelled`,
     /// and the session goes back to the pool as `self` drops. Nothing is
     /// kept: no table entry, no actor, no session.
-    pub(super) async fn suspend(mut self) {
+    pub(super) async fn suspend(mut self: Box<Self>) {
         let why = "redmark: replay mode; the question went to the client, the call runs again when it answers";
         for q in std::mem::take(&mut self.pending) {
             let _ = self

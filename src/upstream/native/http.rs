@@ -21,6 +21,9 @@ const LISTEN_QUEUE: usize = 64;
 pub struct HttpNative {
     client: reqwest::Client,
     url: String,
+    /// Parsed once: reqwest would parse the string (IDNA included) on every
+    /// POST. `None` if it does not parse (config loading has checked it).
+    parsed: Option<reqwest::Url>,
     extra: HeaderMap,
     max_message_bytes: usize,
     next_id: std::sync::atomic::AtomicI64,
@@ -46,6 +49,7 @@ impl HttpNative {
         Self {
             client,
             url: url.to_owned(),
+            parsed: reqwest::Url::parse(url).ok(),
             extra,
             max_message_bytes,
             next_id: std::sync::atomic::AtomicI64::new(1),
@@ -188,11 +192,14 @@ impl HttpNative {
         headers: HeaderMap,
         body: &Value,
     ) -> Result<(reqwest::Response, bool), UpstreamError> {
+        let url = self.parsed.clone().ok_or_else(|| {
+            UpstreamError::Unavailable(format!("url `{}` is not a valid URL", self.url))
+        })?;
         let resp = self
             .client
-            .post(&self.url)
+            .post(url)
             .headers(headers)
-            .body(body.to_string())
+            .body(serde_json::to_vec(body).unwrap_or_default())
             .send()
             .await
             .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
@@ -228,8 +235,10 @@ impl HttpNative {
                     // relate to this request.
                     Ok(Message::Notification { method, params }) => {
                         if let Some(tx) = notify {
-                            let _ = tx
-                                .try_send(serde_json::json!({"method": method, "params": params}));
+                            let mut n = serde_json::Map::with_capacity(2);
+                            n.insert("method".into(), method.into());
+                            n.insert("params".into(), params.unwrap_or(Value::Null));
+                            let _ = tx.try_send(Value::Object(n));
                         }
                     }
                     _ => {}

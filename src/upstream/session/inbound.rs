@@ -23,7 +23,7 @@ pub(super) async fn answer(
 ) {
     if let Some(outbound) = outbound.upgrade() {
         let _ = outbound
-            .send(Message::Response { id, outcome }.to_value())
+            .send(Message::Response { id, outcome }.into_value())
             .await;
     }
 }
@@ -100,15 +100,16 @@ pub(super) async fn dispatch(
                     state.mode.saw_push_on_standalone();
                 }
                 let delivered = match owner(&state, stream.as_ref()) {
-                    Some(sink) => sink
-                        .tx
-                        .send(CallEvent::ServerRequest {
+                    Some(mut sink) => futures::SinkExt::send(
+                        &mut sink.tx,
+                        Box::new(CallEvent::ServerRequest {
                             id: id.clone(),
                             method: method.clone(),
                             params,
-                        })
-                        .await
-                        .is_ok(),
+                        }),
+                    )
+                    .await
+                    .is_ok(),
                     None => false,
                 };
                 if !delivered {
@@ -130,13 +131,13 @@ pub(super) async fn dispatch(
                     continue;
                 }
                 match owner(&state, stream.as_ref()) {
-                    Some(sink) => {
+                    Some(mut sink) => {
                         if sink
                             .tx
-                            .try_send(CallEvent::Notification {
+                            .try_send(Box::new(CallEvent::Notification {
                                 method: method.clone(),
                                 params,
-                            })
+                            }))
                             .is_err()
                             // Once per call: a flood of notifications must not become a flood of log lines.
                             && sink.dropped.fetch_add(1, Ordering::Relaxed) == 0

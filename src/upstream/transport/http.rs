@@ -108,7 +108,9 @@ pub fn connect(
                         // pushed questions are POSTed. One task per POST reads its
                         // answer too (a task hop less per call).
                         let shared = shared.clone();
-                        tokio::spawn(async move { shared.post(msg, Body::Inline).await });
+                        // Boxed: the POST's future (reqwest's included) is large, and
+                        // a task's future is moved by value (see `mrtr::start::call`).
+                        tokio::spawn(Box::pin(async move { shared.post(msg, Body::Inline).await }));
                     }
                     if is_initialized && get_stream.is_none() {
                         get_stream = shared.open_standalone_stream().await;
@@ -168,17 +170,24 @@ impl Shared {
             .and(msg.get("id"))
             .and_then(Id::from_value);
         let is_initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+        // `to_vec`, not `to_string`: Display writes through `fmt` a token at a
+        // time. The message itself is dropped now, not held while a call waits.
+        let bytes = serde_json::to_vec(&msg).unwrap_or_default();
+        drop(msg);
         let had_session = lock(&self.session_id).is_some();
         let mut headers = self.headers("application/json, text/event-stream");
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let resp = match self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .body(msg.to_string())
-            .send()
-            .await
-        {
+        // Boxed: reqwest's request future is large and done once the head
+        // is in, while this task lives on for as long as the call's stream
+        // stays open (a question waiting for a person).
+        let sending = Box::pin(
+            self.client
+                .post(self.url.clone())
+                .headers(headers)
+                .body(bytes)
+                .send(),
+        );
+        let resp = match sending.await {
             Ok(r) => r,
             Err(e) => {
                 self.closed(format!("POST {} failed: {e}", self.url)).await;
@@ -205,7 +214,9 @@ impl Shared {
             return;
         }
         if !status.is_success() {
-            self.refused(resp, had_session, request_id).await;
+            // Boxed, as the other rare or short steps: this task's future is
+            // as large as its largest await, and lives as long as the call.
+            Box::pin(self.refused(resp, had_session, request_id)).await;
             return;
         }
         let is_sse = resp
@@ -217,7 +228,9 @@ impl Shared {
             Body::Inline => self.read_answer(resp, is_sse, request_id).await,
             Body::Spawned => {
                 let this = self.clone();
-                tokio::spawn(async move { this.read_answer(resp, is_sse, request_id).await });
+                tokio::spawn(Box::pin(async move {
+                    this.read_answer(resp, is_sse, request_id).await;
+                }));
             }
         }
     }
@@ -317,15 +330,14 @@ impl Shared {
             match decoder.feed(&chunk) {
                 Ok(events) => {
                     for ev in events.iter().filter(|e| carries_message(e)) {
-                        self.deliver_on(request_id.as_ref(), ev.data.as_bytes())
-                            .await;
+                        Box::pin(self.deliver_on(request_id.as_ref(), ev.data.as_bytes())).await;
                     }
                 }
                 Err(e) => {
-                    self.fail_request(
+                    Box::pin(self.fail_request(
                         request_id.clone(),
                         ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
-                    )
+                    ))
                     .await;
                     return;
                 }

@@ -90,9 +90,10 @@ pub fn spawn(
                 msg = out_rx.recv() => match msg { Some(m) => m, None => break },
                 _ = &mut close_stdin_rx => break,
             };
-            let mut line = msg.to_string();
-            line.push('\n');
-            if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+            // `to_vec`, not `to_string`: Display writes through `fmt` a token at a time.
+            let mut line = serde_json::to_vec(&msg).unwrap_or_default();
+            line.push(b'\n');
+            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
                 break;
             }
         }
