@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{Gateway, listen};
 use crate::jsonrpc::{ErrorObject, Id};
+use crate::mrtr::state::Claims;
 use crate::mrtr::{Outcome, Outgoing, start};
 use crate::policy::call::filter_tool_list;
 use crate::protocol::shape;
@@ -48,11 +49,14 @@ impl Reply {
     }
 }
 
+/// `verified`: the retry's state as the pipeline's `owner` step opened and
+/// checked it (`None`: the engine checks it).
 pub async fn dispatch(
     gw: &Gateway,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    verified: Option<Claims>,
 ) -> Reply {
     if route.native.is_native().await {
         return super::native::dispatch(gw, route, principal, req).await;
@@ -65,7 +69,7 @@ pub async fn dispatch(
         | Method::ResourcesTemplatesList => list(&route, &principal, &req).await,
         Method::CompletionComplete => simple(&route, &principal, &req).await,
         Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead => {
-            operation(gw, route, principal, req).await
+            operation(gw, route, principal, req, verified).await
         }
         Method::SubscriptionsListen => listen::start(gw, route, principal, req).await,
     }
@@ -78,9 +82,10 @@ async fn operation(
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    verified: Option<Claims>,
 ) -> Reply {
     let id = req.id.clone();
-    let mut rx = start::call(gw.engine.clone(), route, principal, req);
+    let mut rx = start::call(gw.engine.clone(), route, principal, req, verified);
     match rx.recv().await {
         Some(Outgoing::Notification(first)) => Reply::Stream { first, rx },
         Some(done) => Reply::Json(done),

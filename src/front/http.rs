@@ -167,7 +167,8 @@ async fn serve(
         ));
     };
     let principal = cx.principal.clone();
-    match dispatch::dispatch(gw, cx.route.clone(), principal, req).await {
+    let verified = cx.verified.take();
+    match dispatch::dispatch(gw, cx.route.clone(), principal, req, verified).await {
         Reply::Json(out) => {
             if let Outgoing::Final {
                 status,

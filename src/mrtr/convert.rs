@@ -95,7 +95,6 @@ pub fn question(
         None => Map::new(),
         Some(_) => return Err(NotAQuestion(method.to_owned())),
     };
-    let fingerprint = crate::mrtr::state::fingerprint(method, &Value::Object(params.clone()));
     // Legacy-only members: `_meta` (progress tokens of the server's own
     // request), `task` (moved to the tasks extension) and URL mode's
     // `elicitationId` (2026-07-28 correlates through requestState instead).
@@ -143,7 +142,9 @@ pub fn question(
         needs,
         base_message,
         reasks: 0,
-        fingerprint,
+        // Set by the caller that compares them (replay mode): a SHA-256
+        // over canonical JSON that a hold-mode question never needs.
+        fingerprint: String::new(),
         asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
     })

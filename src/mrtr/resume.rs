@@ -47,10 +47,11 @@ pub async fn resume(
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    verified: Option<Claims>,
     tx: mpsc::Sender<Outgoing>,
 ) {
     let id = req.id.clone();
-    match hand_over(&engine, &route, &principal, &req, tx.clone()).await {
+    match hand_over(&engine, &route, &principal, &req, verified, tx.clone()).await {
         Ok(None) => {}
         Ok(Some(run)) => operation::replay(engine, route, principal, req, run, tx).await,
         Err(reject) => {
@@ -93,9 +94,13 @@ async fn hand_over(
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
+    verified: Option<Claims>,
     tx: mpsc::Sender<Outgoing>,
 ) -> Result<Option<ReplayRun>, Reject> {
-    let claims = verify(engine, route, principal, req)?;
+    let claims = match verified {
+        Some(claims) => claims,
+        None => verify(engine, route, principal, req)?,
+    };
     // For the access log: the round this request is (its state answers round `rd`).
     let trace = claims.tc.as_deref().and_then(|tc| tc.split('-').nth(1));
     req.ctx.access.note(&claims.op, claims.rd + 1, trace);

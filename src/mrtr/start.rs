@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::state::Claims;
 use super::{Engine, Outgoing, operation, resume};
 use crate::protocol::{ClientRequest, Principal};
 use crate::route::Route;
@@ -16,11 +17,13 @@ pub const STREAM_DEPTH: usize = 64;
 /// Starts (or resumes) the operation for `req`; its answer arrives on the receiver.
 /// The operation notices a client that goes away (the receiver dropped) and
 /// cancels upstream what nobody will receive.
+/// `verified`: a retry's state already opened and checked by the front.
 pub fn call(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
     req: ClientRequest,
+    verified: Option<Claims>,
 ) -> mpsc::Receiver<Outgoing> {
     let (tx, rx) = mpsc::channel(STREAM_DEPTH);
     // Boxed: an operation's future is large (it holds the whole operation
@@ -29,7 +32,9 @@ pub fn call(
     // moving a pointer instead was a quarter of a passthrough call's
     // instructions (benches/WHERE_THE_TIME_GOES.md).
     if req.params.contains_key("requestState") {
-        tokio::spawn(Box::pin(resume::resume(engine, route, principal, req, tx)));
+        tokio::spawn(Box::pin(resume::resume(
+            engine, route, principal, req, verified, tx,
+        )));
     } else {
         tokio::spawn(Box::pin(operation::begin(
             engine, route, principal, req, tx,

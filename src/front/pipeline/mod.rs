@@ -91,6 +91,9 @@ pub struct RequestCx {
     pub method_label: Option<String>,
     /// Set by [`owner`]: the replica this retry is forwarded to.
     pub forward: Option<owner::ForwardTo>,
+    /// Set by [`owner`]: the retry's `requestState`, opened and checked, so
+    /// the engine does not open it again.
+    pub verified: Option<crate::mrtr::state::Claims>,
 }
 
 impl RequestCx {
@@ -104,6 +107,7 @@ impl RequestCx {
             principal: Principal::anonymous(),
             method_label: None,
             forward: None,
+            verified: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! any client sees it, and each answer is checked (shape, then policy)
 //! before the server sees it; invalid answers go back with a red mark.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::replay::Replayed;
 use super::{Client, Operation};
@@ -50,8 +50,20 @@ impl Operation {
         method: &str,
         params: Option<Value>,
     ) -> Option<Ending> {
+        // Only replay mode compares fingerprints (a collected answer is given
+        // again only to the question it was given for), from the params as
+        // the server sent them.
+        let fingerprint = self.replay.is_some().then(|| match &params {
+            Some(p) => crate::mrtr::state::fingerprint(method, p),
+            None => crate::mrtr::state::fingerprint(method, &Value::Object(Map::new())),
+        });
         let mut q = match convert::question(id.clone(), method, params) {
-            Ok(q) => q,
+            Ok(mut q) => {
+                if let Some(f) = fingerprint {
+                    q.fingerprint = f;
+                }
+                q
+            }
             Err(e) => {
                 tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), %method, "upstream pushed a request that is not a question; refused");
                 let err = ErrorObject::new(Reason::NotRelayed.code(), e.to_string())
