@@ -4,6 +4,7 @@
 //! list-changed notices to the route, `ping` answered here. Where pushes
 //! arrive teaches the route its [`crate::upstream::mode::Mode`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -33,10 +34,15 @@ pub(super) async fn answer(
 /// more than one call could own it, and redmark does not guess).
 fn owner(state: &State, stream: Option<&Id>) -> Option<CallSink> {
     let calls = lock(&state.calls);
+    owner_id(state, &calls, stream).and_then(|id| calls.get(&id).cloned())
+}
+
+/// The id of the call [`owner`] names, with the calls already locked.
+fn owner_id(state: &State, calls: &HashMap<i64, CallSink>, stream: Option<&Id>) -> Option<i64> {
     if let Some(Id::Number(n)) = stream
-        && let Some(sink) = calls.get(n)
+        && calls.contains_key(n)
     {
-        return Some(sink.clone());
+        return Some(*n);
     }
     if stream.is_some() && state.mode.is_multiplexed() {
         // The stream of a request that is no call (or a call already over):
@@ -48,7 +54,7 @@ fn owner(state: &State, stream: Option<&Id>) -> Option<CallSink> {
         return None;
     }
     match calls.len() {
-        1 => calls.values().next().cloned(),
+        1 => calls.keys().next().copied(),
         _ => None,
     }
 }
@@ -130,8 +136,15 @@ pub(super) async fn dispatch(
                     let _ = notices.send(Notice { method, params });
                     continue;
                 }
-                match owner(&state, stream.as_ref()) {
-                    Some(mut sink) => {
+                // Sent on the sink's own sender, under the lock: a `futures`
+                // sender that was cloned could always put one more message in
+                // (the channel holds `buffer` plus one per sender), and a
+                // clone per notification would make the queue unbounded.
+                let mut calls = lock(&state.calls);
+                let sink =
+                    owner_id(&state, &calls, stream.as_ref()).and_then(|id| calls.get_mut(&id));
+                match sink {
+                    Some(sink) => {
                         if sink
                             .tx
                             .try_send(Box::new(CallEvent::Notification {
