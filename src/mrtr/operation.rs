@@ -211,14 +211,7 @@ pub fn begin(
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
 ) -> impl Future<Output = ()> + Send {
-    start(Box::new(Start {
-        engine,
-        route,
-        principal,
-        req,
-        tx,
-        resumed: None,
-    }))
+    start(Start::boxed(engine, route, principal, req, tx, None))
 }
 
 /// Runs a replay-mode operation again for a retry whose state was checked
@@ -231,14 +224,7 @@ pub fn replay(
     run: ReplayRun,
     tx: mpsc::Sender<Outgoing>,
 ) -> impl Future<Output = ()> + Send {
-    start(Box::new(Start {
-        engine,
-        route,
-        principal,
-        req,
-        tx,
-        resumed: Some(run),
-    }))
+    start(Start::boxed(engine, route, principal, req, tx, Some(run)))
 }
 
 /// What an operation starts from, in one box: an async fn keeps its
@@ -251,6 +237,26 @@ struct Start {
     req: ClientRequest,
     tx: mpsc::Sender<Outgoing>,
     resumed: Option<ReplayRun>,
+}
+
+impl Start {
+    fn boxed(
+        engine: Arc<Engine>,
+        route: Arc<Route>,
+        principal: Principal,
+        req: ClientRequest,
+        tx: mpsc::Sender<Outgoing>,
+        resumed: Option<ReplayRun>,
+    ) -> Box<Start> {
+        Box::new(Start {
+            engine,
+            route,
+            principal,
+            req,
+            tx,
+            resumed,
+        })
+    }
 }
 
 /// The mode a fresh call runs in: its policy's, with the tool's annotations

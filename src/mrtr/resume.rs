@@ -132,7 +132,8 @@ async fn hand_over(
             id: req.id.clone(),
             client: tx.clone(),
         };
-        let mut to_operation = entry.resume.clone();
+        // `entry` is the table's copy: its sender is ours to use.
+        let mut to_operation = entry.resume;
         if to_operation.send(Box::new(resume)).await.is_ok() {
             return Ok(None);
         }

@@ -169,7 +169,7 @@ pub struct RoutePool {
     target: Connect,
     /// `network.transport` and `server.address`, worked out once: every
     /// operation's span names them.
-    address: (&'static str, Arc<str>),
+    address: (&'static str, String),
     upstream: UpstreamConfig,
     limits: PoolConfig,
     http: reqwest::Client,
@@ -186,17 +186,17 @@ pub struct RoutePool {
     health: Health,
 }
 
-fn address_of(target: &Connect) -> (&'static str, Arc<str>) {
+fn address_of(target: &Connect) -> (&'static str, String) {
     match target {
-        Connect::Custom(_) => ("inproc", "in-process".into()),
+        Connect::Custom(_) => ("inproc", "in-process".to_owned()),
         Connect::Target(UpstreamTarget::Stdio { program, .. }) => {
-            ("pipe", program.display().to_string().into())
+            ("pipe", program.display().to_string())
         }
         Connect::Target(UpstreamTarget::Http { url, .. }) => (
             "tcp",
             url::Url::parse(url)
                 .ok()
-                .and_then(|u| u.host_str().map(Into::into))
+                .and_then(|u| u.host_str().map(str::to_owned))
                 .unwrap_or_default(),
         ),
     }
