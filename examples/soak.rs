@@ -18,8 +18,11 @@
 //! warm-up), through the run (peak), and at the end: once every TTL and the
 //! late-retry grace (60 s) have passed, it waits (up to `SOAK_SETTLE_SECONDS`,
 //! 150) for the gateway to come back to rest. Exit status 1 on any error or
-//! leak: pending operations or leased sessions left, RSS more than 10 % over
-//! start, more descriptors or tasks than at start (plus a small slack).
+//! leak: pending operations or leased sessions left, live heap objects
+//! (jemalloc's `allocated`) more than 10 % + 1 MiB over start, RSS more than
+//! `SOAK_RSS_SLACK_PERCENT` (10) over start, more descriptors or tasks than
+//! at start (plus a small slack). Live bytes are the leak measure; RSS is the
+//! looser backstop, since it also holds the allocator's fragmented pages.
 //!
 //! With `--rounds N` (`SOAK_ROUNDS`) the load runs N times on the same
 //! gateway, resting after each: RSS at rest that stays level from round to
@@ -55,6 +58,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const LATE_RETRY_GRACE: Duration = Duration::from_secs(60);
 /// How far RSS at rest may sit above start.
 const RSS_SLACK: f64 = 0.10;
+/// How far live heap objects at rest (jemalloc's `allocated`) may sit above
+/// start: the leak criterion proper. RSS also counts pages the allocator
+/// keeps for fragmented slabs after a burst (a short run ends with a few MiB
+/// of them, released only as the next load reuses them), live bytes do not.
+const LIVE_SLACK: f64 = 0.10;
+/// ... plus this much, KiB: start holds only a few MiB of live objects.
+const LIVE_FLOOR_KIB: u64 = 1024;
 /// Descriptors and tasks at rest may exceed start by this many (a timer, a log file).
 const COUNT_SLACK: i64 = 4;
 
@@ -893,10 +903,13 @@ fn main() {
     // `SOAK_RSS_SLACK_PERCENT` (default 10): CI's short run allows more, see `.ci/run`.
     let slack = env_num("SOAK_RSS_SLACK_PERCENT", (RSS_SLACK * 100.0) as u64) as f64 / 100.0;
     let rss_bound = (start.rss_kib as f64 * (1.0 + slack)) as u64;
+    // Zero under `--features system-allocator` (no jemalloc counters): then RSS alone judges.
+    let live_bound = (start.allocated_kib as f64 * (1.0 + LIVE_SLACK)) as u64 + LIVE_FLOOR_KIB;
     let at_rest = |s: &Sample| {
         s.pending == 0
             && s.session_ops == 0
             && s.leased == 0
+            && s.allocated_kib <= live_bound
             && s.rss_kib <= rss_bound
             && s.fds <= start.fds + COUNT_SLACK
             && s.tasks <= start.tasks + COUNT_SLACK
@@ -934,7 +947,7 @@ fn main() {
     }
     if !at_rest(&end) {
         failed.push(format!(
-            "not back at rest {:.0} s after the load: {end} (start {start}, RSS bound {rss_bound} KiB)",
+            "not back at rest {:.0} s after the load: {end} (start {start}, bounds: live {live_bound} KiB, RSS {rss_bound} KiB)",
             after_load.as_secs_f64()
         ));
     }
