@@ -29,6 +29,7 @@ use crate::telemetry::access::{AccessLog, AccessTarget};
 use crate::telemetry::audit::AuditSink;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::catalog::Catalog;
+use crate::upstream::client::HttpClient;
 use crate::upstream::native::NativeUpstream;
 use crate::upstream::pool::{Connect, Connector, RoutePool};
 
@@ -63,6 +64,8 @@ pub enum StartError {
     },
     #[error("[auth.oauth]: {0}")]
     OAuth(#[from] crate::front::oauth::OAuthError),
+    #[error("upstream HTTP client: {0}")]
+    UpstreamClient(String),
     #[error("route `{route}`: upstream bearer_token_env {var} is not set")]
     UpstreamTokenEnv { route: String, var: String },
     #[error("cannot listen on {addr}: {source}")]
@@ -333,7 +336,7 @@ pub fn build_at(
         authenticator.is_anonymous(),
         &metrics,
         &options,
-    );
+    )?;
     let reload_metrics = metrics.clone();
     let policy_watch = crate::policy::reload::watch(
         watched,
@@ -383,8 +386,8 @@ pub const UPSTREAM_IDLE_TIMEOUT: std::time::Duration = crate::upstream::client::
 
 /// The HTTP client the routes with `http2 = "auto"` share.
 #[cfg(test)]
-fn upstream_http_client() -> reqwest::Client {
-    crate::upstream::client::shared(crate::config::UpstreamHttp2::Auto)
+fn upstream_http_client() -> crate::upstream::client::HttpClient {
+    crate::upstream::client::for_tests()
 }
 
 fn routes(
@@ -393,16 +396,22 @@ fn routes(
     anonymous: bool,
     metrics: &Arc<Metrics>,
     options: &Options,
-) -> HashMap<String, Arc<Route>> {
+) -> Result<HashMap<String, Arc<Route>>, StartError> {
     // One shared client per `[route.upstream] http2` setting in use.
-    let mut clients: HashMap<UpstreamHttp2, reqwest::Client> = HashMap::new();
+    let mut clients: HashMap<UpstreamHttp2, HttpClient> = HashMap::new();
     let mut out = HashMap::new();
     for (r, policy) in config.routes.iter().zip(policies) {
         let r = r.get_ref();
-        let http = clients
-            .entry(r.upstream.get_ref().http2)
-            .or_insert_with_key(|mode| crate::upstream::client::shared(*mode))
-            .clone();
+        let mode = r.upstream.get_ref().http2;
+        let http = match clients.get(&mode) {
+            Some(c) => c.clone(),
+            None => {
+                let c =
+                    crate::upstream::client::shared(mode).map_err(StartError::UpstreamClient)?;
+                clients.insert(mode, c.clone());
+                c
+            }
+        };
         let name: Arc<str> = Arc::from(r.name.as_str());
         let connect = match options.connectors.get(&r.name) {
             Some(c) => Connect::Custom(c.clone()),
@@ -445,7 +454,7 @@ fn routes(
         };
         out.insert(r.path.clone(), Arc::new(route));
     }
-    out
+    Ok(out)
 }
 
 /// A running gateway.

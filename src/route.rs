@@ -87,7 +87,7 @@ impl Route {
             },
             upstream,
             PoolConfig::default(),
-            reqwest::Client::new(),
+            crate::upstream::client::for_tests(),
             metrics.clone(),
         );
         let native = NativeUpstream::new(
@@ -95,7 +95,7 @@ impl Route {
             None,
             &toml::from_str("url = \"http://127.0.0.1:9/mcp\"")
                 .unwrap_or_else(|e| panic!("upstream config: {e}")),
-            reqwest::Client::new(),
+            crate::upstream::client::for_tests(),
             metrics.clone(),
         );
         Arc::new(Route {

@@ -71,15 +71,26 @@ pub fn offline(config: &Config, text: &str, file: &str) -> (Findings, Vec<(Strin
 /// sections with what the server lists.
 pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &mut Findings) {
     let metrics = Arc::new(Metrics::new());
-    let http = reqwest::Client::new();
     for route in &config.routes {
         let r = route.get_ref();
+        let http = match crate::upstream::client::shared(r.upstream.get_ref().http2) {
+            Ok(http) => http,
+            Err(why) => {
+                out.errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: 0,
+                    column: 0,
+                    message: format!("route `{}`: --probe: {why}", r.name),
+                });
+                continue;
+            }
+        };
         let pool = RoutePool::new(
             Arc::from(r.name.as_str()),
             Connect::Target(r.target(&config.base_dir)),
             r.upstream.get_ref().clone(),
             r.pool.clone(),
-            http.clone(),
+            http,
             metrics.clone(),
         );
         let listed = names(&pool).await;

@@ -129,7 +129,8 @@ impl Reloader {
             authenticator.is_anonymous(),
             &gw.metrics,
             &self.options,
-        );
+        )
+        .map_err(ReloadError::Start)?;
         let old_routes = gw.routes();
         let old_by_name: HashMap<&str, (&RouteConfig, Arc<Route>)> = running
             .routes

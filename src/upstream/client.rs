@@ -2,6 +2,13 @@
 //! http2`: which HTTP version, how many idle connections are kept, and which
 //! sessions get a connection of their own.
 //!
+//! hyper-util's client, not reqwest's: redmark sends one POST to a URL it
+//! parsed once and reads the body itself, so reqwest's layers (its redirect
+//! and retry towers, the URL it parses again for every request, the response
+//! wrapper that keeps a copy of it) were about 30k instructions of a
+//! passthrough call and a part of every waiting call's memory
+//! (`benches/WHERE_THE_TIME_GOES.md`).
+//!
 //! HTTP/2 multiplexes, so a hold-mode call waiting for a person is one stream
 //! instead of one HTTP/1.1 connection (its socket, buffers and connection
 //! task). But hyper's client never opens a second HTTP/2 connection to a host
@@ -13,7 +20,16 @@
 //! connection) of its own, and its streams are bounded by the pool's
 //! `max_operations_per_session` plus the few short requests beside them.
 
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::UpstreamHttp2;
 
@@ -33,13 +49,149 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 const H2_KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
 const H2_KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// TCP keep-alive probes on idle upstream sockets (reqwest's default, kept).
+const TCP_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The TLS settings of every upstream client: rustls with the platform's
+/// verifier (the system's roots), as reqwest had. Built once.
+static TLS: LazyLock<Result<rustls::ClientConfig, String>> = LazyLock::new(|| {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            use rustls_platform_verifier::BuilderVerifierExt;
+            b.with_platform_verifier().map_err(|e| e.to_string())
+        })
+        .map(rustls::ConfigBuilder::<rustls::ClientConfig, _>::with_no_client_auth)
+        .map_err(|e| format!("the TLS settings for upstream servers cannot be built: {e}"))
+});
+
+type Inner = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A pool of upstream connections (cheap to clone: clones share the pool).
+/// Behind an `Arc`: hyper-util's client is about 500 bytes of settings, and
+/// every session and call in flight holds one.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+/// Why a request got no response head: connecting, writing or reading the
+/// head failed. The text names every cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ClientError(String);
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient").finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// Sends one request; the body of the response is the caller's to read.
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: &Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<http::Response<Incoming>, ClientError> {
+        let mut req = http::Request::new(Full::new(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = uri.clone();
+        *req.headers_mut() = headers;
+        self.inner
+            .request(req)
+            .await
+            .map_err(|e| ClientError(causes(&e)))
+    }
+}
+
+/// An error and its sources, one after the other: hyper-util's own text
+/// ("client error (Connect)") alone does not say what failed.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Why a response body could not be read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("upstream message larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("reading upstream body: {0}")]
+    Broken(String),
+}
+
+/// Reads a whole body, refusing one larger than `limit` bytes as soon as it is.
+pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Broken(causes(&e)))?;
+        let Ok(chunk) = frame.into_data() else {
+            continue; // trailers
+        };
+        if out.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The next data chunk of a streamed body (an SSE stream); `None` at its
+/// end, `Err` when it broke.
+pub async fn next_chunk(body: &mut Incoming) -> Option<Result<Bytes, String>> {
+    loop {
+        match body.frame().await? {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    return Some(Ok(data));
+                }
+            }
+            Err(e) => return Some(Err(causes(&e))),
+        }
+    }
+}
+
+/// Whether a response's `Content-Type` is an SSE stream.
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// Parses an upstream URL once, for every request of a session or route.
+pub fn parse_url(url: &str) -> Result<Uri, String> {
+    let uri: Uri = url.parse().map_err(|e| format!("url `{url}`: {e}"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") if uri.authority().is_some() => Ok(uri),
+        _ => Err(format!("url `{url}`: not an http:// or https:// URL")),
+    }
+}
+
 /// A client for traffic of the whole route (short requests: the stateless
 /// protocol's, and every legacy session's unless [`for_session`] gives it
-/// its own). Its idle pool is bounded: reqwest's default keeps every
-/// connection ever opened (one per hold-mode call in flight, so thousands
-/// after a burst of waiting questions) for 90 s to 3 min; the soak
-/// (examples/soak.rs) found 196 of them left at rest after 1,000 questions.
-pub fn shared(http2: UpstreamHttp2) -> reqwest::Client {
+/// its own). Its idle pool is bounded: keeping every connection ever opened
+/// (one per hold-mode call in flight, so thousands after a burst of waiting
+/// questions) for minutes is what the soak (examples/soak.rs) found with
+/// reqwest's defaults: 196 of them left at rest after 1,000 questions.
+///
+/// Fails only if the TLS settings cannot be built: the gateway then refuses
+/// to start rather than carry traffic with weaker ones.
+pub fn shared(http2: UpstreamHttp2) -> Result<HttpClient, String> {
     build(http2, IDLE_CONNECTIONS)
 }
 
@@ -47,7 +199,7 @@ pub fn shared(http2: UpstreamHttp2) -> reqwest::Client {
 /// may speak HTTP/2 (`prior_knowledge`, or `auto` over `https://`); `None`:
 /// use the route's shared client (HTTP/1.1 only, a connection per request in
 /// flight anyway).
-pub fn for_session(http2: UpstreamHttp2, url: &str) -> Option<reqwest::Client> {
+pub fn for_session(http2: UpstreamHttp2, url: &str) -> Option<Result<HttpClient, String>> {
     let https = url
         .get(..8)
         .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
@@ -58,23 +210,44 @@ pub fn for_session(http2: UpstreamHttp2, url: &str) -> Option<reqwest::Client> {
     }
 }
 
-fn build(http2: UpstreamHttp2, idle: usize) -> reqwest::Client {
-    let builder = reqwest::Client::builder()
-        // A redirect is not followed but answered as the upstream's failure,
-        // as a reverse proxy does: following one would send the call (its
-        // body and the route's headers) to wherever the server points, and
-        // reqwest's redirect layer parsed the URL again on every request.
-        .redirect(reqwest::redirect::Policy::none())
+fn build(http2: UpstreamHttp2, idle: usize) -> Result<HttpClient, String> {
+    let mut tcp = HttpConnector::new();
+    // The TLS layer above takes `https://`; without this the TCP connector
+    // would refuse every URL that is not `http://`.
+    tcp.enforce_http(false);
+    // A request is one or two small writes: Nagle would hold the second.
+    tcp.set_nodelay(true);
+    tcp.set_keepalive(Some(TCP_KEEP_ALIVE));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(TLS.clone()?)
+        .https_or_http();
+    let connector = match http2 {
+        // ALPN offers `h2` and `http/1.1`; the server picks.
+        UpstreamHttp2::Auto | UpstreamHttp2::PriorKnowledge => {
+            connector.enable_all_versions().wrap_connector(tcp)
+        }
+        UpstreamHttp2::Off => connector.enable_http1().wrap_connector(tcp),
+    };
+    let mut builder = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+    builder
         .pool_max_idle_per_host(idle)
         .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
         .http2_keep_alive_interval(H2_KEEP_ALIVE_INTERVAL)
         .http2_keep_alive_timeout(H2_KEEP_ALIVE_TIMEOUT);
-    let builder = match http2 {
-        UpstreamHttp2::Auto => builder,
-        UpstreamHttp2::PriorKnowledge => builder.http2_prior_knowledge(),
-        UpstreamHttp2::Off => builder.http1_only(),
-    };
-    builder.build().unwrap_or_default()
+    if http2 == UpstreamHttp2::PriorKnowledge {
+        builder.http2_only(true);
+    }
+    Ok(HttpClient {
+        inner: Arc::new(builder.build(connector)),
+    })
+}
+
+/// A client for tests and in-process routes, which never reach TLS.
+#[cfg(test)]
+pub fn for_tests() -> HttpClient {
+    shared(UpstreamHttp2::Auto).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[cfg(test)]
@@ -89,5 +262,33 @@ mod tests {
         assert!(own(UpstreamHttp2::Auto, "HTTPS://example.com/mcp"));
         assert!(!own(UpstreamHttp2::Auto, "http://127.0.0.1:1/mcp"));
         assert!(!own(UpstreamHttp2::Off, "https://example.com/mcp"));
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_upstreams() {
+        assert!(parse_url("http://127.0.0.1:8080/mcp").is_ok());
+        assert!(parse_url("https://example.com/mcp").is_ok());
+        let err = parse_url("ftp://example.com/mcp").unwrap_err();
+        assert!(err.contains("not an http:// or https:// URL"), "{err}");
+        assert!(parse_url("/mcp").is_err());
+        assert!(parse_url("http://exa mple.com/").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_its_cause() {
+        // A port nothing listens on: bind one, learn it, close it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let uri = parse_url(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
+        let err = shared(UpstreamHttp2::Off)
+            .unwrap()
+            .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.to_ascii_lowercase().contains("refused"), "{err}");
     }
 }

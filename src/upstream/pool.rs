@@ -172,7 +172,7 @@ pub struct RoutePool {
     address: (&'static str, String),
     upstream: UpstreamConfig,
     limits: PoolConfig,
-    http: reqwest::Client,
+    http: super::client::HttpClient,
     state: Mutex<PoolState>,
     freed: Notify,
     notices: broadcast::Sender<Notice>,
@@ -212,7 +212,7 @@ impl RoutePool {
         target: impl Into<Connect>,
         upstream: UpstreamConfig,
         limits: PoolConfig,
-        http: reqwest::Client,
+        http: super::client::HttpClient,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let (notices, _) = broadcast::channel(256);
@@ -397,8 +397,10 @@ impl RoutePool {
             }) => transport::stdio::spawn(program, args, env, cwd, self.route.clone(), max)?,
             Connect::Target(UpstreamTarget::Http { url, headers }) => {
                 // A session that may speak HTTP/2 gets its own connection (see `client`).
-                let http = super::client::for_session(self.upstream.http2, url)
-                    .unwrap_or_else(|| self.http.clone());
+                let http = match super::client::for_session(self.upstream.http2, url) {
+                    Some(own) => own.map_err(UpstreamError::Unavailable)?,
+                    None => self.http.clone(),
+                };
                 transport::http::connect(http, url, headers, self.route.clone(), max)?
             }
         };
@@ -684,7 +686,7 @@ mod tests {
             Connect::Custom(connect),
             upstream,
             limits,
-            reqwest::Client::new(),
+            crate::upstream::client::for_tests(),
             Arc::new(Metrics::new()),
         )
     }

@@ -5,25 +5,28 @@
 
 use std::collections::BTreeMap;
 
-use futures::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{NATIVE_VERSION, NativeRequest, headers};
 use crate::jsonrpc::{ErrorObject, Id, Message, code};
 use crate::sse;
 use crate::upstream::UpstreamError;
+use crate::upstream::client::{self, HttpClient, next_chunk};
 
 /// Messages of one subscription queued towards its client at most (the
 /// client's reading paces the server's stream).
 const LISTEN_QUEUE: usize = 64;
 
 pub struct HttpNative {
-    client: reqwest::Client,
+    client: HttpClient,
     url: String,
-    /// Parsed once: reqwest would parse the string (IDNA included) on every
-    /// POST. `None` if it does not parse (config loading has checked it).
-    parsed: Option<reqwest::Url>,
+    /// Parsed once, for every request. `None` if it does not parse (config
+    /// loading has checked it).
+    parsed: Option<Uri>,
     extra: HeaderMap,
     max_message_bytes: usize,
     next_id: std::sync::atomic::AtomicI64,
@@ -31,7 +34,7 @@ pub struct HttpNative {
 
 impl HttpNative {
     pub fn new(
-        client: reqwest::Client,
+        client: HttpClient,
         url: &str,
         extra: &BTreeMap<String, String>,
         max_message_bytes: usize,
@@ -49,7 +52,7 @@ impl HttpNative {
         Self {
             client,
             url: url.to_owned(),
-            parsed: reqwest::Url::parse(url).ok(),
+            parsed: client::parse_url(url).ok(),
             extra,
             max_message_bytes,
             next_id: std::sync::atomic::AtomicI64::new(1),
@@ -80,8 +83,7 @@ impl HttpNative {
                 h.insert(k, v);
             }
         }
-        let (resp, is_sse) = self.post(h, &body).await?;
-        let status = resp.status();
+        let (status, resp, is_sse) = self.post(h, &body).await?;
         let want = Id::Number(id);
         if is_sse {
             return self
@@ -123,7 +125,7 @@ impl HttpNative {
         let method = "subscriptions/listen";
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let (resp, is_sse) = self.post(self.headers_for(method)?, &body).await?;
+        let (_, resp, is_sse) = self.post(self.headers_for(method)?, &body).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
         let max = self.max_message_bytes;
         if !is_sse {
@@ -140,10 +142,10 @@ impl HttpNative {
         }
         tokio::spawn(async move {
             let mut decoder = sse::Decoder::new(max);
-            let mut body = resp.bytes_stream();
+            let mut body = resp;
             loop {
                 let chunk = tokio::select! {
-                    c = body.next() => c,
+                    c = next_chunk(&mut body) => c,
                     () = tx.closed() => return,
                 };
                 let Some(Ok(chunk)) = chunk else { return };
@@ -186,41 +188,34 @@ impl HttpNative {
         Ok(h)
     }
 
-    /// POSTs one JSON-RPC message; the response, and whether it is an SSE stream.
+    /// POSTs one JSON-RPC message; the status, the body, and whether it is an SSE stream.
     async fn post(
         &self,
         headers: HeaderMap,
         body: &Value,
-    ) -> Result<(reqwest::Response, bool), UpstreamError> {
-        let url = self.parsed.clone().ok_or_else(|| {
+    ) -> Result<(StatusCode, Incoming, bool), UpstreamError> {
+        let url = self.parsed.as_ref().ok_or_else(|| {
             UpstreamError::Unavailable(format!("url `{}` is not a valid URL", self.url))
         })?;
+        let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
         let resp = self
             .client
-            .post(url)
-            .headers(headers)
-            .body(serde_json::to_vec(body).unwrap_or_default())
-            .send()
+            .send(Method::POST, url, headers, bytes)
             .await
             .map_err(|e| UpstreamError::Unavailable(format!("POST {} failed: {e}", self.url)))?;
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        Ok((resp, is_sse))
+        let is_sse = client::is_event_stream(resp.headers());
+        Ok((resp.status(), resp.into_body(), is_sse))
     }
 
     async fn answer_on_stream(
         &self,
-        resp: reqwest::Response,
+        mut body: Incoming,
         want: &Id,
         notify: Option<&tokio::sync::mpsc::Sender<Value>>,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let mut decoder = sse::Decoder::new(self.max_message_bytes);
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| UpstreamError::Lost(e.to_string()))?;
+        while let Some(chunk) = next_chunk(&mut body).await {
+            let chunk = chunk.map_err(UpstreamError::Lost)?;
             let events = decoder
                 .feed(&chunk)
                 .map_err(|e| UpstreamError::Lost(e.to_string()))?;
@@ -255,17 +250,12 @@ fn unsendable(what: &str) -> UpstreamError {
     UpstreamError::Unavailable(format!("cannot send {what} as a header"))
 }
 
-async fn read_limited(resp: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
-    let mut out = Vec::new();
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| UpstreamError::Lost(e.to_string()))?;
-        if out.len() + chunk.len() > max {
-            return Err(UpstreamError::Lost(format!(
-                "the server's answer is larger than max_message_bytes ({max})"
-            )));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+/// The whole body, refused past `max` bytes with the setting's name.
+async fn read_limited(body: Incoming, max: usize) -> Result<Vec<u8>, UpstreamError> {
+    client::read_limited(body, max).await.map_err(|e| match e {
+        client::BodyError::TooLarge(_) => UpstreamError::Lost(format!(
+            "the server's answer is larger than max_message_bytes ({max})"
+        )),
+        client::BodyError::Broken(e) => UpstreamError::Lost(e),
+    })
 }

@@ -99,7 +99,7 @@ impl NativeUpstream {
         route: Arc<str>,
         target: Option<&UpstreamTarget>,
         config: &UpstreamConfig,
-        http: reqwest::Client,
+        http: crate::upstream::client::HttpClient,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let setting = if target.is_none() {

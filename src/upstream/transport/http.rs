@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode, Uri};
+use hyper::body::Incoming;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -16,6 +18,7 @@ use super::{Inbound, Link, QUEUE_DEPTH};
 use crate::jsonrpc::{ErrorObject, Id, Message, code};
 use crate::sse;
 use crate::upstream::UpstreamError;
+use crate::upstream::client::{self, HttpClient, next_chunk, read_limited};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -31,11 +34,11 @@ enum Body {
     Spawned,
 }
 
-#[derive(Clone)]
+/// What every request of the session needs; each POST task holds it by `Arc`.
 struct Shared {
-    client: reqwest::Client,
-    /// Parsed once: reqwest would parse a string (IDNA included) on every POST.
-    url: reqwest::Url,
+    client: HttpClient,
+    /// Parsed once, for every request of the session.
+    url: Uri,
     extra: HeaderMap,
     session_id: Arc<Mutex<Option<String>>>,
     protocol_version: Arc<Mutex<Option<String>>>,
@@ -45,7 +48,7 @@ struct Shared {
 }
 
 pub fn connect(
-    client: reqwest::Client,
+    client: HttpClient,
     url: &str,
     headers: &BTreeMap<String, String>,
     route: Arc<str>,
@@ -59,13 +62,12 @@ pub fn connect(
             .map_err(|e| UpstreamError::Unavailable(format!("header `{k}`: {e}")))?;
         extra.insert(name, value);
     }
-    let url = reqwest::Url::parse(url)
-        .map_err(|e| UpstreamError::Unavailable(format!("url `{url}`: {e}")))?;
+    let url = client::parse_url(url).map_err(UpstreamError::Unavailable)?;
     let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
     let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
-    let shared = Shared {
+    let shared = Arc::new(Shared {
         client,
         url,
         extra,
@@ -74,7 +76,7 @@ pub fn connect(
         inbound: in_tx,
         max_message_bytes,
         route,
-    };
+    });
     let link = Link {
         outbound: out_tx,
         inbound: in_rx,
@@ -107,8 +109,8 @@ pub fn connect(
                         // a plain JSON body stays open while the answers to its
                         // pushed questions are POSTed. One task per POST reads its
                         // answer too (a task hop less per call).
-                        let shared = shared.clone();
-                        // Boxed: the POST's future (reqwest's included) is large, and
+                        let shared = Arc::clone(&shared);
+                        // Boxed: the POST's future (the client's included) is large, and
                         // a task's future is moved by value (see `mrtr::start::call`).
                         tokio::spawn(Box::pin(async move { shared.post(msg, Body::Inline).await }));
                     }
@@ -164,7 +166,7 @@ impl Shared {
         }
     }
 
-    async fn post(&self, msg: Value, body: Body) {
+    async fn post(self: &Arc<Self>, msg: Value, body: Body) {
         let request_id = msg
             .get("method")
             .and(msg.get("id"))
@@ -177,16 +179,14 @@ impl Shared {
         let had_session = lock(&self.session_id).is_some();
         let mut headers = self.headers("application/json, text/event-stream");
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        // Boxed: reqwest's request future is large and done once the head
-        // is in, while this task lives on for as long as the call's stream
-        // stays open (a question waiting for a person).
-        let sending = Box::pin(
-            self.client
-                .post(self.url.clone())
-                .headers(headers)
-                .body(bytes)
-                .send(),
-        );
+        // Boxed: the request future is large and done once the head is in,
+        // while this task lives on for as long as the call's stream stays
+        // open (a question waiting for a person).
+        let sending =
+            Box::pin(
+                self.client
+                    .send(Method::POST, &self.url, headers, Bytes::from(bytes)),
+            );
         let resp = match sending.await {
             Ok(r) => r,
             Err(e) => {
@@ -205,12 +205,12 @@ impl Shared {
         }
         // spec 2025-06-18 transports.mdx "Session Management": a 404 for a
         // request carrying a session id means the session is gone.
-        if status == reqwest::StatusCode::NOT_FOUND && had_session {
+        if status == StatusCode::NOT_FOUND && had_session {
             self.closed("the server ended the HTTP session (404)".into())
                 .await;
             return;
         }
-        if status == reqwest::StatusCode::ACCEPTED {
+        if status == StatusCode::ACCEPTED {
             return;
         }
         if !status.is_success() {
@@ -219,15 +219,13 @@ impl Shared {
             Box::pin(self.refused(resp, had_session, request_id)).await;
             return;
         }
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let is_sse = client::is_event_stream(resp.headers());
+        // The head is done with: only the body is read on, for as long as the call waits.
+        let resp = resp.into_body();
         match body {
             Body::Inline => self.read_answer(resp, is_sse, request_id).await,
             Body::Spawned => {
-                let this = self.clone();
+                let this = Arc::clone(self);
                 tokio::spawn(Box::pin(async move {
                     this.read_answer(resp, is_sse, request_id).await;
                 }));
@@ -237,7 +235,7 @@ impl Shared {
 
     /// The answer to a POST: an SSE stream (a tool call's stays open while
     /// the answers to its pushed questions are POSTed) or one JSON message.
-    async fn read_answer(&self, resp: reqwest::Response, is_sse: bool, request_id: Option<Id>) {
+    async fn read_answer(&self, resp: Incoming, is_sse: bool, request_id: Option<Id>) {
         if is_sse {
             self.pump_sse(resp, request_id).await;
         } else {
@@ -245,8 +243,11 @@ impl Shared {
                 Ok(body) if body.is_empty() => {}
                 Ok(body) => self.deliver(&body).await,
                 Err(e) => {
-                    self.fail_request(request_id, ErrorObject::new(code::INTERNAL_ERROR, e))
-                        .await;
+                    self.fail_request(
+                        request_id,
+                        ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
+                    )
+                    .await;
                 }
             }
         }
@@ -254,14 +255,21 @@ impl Shared {
 
     /// A non-2xx answer to a POST: the session is gone, the server's own
     /// JSON-RPC error, or an HTTP failure of the request.
-    async fn refused(&self, resp: reqwest::Response, had_session: bool, request_id: Option<Id>) {
+    async fn refused(
+        &self,
+        resp: http::Response<Incoming>,
+        had_session: bool,
+        request_id: Option<Id>,
+    ) {
         let status = resp.status();
-        let body = read_limited(resp, 4096).await.unwrap_or_default();
+        let body = read_limited(resp.into_body(), 4096)
+            .await
+            .unwrap_or_default();
         let text = String::from_utf8_lossy(&body);
         // Some servers (server-everything among them) answer an unknown or
         // expired session with 400 instead of 404.
         if had_session
-            && status == reqwest::StatusCode::BAD_REQUEST
+            && status == StatusCode::BAD_REQUEST
             && text.to_ascii_lowercase().contains("session")
         {
             self.closed(format!(
@@ -316,10 +324,9 @@ impl Shared {
         }
     }
 
-    async fn pump_sse(&self, resp: reqwest::Response, request_id: Option<Id>) {
+    async fn pump_sse(&self, mut body: Incoming, request_id: Option<Id>) {
         let mut decoder = sse::Decoder::new(self.max_message_bytes);
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
+        while let Some(chunk) = next_chunk(&mut body).await {
             let chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => {
@@ -347,13 +354,14 @@ impl Shared {
 
     /// Opens the GET stream before any call, so pushes a server sends there
     /// (for example without `relatedRequestId`) are not lost.
-    async fn open_standalone_stream(&self) -> Option<tokio::task::JoinHandle<()>> {
+    async fn open_standalone_stream(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         // Bounded: a server that never answers the GET must not hold up the session.
-        let opening = self
-            .client
-            .get(self.url.clone())
-            .headers(self.headers("text/event-stream"))
-            .send();
+        let opening = self.client.send(
+            Method::GET,
+            &self.url,
+            self.headers("text/event-stream"),
+            Bytes::new(),
+        );
         let resp = tokio::time::timeout(STANDALONE_OPEN_TIMEOUT, opening)
             .await
             .ok()?
@@ -362,23 +370,26 @@ impl Shared {
             // 405: the server offers no standalone stream, which is allowed.
             return None;
         }
-        let this = self.clone();
+        let this = Arc::clone(self);
         Some(tokio::spawn(async move {
-            this.pump_sse(resp, None).await;
+            this.pump_sse(resp.into_body(), None).await;
             let mut failures = 0u32;
             // Servers may close the stream at any time; reopen it while the session lives.
             while failures < 5 && !this.inbound.is_closed() {
                 tokio::time::sleep(Duration::from_millis(500 * u64::from(failures + 1))).await;
                 match this
                     .client
-                    .get(this.url.clone())
-                    .headers(this.headers("text/event-stream"))
-                    .send()
+                    .send(
+                        Method::GET,
+                        &this.url,
+                        this.headers("text/event-stream"),
+                        Bytes::new(),
+                    )
                     .await
                 {
                     Ok(resp) if resp.status().is_success() => {
                         failures = 0;
-                        this.pump_sse(resp, None).await;
+                        this.pump_sse(resp.into_body(), None).await;
                     }
                     _ => failures += 1,
                 }
@@ -393,10 +404,12 @@ impl Shared {
         // spec 2025-06-18 transports.mdx "Session Management": clients SHOULD DELETE the session they no longer need.
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
-            self.client
-                .delete(self.url.clone())
-                .headers(self.headers("application/json"))
-                .send(),
+            self.client.send(
+                Method::DELETE,
+                &self.url,
+                self.headers("application/json"),
+                Bytes::new(),
+            ),
         )
         .await;
     }
@@ -417,17 +430,4 @@ pub fn carries_message(event: &sse::Event) -> bool {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| format!("reading upstream body: {e}"))?;
-        if out.len() + chunk.len() > limit {
-            return Err(format!("upstream message larger than {limit} bytes"));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
 }
