@@ -6,6 +6,8 @@
 //! A failure produces a red mark: the field, the rule, and (unless the field
 //! is sensitive) the value that broke it.
 
+use std::sync::{Arc, LazyLock};
+
 use serde_json::{Map, Value, json};
 
 use super::{FieldRules, Format, Policy};
@@ -140,6 +142,28 @@ pub fn judge(
     Judgement::Valid(content)
 }
 
+/// Compiled schemas kept for reuse, at most. A server asks the same few
+/// forms again and again, and compiling one is most of an answer's check
+/// (about 33k of 40k instructions); a server that sends a new schema with
+/// every question only churns this bounded cache.
+const COMPILED_SCHEMAS: usize = 256;
+
+/// The validator for `schema`, compiled once per distinct schema text.
+fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    static CACHE: LazyLock<quick_cache::sync::Cache<Vec<u8>, Arc<jsonschema::Validator>>> =
+        LazyLock::new(|| quick_cache::sync::Cache::new(COMPILED_SCHEMAS));
+    // The text is the key: serialising is a small fraction of compiling, and
+    // the same form written the same way (the same server) hits.
+    let key = serde_json::to_vec(schema).map_err(|e| e.to_string())?;
+    CACHE.get_or_insert_with(&key, || {
+        jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .map(Arc::new)
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// The server's own schema, checked with the `jsonschema` crate (formats included).
 fn against_schema(
     schema: &Value,
@@ -147,10 +171,7 @@ fn against_schema(
     content: &Map<String, Value>,
     sensitive: &dyn Fn(&str) -> bool,
 ) -> Option<Judgement> {
-    let validator = match jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-    {
+    let validator = match compiled(schema) {
         Ok(v) => v,
         // The guard let it through as flat; a schema the validator cannot read
         // cannot vouch for any answer.
@@ -356,10 +377,7 @@ fn format_ok(format: Format, s: &str) -> bool {
         Format::DateTime => "date-time",
     };
     // The same checker the server's schema is held to.
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(&json!({"type": "string", "format": name}))
-        .is_ok_and(|v| v.is_valid(&json!(s)))
+    compiled(&json!({"type": "string", "format": name})).is_ok_and(|v| v.is_valid(&json!(s)))
 }
 
 fn authorized(
@@ -390,5 +408,38 @@ fn authorized(
         Ok(cel::Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!("the rule gave {other:?}, not a bool")),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_is_compiled_once_and_a_broken_one_never_cached() {
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}});
+        let first = compiled(&schema).unwrap();
+        let again = compiled(&schema.clone()).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same schema text is compiled once"
+        );
+        assert!(!first.is_valid(&json!({"n": 2})));
+        let other = compiled(
+            &json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}),
+        )
+        .unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(
+            other.is_valid(&json!({"n": 2})),
+            "a different schema is its own validator"
+        );
+        let broken = json!({"type": "object", "properties": {"n": {"type": 7}}});
+        assert!(compiled(&broken).is_err());
+        assert!(
+            compiled(&broken).is_err(),
+            "an error is not remembered as a validator"
+        );
     }
 }
