@@ -143,3 +143,50 @@ async fn the_access_log_goes_to_its_file_or_nowhere() {
     let stderr = parse(&gw.stop().await);
     assert!(access(&stderr).is_empty(), "{stderr:#?}");
 }
+
+/// At the default level a plain call writes one line, its access line: its
+/// `operation ended` summary would repeat it. A call that asked a question
+/// also writes the summary (rounds, dropped notifications, time).
+#[tokio::test]
+async fn a_plain_call_writes_one_line_and_a_call_that_asked_its_summary_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "");
+    let gw = RedmarkProcess::start(&config, true, &[]).await;
+    let c = client(gw.url("/mcp/rooms"));
+    let plain = tool_call("list_rooms", json!({}), "plain")
+        .walk(&c, 0, |_, _| json!({}))
+        .await;
+    assert_eq!(plain[0].result()["resultType"], "complete", "{}", plain[0].raw);
+    one_ticket(&c).await;
+    let lines = parse(&gw.stop().await);
+
+    let acc = access(&lines);
+    let op_of = |tool: &str| {
+        acc.iter()
+            .find(|l| l["name"] == tool)
+            .and_then(|l| l["operation"].as_str())
+            .unwrap_or_else(|| panic!("no access line for {tool}: {acc:#?}"))
+            .to_owned()
+    };
+    let about = |op: &str| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l.to_string().contains(op))
+            .collect()
+    };
+    let plain_op = op_of("list_rooms");
+    let plain_lines = about(&plain_op);
+    assert_eq!(plain_lines.len(), 1, "{plain_lines:#?}");
+    assert_eq!(plain_lines[0]["target"], "redmark::access");
+
+    let ticket_op = op_of("create_ticket");
+    let ticket_lines = about(&ticket_op);
+    let ended: Vec<&&Value> = ticket_lines
+        .iter()
+        .filter(|l| l["message"] == "operation ended")
+        .collect();
+    assert_eq!(ended.len(), 1, "{ticket_lines:#?}");
+    assert_eq!(ended[0]["level"], "INFO");
+    assert_eq!(ended[0]["rounds"], 1);
+    assert_eq!(ended[0]["outcome"], "completed");
+}

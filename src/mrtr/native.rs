@@ -205,7 +205,17 @@ impl Run {
         self.engine
             .metrics
             .record_operation(&self.route.name, &self.target, outcome);
-        tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, outcome, rounds = self.round, mode = "native", "operation ended");
+        // At INFO only when a question was asked (see `Operation::finish`).
+        macro_rules! ended {
+            ($level:expr) => {
+                tracing::event!($level, operation = %self.op_id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, outcome, rounds = self.round, mode = "native", "operation ended")
+            };
+        }
+        if self.round > 0 {
+            ended!(tracing::Level::INFO);
+        } else {
+            ended!(tracing::Level::DEBUG);
+        }
         match ending {
             // The server's own result, with its own caching hints.
             Ending::Completed { result, .. } => {

@@ -785,16 +785,29 @@ impl Operation {
                 .metrics
                 .record_notifications_dropped(&self.route.name, dropped);
         }
-        tracing::info!(
-            operation = %self.id, trace_id = self.trace_id.as_deref(),
-            route = %self.route.name,
-            tool = %self.target,
-            outcome,
-            rounds = self.round,
-            dropped_notifications = dropped,
-            elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "operation ended"
-        );
+        // At INFO only when it says more than the call's access line: a
+        // question was asked, or notifications were dropped. A plain call's
+        // second line per request was a third of its cost at the default level.
+        macro_rules! ended {
+            ($level:expr) => {
+                tracing::event!(
+                    $level,
+                    operation = %self.id, trace_id = self.trace_id.as_deref(),
+                    route = %self.route.name,
+                    tool = %self.target,
+                    outcome,
+                    rounds = self.round,
+                    dropped_notifications = dropped,
+                    elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "operation ended"
+                )
+            };
+        }
+        if self.round > 0 || dropped > 0 {
+            ended!(tracing::Level::INFO);
+        } else {
+            ended!(tracing::Level::DEBUG);
+        }
         self.engine
             .metrics
             .record_operation(&self.route.name, &self.target, outcome);
