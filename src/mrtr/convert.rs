@@ -24,6 +24,33 @@ impl Kind {
     }
 }
 
+/// The client capability a question needs (`requiredCapabilities` when the
+/// client did not declare it). A tag, not JSON: ten thousand waiting
+/// questions would each hold the same few small objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// A question known only by its key (a replay-mode round's state).
+    Unknown,
+    ElicitationForm,
+    ElicitationUrl,
+    Sampling,
+    SamplingTools,
+    Roots,
+}
+
+impl Needs {
+    pub fn to_value(self) -> Value {
+        match self {
+            Needs::Unknown => Value::Null,
+            Needs::ElicitationForm => json!({"elicitation": {"form": {}}}),
+            Needs::ElicitationUrl => json!({"elicitation": {"url": {}}}),
+            Needs::Sampling => json!({"sampling": {}}),
+            Needs::SamplingTools => json!({"sampling": {"tools": {}}}),
+            Needs::Roots => json!({"roots": {}}),
+        }
+    }
+}
+
 /// A question the server asked, held until the client answers it.
 #[derive(Debug, Clone)]
 pub struct Question {
@@ -32,10 +59,13 @@ pub struct Question {
     pub upstream_id: Id,
     pub kind: Kind,
     pub url_mode: bool,
-    /// The 2026-07-28 `InputRequest` (`{method, params}`).
-    pub request: Value,
+    /// The 2026-07-28 `InputRequest` (`{method, params}`) as JSON text
+    /// ([`Question::request`] reads it): a question may wait for minutes, ten
+    /// thousand at once, and the text is a fraction of a `Value` tree's
+    /// size (each object an index table, each entry a hash and a slot).
+    request: Box<str>,
     /// `requiredCapabilities` when the client cannot answer it.
-    pub needs: Value,
+    pub needs: Needs,
     /// The server's own message, before any red mark.
     pub base_message: Option<String>,
     /// How many times it was asked again after an invalid answer.
@@ -51,31 +81,102 @@ pub struct Question {
 }
 
 impl Question {
+    /// The 2026-07-28 `InputRequest` (`{method, params}`); `null` for a
+    /// question known only by its key ([`Question::recorded`]).
+    pub fn request(&self) -> Value {
+        // Our own serialisation of a `Value`: it always parses.
+        serde_json::from_str(&self.request).unwrap_or(Value::Null)
+    }
+
+    fn set_request(&mut self, request: &Value) {
+        self.request = serde_json::to_string(request)
+            .unwrap_or_else(|_| "null".to_owned())
+            .into_boxed_str();
+    }
+
     /// Asks again with a red mark: the server's message, then what was wrong.
     pub fn mark(&mut self, mark: &str) {
         self.reasks += 1;
         let base = self.base_message.clone().unwrap_or_default();
-        if let Some(params) = self
-            .request
-            .get_mut("params")
-            .and_then(Value::as_object_mut)
-        {
+        let mut request = self.request();
+        if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut) {
             params.insert(
                 "message".into(),
                 Value::String(format!("{base}\n\n✗ {mark}.")),
             );
         }
+        self.set_request(&request);
     }
 
-    /// The form's `requestedSchema` (form-mode elicitation only).
-    pub fn schema(&self) -> Option<&Value> {
-        (self.kind == Kind::Elicitation && !self.url_mode)
-            .then(|| {
-                self.request
-                    .get("params")
-                    .and_then(|p| p.get("requestedSchema"))
-            })
-            .flatten()
+    /// The form's `requestedSchema` (form-mode elicitation only). Only the
+    /// schema is read into a `Value`; the rest of the text is skipped.
+    pub fn schema(&self) -> Option<Value> {
+        #[derive(serde::Deserialize)]
+        struct Request {
+            params: Option<Params>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "requestedSchema")]
+            requested_schema: Option<Value>,
+        }
+        if self.kind != Kind::Elicitation || self.url_mode {
+            return None;
+        }
+        serde_json::from_str::<Request>(&self.request)
+            .ok()?
+            .params?
+            .requested_schema
+    }
+
+    /// The names of the form's fields, in the server's order (for the audit
+    /// line), without reading the rest of the question.
+    pub fn field_names(&self) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        struct Request {
+            params: Option<Params>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "requestedSchema")]
+            requested_schema: Option<Schema>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Schema {
+            properties: Option<Keys>,
+        }
+        if self.kind != Kind::Elicitation || self.url_mode {
+            return Vec::new();
+        }
+        serde_json::from_str::<Request>(&self.request)
+            .ok()
+            .and_then(|r| r.params?.requested_schema?.properties)
+            .map(|k| k.0)
+            .unwrap_or_default()
+    }
+}
+
+/// An object's keys in order, its values skipped unread.
+struct Keys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Keys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Keys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                let mut keys = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(k) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(k);
+                }
+                Ok(Keys(keys))
+            }
+        }
+        d.deserialize_map(Visitor)
     }
 }
 
@@ -90,6 +191,16 @@ pub fn question(
     method: &str,
     params: Option<Value>,
 ) -> Result<Question, NotAQuestion> {
+    question_and_params(upstream_id, method, params).map(|(q, _)| q)
+}
+
+/// [`question`], and the params it will be asked with (for the policy's
+/// checks, without reading the question's text back).
+pub fn question_and_params(
+    upstream_id: Id,
+    method: &str,
+    params: Option<Value>,
+) -> Result<(Question, Value), NotAQuestion> {
     let mut params = match params {
         Some(Value::Object(p)) => p,
         None => Map::new(),
@@ -105,21 +216,21 @@ pub fn question(
             params.remove("elicitationId");
             let url = params.get("mode").and_then(Value::as_str) == Some("url");
             let needs = if url {
-                json!({"elicitation": {"url": {}}})
+                Needs::ElicitationUrl
             } else {
-                json!({"elicitation": {"form": {}}})
+                Needs::ElicitationForm
             };
             (Kind::Elicitation, url, needs)
         }
         "sampling/createMessage" => {
             let needs = if params.contains_key("tools") {
-                json!({"sampling": {"tools": {}}})
+                Needs::SamplingTools
             } else {
-                json!({"sampling": {}})
+                Needs::Sampling
             };
             (Kind::Sampling, false, needs)
         }
-        "roots/list" => (Kind::Roots, false, json!({"roots": {}})),
+        "roots/list" => (Kind::Roots, false, Needs::Roots),
         other => return Err(NotAQuestion(other.to_owned())),
     };
     let base_message = params
@@ -132,8 +243,13 @@ pub fn question(
     if kind != Kind::Roots || !params.is_empty() {
         request.insert("params".into(), Value::Object(params));
     }
-    let request = Value::Object(request);
-    Ok(Question {
+    let mut request = Value::Object(request);
+    let text = serde_json::to_string(&request)
+        .unwrap_or_else(|_| "null".to_owned())
+        .into_boxed_str();
+    let params = request.get_mut("params").map_or(Value::Null, Value::take);
+    let request = text;
+    let q = Question {
         key: String::new(),
         upstream_id,
         kind,
@@ -147,7 +263,8 @@ pub fn question(
         fingerprint: String::new(),
         asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
-    })
+    };
+    Ok((q, params))
 }
 
 impl Kind {
@@ -181,8 +298,8 @@ impl Question {
             upstream_id: Id::Number(0),
             kind,
             url_mode,
-            request: Value::Null,
-            needs: Value::Null,
+            request: "null".into(),
+            needs: Needs::Unknown,
             base_message: None,
             reasks: 0,
             fingerprint: String::new(),
@@ -199,8 +316,7 @@ pub fn covered(profile: &Profile, q: &Question) -> bool {
         Kind::Elicitation if q.url_mode => profile.elicitation_url,
         Kind::Elicitation => profile.elicitation_form,
         Kind::Sampling => {
-            profile.sampling
-                && (profile.sampling_tools || q.needs["sampling"].get("tools").is_none())
+            profile.sampling && (profile.sampling_tools || q.needs != Needs::SamplingTools)
         }
         Kind::Roots => profile.roots,
     }

@@ -13,11 +13,11 @@ fn form_elicitation_keeps_its_schema_and_drops_legacy_members() {
         json!({"message": "m", "requestedSchema": {"type": "object", "properties": {}}, "_meta": {"progressToken": 0}, "task": {}}),
     );
     assert_eq!(
-        q.request,
+        q.request(),
         json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {"type": "object", "properties": {}}}})
     );
     assert!(!q.url_mode);
-    assert_eq!(q.needs, json!({"elicitation": {"form": {}}}));
+    assert_eq!(q.needs.to_value(), json!({"elicitation": {"form": {}}}));
 }
 
 #[test]
@@ -28,21 +28,21 @@ fn url_elicitation_loses_its_elicitation_id() {
     );
     assert!(q.url_mode);
     assert_eq!(
-        q.request["params"],
+        q.request()["params"],
         json!({"mode": "url", "message": "m", "url": "https://x"})
     );
-    assert_eq!(q.needs, json!({"elicitation": {"url": {}}}));
+    assert_eq!(q.needs.to_value(), json!({"elicitation": {"url": {}}}));
 }
 
 #[test]
 fn roots_and_sampling() {
     let r = question(Id::Number(2), "roots/list", None).unwrap();
-    assert_eq!(r.request, json!({"method": "roots/list"}));
+    assert_eq!(r.request(), json!({"method": "roots/list"}));
     let s = q(
         "sampling/createMessage",
         json!({"messages": [], "maxTokens": 5, "tools": []}),
     );
-    assert_eq!(s.needs, json!({"sampling": {"tools": {}}}));
+    assert_eq!(s.needs.to_value(), json!({"sampling": {"tools": {}}}));
     assert!(question(Id::Number(3), "tasks/get", None).is_err());
 }
 
@@ -131,4 +131,52 @@ fn malformed_answers_name_the_key() {
     let roots = question(Id::Number(2), "roots/list", None).unwrap();
     assert!(answer(&roots, &json!({"roots": [{"name": "x"}]})).is_err());
     assert!(answer(&roots, &json!({"roots": [{"uri": "file:///x"}]})).is_ok());
+}
+
+#[test]
+fn a_held_question_gives_back_its_schema_fields_and_red_mark() {
+    let schema = json!({"type": "object", "properties": {"zone": {"type": "string"}, "age": {"type": "integer"}}, "required": ["zone"]});
+    let (mut q, params) = question_and_params(
+        Id::Number(1),
+        "elicitation/create",
+        Some(
+            json!({"message": "Where?", "requestedSchema": schema, "_meta": {"progressToken": 1}}),
+        ),
+    )
+    .unwrap();
+    // The params the policy checks are the ones the client is asked with.
+    assert_eq!(
+        params,
+        json!({"message": "Where?", "requestedSchema": schema})
+    );
+    assert_eq!(q.schema(), Some(schema.clone()));
+    // In the server's order, not sorted.
+    assert_eq!(q.field_names(), ["zone", "age"]);
+    q.mark("zone must be one of eu, us");
+    assert_eq!(q.reasks, 1);
+    assert_eq!(
+        q.request()["params"]["message"],
+        "Where?\n\n✗ zone must be one of eu, us."
+    );
+    assert_eq!(
+        q.schema(),
+        Some(schema),
+        "a red mark leaves the schema as it was"
+    );
+
+    // URL mode and sampling have no form: no schema, no fields.
+    let url = q_url();
+    assert_eq!(url.schema(), None);
+    assert!(url.field_names().is_empty());
+    let recorded = Question::recorded("elicitation-1", Kind::Elicitation, false);
+    assert_eq!(recorded.request(), Value::Null);
+    assert_eq!(recorded.schema(), None);
+    assert_eq!(recorded.needs, Needs::Unknown);
+}
+
+fn q_url() -> Question {
+    q(
+        "elicitation/create",
+        json!({"mode": "url", "message": "m", "url": "https://x"}),
+    )
 }

@@ -254,7 +254,7 @@ impl Run {
             if let Some(q) = question(ask)
                 && !convert::covered(&req.ctx.profile, &q)
             {
-                let r = Ending::MissingCapability(q.needs.clone()).reject();
+                let r = Ending::MissingCapability(q.needs.to_value()).reject();
                 if let Some(r) = r {
                     return Outgoing::reject(Some(&req.id), &r);
                 }
@@ -324,7 +324,7 @@ impl Run {
                     let mut r = ask.r.clone();
                     if let (Some(p), Some(m)) = (
                         r.get_mut("params").and_then(Value::as_object_mut),
-                        marked.request.pointer("/params/message").cloned(),
+                        marked.request().pointer("/params/message").cloned(),
                     ) {
                         p.insert("message".into(), m);
                     }
@@ -517,7 +517,7 @@ impl Run {
                     declined.insert(key, json!({"action": "decline"}));
                     continue;
                 }
-                return self.end(req, &Ending::MissingCapability(q.needs.clone()));
+                return self.end(req, &Ending::MissingCapability(q.needs.to_value()));
             }
             asks.push(WrappedAsk {
                 k: key,

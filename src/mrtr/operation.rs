@@ -623,7 +623,7 @@ impl Operation {
         let requests: Map<String, Value> = self
             .pending
             .iter()
-            .map(|q| (q.key.clone(), q.request.clone()))
+            .map(|q| (q.key.clone(), q.request()))
             .collect();
         let now = self.engine.clock.unix_now();
         let claims = match &self.replay {

@@ -57,12 +57,12 @@ impl Operation {
             Some(p) => crate::mrtr::state::fingerprint(method, p),
             None => crate::mrtr::state::fingerprint(method, &Value::Object(Map::new())),
         });
-        let mut q = match convert::question(id.clone(), method, params) {
-            Ok(mut q) => {
+        let (mut q, params) = match convert::question_and_params(id.clone(), method, params) {
+            Ok((mut q, params)) => {
                 if let Some(f) = fingerprint {
                     q.fingerprint = f;
                 }
-                q
+                (q, params)
             }
             Err(e) => {
                 tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), %method, "upstream pushed a request that is not a question; refused");
@@ -80,7 +80,6 @@ impl Operation {
             let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
             return None;
         }
-        let params = q.request.get("params").cloned().unwrap_or(Value::Null);
         match guard::check(&self.policy, &self.target, method, &params, self.asked) {
             Verdict::Ask => {}
             Verdict::Refuse(r) => {
@@ -130,10 +129,10 @@ impl Operation {
                 format!("the client did not declare the capability `{method}` needs"),
             )
             .with_data(
-                json!({"reason": Reason::MissingCapability, "requiredCapabilities": q.needs}),
+                json!({"reason": Reason::MissingCapability, "requiredCapabilities": q.needs.to_value()}),
             );
             let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
-            return Some(Ending::MissingCapability(q.needs));
+            return Some(Ending::MissingCapability(q.needs.to_value()));
         }
         q.span = tracing::info_span!(
             parent: &self.root,
@@ -379,7 +378,7 @@ impl Operation {
             .pending
             .iter()
             .find(|q| !convert::covered(&client.ctx.profile, q))
-            && let Some(r) = Ending::MissingCapability(q.needs.clone()).reject()
+            && let Some(r) = Ending::MissingCapability(q.needs.to_value()).reject()
         {
             client.reject(&r).await;
             return Resumed::Refused;
@@ -472,7 +471,7 @@ pub(crate) fn check_answer(
         .get("content")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    match judge(policy, subject, schema, content) {
+    match judge(policy, subject, &schema, content) {
         Judgement::Valid(content) => {
             Checked::Deliver(json!({"action": "accept", "content": content}))
         }
@@ -554,12 +553,7 @@ pub(crate) fn question_record(
     ended: Answered<'_>,
     origin: Option<audit::Origin>,
 ) -> AuditRecord {
-    let fields = q
-        .schema()
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default();
+    let fields = q.field_names();
     let content = ended
         .answer
         .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
