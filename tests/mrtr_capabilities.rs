@@ -127,12 +127,23 @@ async fn a_push_the_client_cannot_answer_is_refused_both_ways() {
     gw.stop().await;
 }
 
+/// The audit file's lines.
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
+        .collect()
+}
+
 #[tokio::test]
 async fn on_missing_capability_decline_answers_for_the_user() {
     let fx = Fixture::new();
+    let audit = fx.path("audit.jsonl");
     let gw = TestGateway::start(
         &fx.cfg()
             .route("on_missing_capability = \"decline\"")
+            .top(&format!("[audit]\npath = {}\n", toml_path(&audit)))
             .build(),
     )
     .await;
@@ -151,6 +162,21 @@ async fn on_missing_capability_decline_answers_for_the_user() {
     assert_eq!(missing(&op.start(&gw).await), json!({"sampling": {}}));
     settled(&gw).await;
     gw.stop().await;
+
+    // Both questions are audited, though neither reached a person: `refused`
+    // (no one's attention in the report) with the reason.
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    for (line, tool, method) in [
+        (&lines[0], "pushy", "elicitation/create"),
+        (&lines[1], "sample", "sampling/createMessage"),
+    ] {
+        assert_eq!(line["tool"], tool, "{line}");
+        assert_eq!(line["method"], method, "{line}");
+        assert_eq!(line["outcome"], "refused", "{line}");
+        assert_eq!(line["verdict"], "missing_capability", "{line}");
+        assert!(line.get("answer_ms").is_none_or(Value::is_null), "{line}");
+    }
 }
 
 #[tokio::test]

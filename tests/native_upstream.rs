@@ -575,8 +575,10 @@ async fn decline_on_missing_capability_answers_a_native_server_itself() {
     let fx = Fixture::new();
     let (_py, py) = http_server(&fx).await;
     let (_ts, ts) = ts_http_server(&fx).await;
-    for upstream in [py, ts] {
-        let cfg = config(&fx, &upstream).replace(
+    for (i, upstream) in [py, ts].into_iter().enumerate() {
+        let audit_path = fx.path(&format!("audit-{i}.jsonl"));
+        let top = format!("[audit]\npath = {}\n", toml_path(&audit_path));
+        let cfg = config_with(&fx, &top, &upstream).replace(
             "path = \"/mcp\"\n",
             "path = \"/mcp\"\non_missing_capability = \"decline\"\n",
         );
@@ -601,6 +603,16 @@ async fn decline_on_missing_capability_answers_a_native_server_itself() {
             gw.metrics().await
         );
         gw.stop().await;
+        // Audited, though no person saw it: `refused`, with the reason.
+        let text = std::fs::read_to_string(&audit_path).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines[0]["outcome"], "refused", "{text}");
+        assert_eq!(lines[0]["verdict"], "missing_capability", "{text}");
+        assert_eq!(lines[0]["origin"], "native", "{text}");
     }
     assert_eq!(
         received(&fx),

@@ -156,7 +156,12 @@ async fn a_plain_call_writes_one_line_and_a_call_that_asked_its_summary_too() {
     let plain = tool_call("list_rooms", json!({}), "plain")
         .walk(&c, 0, |_, _| json!({}))
         .await;
-    assert_eq!(plain[0].result()["resultType"], "complete", "{}", plain[0].raw);
+    assert_eq!(
+        plain[0].result()["resultType"],
+        "complete",
+        "{}",
+        plain[0].raw
+    );
     one_ticket(&c).await;
     let lines = parse(&gw.stop().await);
 

@@ -514,9 +514,14 @@ impl Run {
                 {
                     tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), key = %key, "client lacks the capability; declined on the user's behalf as configured (native)");
                     self.declined = true;
+                    // As a converted question's: never put to a person.
+                    let verdict = Reason::MissingCapability.as_str();
+                    self.audit(&q, Outcome::Refused, verdict, None, None, None);
                     declined.insert(key, json!({"action": "decline"}));
                     continue;
                 }
+                let verdict = Reason::MissingCapability.as_str();
+                self.audit(&q, Outcome::Refused, verdict, None, None, None);
                 return self.end(req, &Ending::MissingCapability(q.needs.to_value()));
             }
             asks.push(WrappedAsk {

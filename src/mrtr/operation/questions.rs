@@ -118,6 +118,10 @@ impl Operation {
             {
                 tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, "client lacks the capability; declined on the user's behalf as configured");
                 self.declined = true;
+                // Never put to a person, so `refused` (no attention in the
+                // report), with the reason the server heard a decline.
+                let verdict = Reason::MissingCapability.as_str();
+                self.audit(&q, Outcome::Refused, verdict, None, None, None);
                 let _ = self
                     .session
                     .respond(q.upstream_id, Ok(json!({"action": "decline"})))
@@ -132,6 +136,8 @@ impl Operation {
                 json!({"reason": Reason::MissingCapability, "requiredCapabilities": q.needs.to_value()}),
             );
             let _ = self.session.respond(q.upstream_id.clone(), Err(err)).await;
+            let verdict = Reason::MissingCapability.as_str();
+            self.audit(&q, Outcome::Refused, verdict, None, None, None);
             return Some(Ending::MissingCapability(q.needs.to_value()));
         }
         q.span = tracing::info_span!(
