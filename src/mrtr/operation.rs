@@ -3,9 +3,10 @@
 //! for the whole operation, relays what the server sends to whichever client
 //! request is attached, turns the server's pushed questions into
 //! `InputRequiredResult` rounds, and applies each retry's answers to exactly
-//! the pushed requests they answer. In replay mode ([`replay`]) the same
-//! actor lives for one run of the call only: it ends each round instead of
-//! waiting, and a retry starts a new run.
+//! the pushed requests they answer. In replay mode (the `replay` module) the
+//! same actor lives for one run of the call only: it ends each round instead
+//! of waiting, and a retry starts a new run. `setup` makes the actor (lease,
+//! call, spans); this module runs it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,28 +20,28 @@ use super::Engine;
 use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
 use super::outgoing::{Outcome, Outgoing};
-use super::resume::input_responses;
 use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest_of};
 use super::table::{Entry, ResumeReceiver, ResumeSender, Tombstone};
 use crate::jsonrpc::{ErrorObject, Id, code};
-use crate::policy::{Mode, Policy};
-use crate::protocol::shape;
-use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reject, RequestContext, meta};
+use crate::policy::Policy;
+use crate::protocol::{Method, Principal, Reject, RequestContext, meta};
 use crate::route::Route;
 use crate::telemetry::traces;
-use crate::upstream::pool::{Lease, PoolKey};
+use crate::upstream::pool::Lease;
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
 mod notifications;
 pub(crate) mod questions;
 mod replay;
+mod setup;
 pub(crate) mod spans;
 
 pub use notifications::relayable;
 use questions::Resumed;
 use replay::Replay;
 pub use replay::check_shapes;
-use spans::{root_span, round_trip_span, upstream_span};
+pub use setup::{ReplayRun, begin, replay};
+use spans::round_trip_span;
 
 /// How long after its operation ends a state still gets a precise answer
 /// (how the operation ended) instead of `state_expired`.
@@ -193,236 +194,6 @@ pub struct Operation {
     dropped: u64,
     /// Replay mode: what this run gives again and collects; `None` in hold mode.
     replay: Option<Replay>,
-}
-
-/// A replay-mode retry: its operation, round and state, already checked and consumed.
-pub struct ReplayRun {
-    pub claims: Claims,
-    /// The retry's `inputResponses`.
-    pub responses: Map<String, Value>,
-}
-
-/// Starts an operation for a fresh request and drives it to its end (or,
-/// in replay mode, to its first round).
-pub fn begin(
-    engine: Arc<Engine>,
-    route: Arc<Route>,
-    principal: Principal,
-    req: ClientRequest,
-    tx: mpsc::Sender<Outgoing>,
-) -> impl Future<Output = ()> + Send {
-    start(Start::boxed(engine, route, principal, req, tx, None))
-}
-
-/// Runs a replay-mode operation again for a retry whose state was checked
-/// and consumed; any replica, any session.
-pub fn replay(
-    engine: Arc<Engine>,
-    route: Arc<Route>,
-    principal: Principal,
-    req: ClientRequest,
-    run: ReplayRun,
-    tx: mpsc::Sender<Outgoing>,
-) -> impl Future<Output = ()> + Send {
-    start(Start::boxed(engine, route, principal, req, tx, Some(run)))
-}
-
-/// What an operation starts from, in one box: an async fn keeps its
-/// arguments apart from its locals for its whole life (rust-lang/rust#62958),
-/// and an operation's future lives as long as its questions wait.
-struct Start {
-    engine: Arc<Engine>,
-    route: Arc<Route>,
-    principal: Principal,
-    req: ClientRequest,
-    tx: mpsc::Sender<Outgoing>,
-    resumed: Option<ReplayRun>,
-}
-
-impl Start {
-    fn boxed(
-        engine: Arc<Engine>,
-        route: Arc<Route>,
-        principal: Principal,
-        req: ClientRequest,
-        tx: mpsc::Sender<Outgoing>,
-        resumed: Option<ReplayRun>,
-    ) -> Box<Start> {
-        Box::new(Start {
-            engine,
-            route,
-            principal,
-            req,
-            tx,
-            resumed,
-        })
-    }
-}
-
-/// The mode a fresh call runs in: its policy's, with the tool's annotations
-/// as the server lists them (the known-tool step has just listed them).
-fn mode_of(route: &Route, policy: &Policy, principal: &Principal, req: &ClientRequest) -> Mode {
-    let tools = (req.method == Method::ToolsCall)
-        .then(|| {
-            route.catalog.tools(&PoolKey {
-                principal: principal.name.clone(),
-                profile: req.ctx.profile,
-            })
-        })
-        .flatten();
-    let definition = tools.as_ref().and_then(|t| t.get(req.target()));
-    policy.mode(req.target(), definition)
-}
-
-async fn start(args: Box<Start>) {
-    // The setup is boxed and gone once it is done: what stays allocated while
-    // the operation waits (for a person, maybe for minutes) is only the run.
-    let prepared = Box::pin(prepare(args)).await;
-    if let Some((op, client)) = prepared {
-        op.run(Box::new(client)).await;
-    }
-}
-
-/// Everything before the upstream call is under way: the lease, the call,
-/// the operation's state; `None` if the client has been answered already.
-async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
-    let Start {
-        engine,
-        route,
-        principal,
-        req,
-        tx,
-        resumed,
-    } = *args;
-    let target = req.target().to_owned();
-    let access = req.ctx.access.clone();
-    let policy = route.policy.current();
-    let (id, round, replay, advance) = match resumed {
-        // The retry's answers go to the questions its state says were asked, nothing else.
-        Some(run) => (
-            run.claims.op.clone(),
-            run.claims.rd,
-            Some(Replay::resumed(run.claims, run.responses)),
-            Map::new(),
-        ),
-        None => {
-            let replay =
-                (mode_of(&route, &policy, &principal, &req) == Mode::Replay).then(Replay::default);
-            let advance = input_responses(&req.params);
-            (
-                hex::encode(rand::random::<[u8; 16]>()),
-                0,
-                replay,
-                advance.unwrap_or_default(),
-            )
-        }
-    };
-    // A replayed run joins the trace of the operation's first run.
-    let parent = replay.as_ref().and_then(|r| r.tc.as_deref());
-    let root = root_span(&route.name, &req, &target, &id, parent);
-    let client = Client {
-        id: req.id.clone(),
-        ctx: req.ctx.clone(),
-        tx,
-        span: round_trip_span(
-            &root,
-            req.method,
-            &target,
-            &req.id,
-            round + 1,
-            &req.ctx.protocol_version,
-        ),
-    };
-    if let Err(r) = input_responses(&req.params) {
-        client.reject(&r).await;
-        return None;
-    }
-    // Failing before the operation exists still counts as one, under its reason.
-    let refuse = |e: crate::upstream::UpstreamError| {
-        let reject = e.into_reject();
-        engine
-            .metrics
-            .record_operation(&route.name, &target, reject.reason.as_str());
-        reject
-    };
-    let lease = match route.lease(&principal, req.ctx.profile).await {
-        Ok(l) => l,
-        Err(e) => {
-            client.reject(&refuse(e)).await;
-            return None;
-        }
-    };
-    let session = lease.session().clone();
-    if let Some(level) = &req.ctx.log_level
-        && session.init.capabilities.get("logging").is_some()
-    {
-        // Legacy servers take a session-wide level; this session serves only this operation.
-        let _ = session
-            .request(
-                "logging/setLevel",
-                Some(json!({"level": level})),
-                route.pool.request_timeout(),
-            )
-            .await;
-    }
-    let upstream_span = upstream_span(&root, req.method, &target, &session, &route);
-    let mut upstream_params = shape::upstream_params(&req.params);
-    // The server's own spans join the operation's trace.
-    if let Some(tp) = traces::traceparent(&upstream_span)
-        && let Some(obj) = upstream_params.as_object_mut()
-    {
-        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(m) = meta.as_object_mut() {
-            m.insert("traceparent".into(), Value::String(tp));
-        }
-    }
-    let call = match session
-        .call(req.method.as_str(), Some(upstream_params))
-        .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            client.reject(&refuse(e)).await;
-            return None;
-        }
-    };
-    let (resume_tx, resumes) = futures::channel::mpsc::channel(RESUME_DEPTH);
-    let op = Box::new(Operation {
-        trace_id: traces::trace_id(&root),
-        id,
-        root,
-        upstream_span,
-        digests: std::sync::OnceLock::new(),
-        namer: KeyNamer::new(policy.keys(&target)),
-        deferred: Vec::new(),
-        asked: 0,
-        arguments: req.params.get("arguments").cloned().unwrap_or(Value::Null),
-        policy,
-        principal,
-        method: req.method,
-        target,
-        _lease: lease,
-        session,
-        call,
-        pending: Vec::new(),
-        advance,
-        round,
-        awaiting: None,
-        consumed: 0,
-        registered: false,
-        declined: false,
-        cancelled: false,
-        resumes,
-        resume_tx,
-        upstream_progress: req.ctx.progress_token.clone(),
-        started: Instant::now(),
-        dropped: 0,
-        replay,
-        engine,
-        route,
-    });
-    access.note(&op.id, 1, op.trace_id.as_deref());
-    Some((op, client))
 }
 
 /// The digests a state carries (`pr`, `rq`).
