@@ -418,15 +418,21 @@ pub fn guard(data: &[u8]) {
     let Ok(params) = serde_json::from_slice::<Value>(rest) else {
         return;
     };
-    let Ok(q) = convert::question(Id::Number(1), p.method, Some(params)) else {
+    let Ok((q, params)) = convert::question_and_params(Id::Number(1), p.method, Some(params))
+    else {
         return;
     };
-    let params = q.request.get("params").cloned().unwrap_or(Value::Null);
+    // The text the question holds gives back the params it was made from.
+    assert_eq!(
+        q.request().get("params").cloned().unwrap_or(Value::Null),
+        params
+    );
     match guard::check(p.policy, p.tool, p.method, &params, p.asked) {
         Verdict::Ask => {
             assert!(p.asked <= p.policy.max_questions(p.tool));
-            if let Some(props) = q
-                .schema()
+            let schema = q.schema();
+            if let Some(props) = schema
+                .as_ref()
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
                 && p.policy.defaults.deny_secrets
@@ -461,10 +467,11 @@ pub fn answer(data: &[u8]) {
         return;
     };
     let push = input.get("push").cloned();
-    let Ok(mut q) = convert::question(Id::Number(1), "elicitation/create", push) else {
+    let Ok((mut q, params)) =
+        convert::question_and_params(Id::Number(1), "elicitation/create", push)
+    else {
         return;
     };
-    let params = q.request.get("params").cloned().unwrap_or(Value::Null);
     if guard::check(p.policy, p.tool, "elicitation/create", &params, 1) != Verdict::Ask {
         return;
     }
@@ -472,10 +479,9 @@ pub fn answer(data: &[u8]) {
     let Ok(given) = convert::answer(&q, &response) else {
         return;
     };
-    let (Some(schema), Some(content)) = (
-        q.schema().cloned(),
-        given.get("content").and_then(Value::as_object),
-    ) else {
+    let (Some(schema), Some(content)) =
+        (q.schema(), given.get("content").and_then(Value::as_object))
+    else {
         return;
     };
     let principal = Principal::new("alice", p.groups.clone());
