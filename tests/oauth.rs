@@ -210,13 +210,32 @@ async fn the_upstream_credential_comes_from_the_routes_environment_variable() {
 
 #[tokio::test]
 async fn no_token_is_401_with_the_challenge() {
-    let (_idp, gw, _f) = setup().await;
+    let (idp, gw, _f) = setup().await;
     let resp = call(&gw, None, "whoami", json!({})).await;
     assert_error(&resp, 401, -32600, "unauthenticated");
     let c = challenge(&resp);
     assert_eq!(param(&c, "error"), None);
     assert_eq!(param(&c, "scope").as_deref(), Some("mcp"));
     assert!(param(&c, "resource_metadata").is_some());
+    // Refused before its body was read, so the connection ends with the
+    // response, and the response says so: a client must not send its next
+    // request (the metadata fetch) on it.
+    assert_eq!(
+        resp.headers.get("connection").and_then(|v| v.to_str().ok()),
+        Some("close"),
+        "{:?}",
+        resp.headers
+    );
+    // A request whose body was read keeps its connection, whatever the
+    // answer (this setup's upstream is down: a 502 upstream_unavailable).
+    let token = idp.token("agent", "mcp", &resource(&gw)).await;
+    let served = call(&gw, Some(&token), "whoami", json!({})).await;
+    assert_eq!(served.status, 502, "{}", served.raw);
+    assert!(
+        served.headers.get("connection").is_none(),
+        "{:?}",
+        served.headers
+    );
 }
 
 #[tokio::test]

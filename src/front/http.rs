@@ -108,7 +108,8 @@ where
         }
         Err(halt) => {
             let pending = access::Pending::new(&cx, started);
-            let (resp, outcome) = halted(halt);
+            let (mut resp, outcome) = halted(halt);
+            close_if_body_unread(&cx, &mut resp);
             if let RequestOutcome::Done(o) = outcome {
                 pending.write(&gw.access, resp.status(), o, None);
             }
@@ -201,6 +202,26 @@ fn final_response(out: Outgoing) -> (Response<Body>, RequestOutcome) {
         } => (response::json(status, &body), RequestOutcome::Done(outcome)),
         // A stream's first message is handled by `dispatch`; never here.
         Outgoing::Notification(n) => (response::json(StatusCode::OK, &n), RequestOutcome::Stream),
+    }
+}
+
+/// A refusal before the body was read (a 401, a wrong header) leaves the
+/// body on the connection, and hyper closes the connection after the
+/// response. A client that keeps it for its next request (the metadata
+/// fetch that follows a 401) then meets a closed socket mid-request. So the
+/// response says it: RFC 9112 section 9.6, "A server that does not support
+/// persistent connections MUST send the "close" connection option in every
+/// response message that does not have a 1xx (Informational) status code".
+/// HTTP/2 has no connection header; a stream's unread body costs it nothing.
+fn close_if_body_unread(cx: &RequestCx, resp: &mut Response<Body>) {
+    use hyper::body::Body as _;
+    if cx.head.version <= http::Version::HTTP_11
+        && cx.body.as_ref().is_some_and(|b| !b.is_end_stream())
+    {
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
     }
 }
 
