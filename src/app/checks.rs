@@ -73,15 +73,19 @@ pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &
     let metrics = Arc::new(Metrics::new());
     for route in &config.routes {
         let r = route.get_ref();
+        // A route that cannot be probed is an error of the file, at no line.
+        let probe_failed = |out: &mut Findings, why: String| {
+            out.errors.push(ConfigError {
+                file: file.to_owned(),
+                line: 0,
+                column: 0,
+                message: format!("route `{}`: --probe: {why}", r.name),
+            });
+        };
         let http = match crate::upstream::client::shared(r.upstream.get_ref().http2) {
             Ok(http) => http,
             Err(why) => {
-                out.errors.push(ConfigError {
-                    file: file.to_owned(),
-                    line: 0,
-                    column: 0,
-                    message: format!("route `{}`: --probe: {why}", r.name),
-                });
+                probe_failed(out, why);
                 continue;
             }
         };
@@ -99,12 +103,7 @@ pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &
         let names = match listed {
             Ok(n) => n,
             Err(why) => {
-                out.errors.push(ConfigError {
-                    file: file.to_owned(),
-                    line: 0,
-                    column: 0,
-                    message: format!("route `{}`: --probe: {why}", r.name),
-                });
+                probe_failed(out, why);
                 continue;
             }
         };

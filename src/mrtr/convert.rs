@@ -89,9 +89,7 @@ impl Question {
     }
 
     fn set_request(&mut self, request: &Value) {
-        self.request = serde_json::to_string(request)
-            .unwrap_or_else(|_| "null".to_owned())
-            .into_boxed_str();
+        self.request = text_of(request);
     }
 
     /// Asks again with a red mark: the server's message, then what was wrong.
@@ -111,49 +109,49 @@ impl Question {
     /// The form's `requestedSchema` (form-mode elicitation only). Only the
     /// schema is read into a `Value`; the rest of the text is skipped.
     pub fn schema(&self) -> Option<Value> {
-        #[derive(serde::Deserialize)]
-        struct Request {
-            params: Option<Params>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Params {
-            #[serde(rename = "requestedSchema")]
-            requested_schema: Option<Value>,
-        }
-        if self.kind != Kind::Elicitation || self.url_mode {
-            return None;
-        }
-        serde_json::from_str::<Request>(&self.request)
-            .ok()?
-            .params?
-            .requested_schema
+        self.requested_schema::<Value>()
     }
 
     /// The names of the form's fields, in the server's order (for the audit
     /// line), without reading the rest of the question.
     pub fn field_names(&self) -> Vec<String> {
         #[derive(serde::Deserialize)]
-        struct Request {
-            params: Option<Params>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Params {
-            #[serde(rename = "requestedSchema")]
-            requested_schema: Option<Schema>,
-        }
-        #[derive(serde::Deserialize)]
         struct Schema {
             properties: Option<Keys>,
         }
-        if self.kind != Kind::Elicitation || self.url_mode {
-            return Vec::new();
-        }
-        serde_json::from_str::<Request>(&self.request)
-            .ok()
-            .and_then(|r| r.params?.requested_schema?.properties)
+        self.requested_schema::<Schema>()
+            .and_then(|s| s.properties)
             .map(|k| k.0)
             .unwrap_or_default()
     }
+
+    /// `params.requestedSchema` of a form-mode elicitation, read as `S` by a
+    /// typed read that skips every other member of the question's text.
+    fn requested_schema<S: serde::de::DeserializeOwned>(&self) -> Option<S> {
+        #[derive(serde::Deserialize)]
+        struct Request<S> {
+            params: Option<Params<S>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<S> {
+            #[serde(rename = "requestedSchema")]
+            requested_schema: Option<S>,
+        }
+        if self.kind != Kind::Elicitation || self.url_mode {
+            return None;
+        }
+        serde_json::from_str::<Request<S>>(&self.request)
+            .ok()?
+            .params?
+            .requested_schema
+    }
+}
+
+/// A question's request as the text it is held as (a `Value` always serialises).
+fn text_of(request: &Value) -> Box<str> {
+    serde_json::to_string(request)
+        .unwrap_or_else(|_| "null".to_owned())
+        .into_boxed_str()
 }
 
 /// An object's keys in order, its values skipped unread.
@@ -244,9 +242,7 @@ pub fn question_and_params(
         request.insert("params".into(), Value::Object(params));
     }
     let mut request = Value::Object(request);
-    let text = serde_json::to_string(&request)
-        .unwrap_or_else(|_| "null".to_owned())
-        .into_boxed_str();
+    let text = text_of(&request);
     let params = request.get_mut("params").map_or(Value::Null, Value::take);
     let request = text;
     let q = Question {
