@@ -515,6 +515,10 @@ fn start_redmark(
         "RUST_LOG",
         std::env::var("RUST_LOG").unwrap_or("warn".into()),
     );
+    // Only the gateway's runtime: the load generator and the upstream keep theirs.
+    if let Ok(n) = std::env::var("BENCH_GATEWAY_THREADS") {
+        cmd.env("TOKIO_WORKER_THREADS", n);
+    }
     let marker = "redmark listening on http://";
     let (p, text) = Proc::start(name, cmd, dir, marker);
     let addr = text

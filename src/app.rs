@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::config::{CacheScope, Config, ConfigErrors, UpstreamHttp2, decode_secret};
+use crate::event_loops::EventLoops;
 use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{self, Gateway, auth};
 use crate::limits::RouteLimits;
@@ -68,6 +69,8 @@ pub enum StartError {
     UpstreamClient(String),
     #[error("route `{route}`: upstream bearer_token_env {var} is not set")]
     UpstreamTokenEnv { route: String, var: String },
+    #[error(transparent)]
+    EventLoops(#[from] crate::event_loops::StartError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -406,8 +409,8 @@ fn routes(
         let http = match clients.get(&mode) {
             Some(c) => c.clone(),
             None => {
-                let c =
-                    crate::upstream::client::shared(mode).map_err(StartError::UpstreamClient)?;
+                let c = crate::upstream::client::shared(mode, config.server.event_loops)
+                    .map_err(StartError::UpstreamClient)?;
                 clients.insert(mode, c.clone());
                 c
             }
@@ -595,6 +598,13 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
         "redmark listening"
     );
     let (stop, stopped) = oneshot::channel::<()>();
+    let loops = match config.server.event_loops {
+        0 => None,
+        n => Some(Arc::new(EventLoops::start(n)?)),
+    };
+    if let Some(loops) = &loops {
+        gateway.metrics.count_tasks_on(loops);
+    }
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,
         header_read_timeout: config.server.header_read_timeout,
@@ -602,6 +612,7 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
         grace: config.server.shutdown_grace,
         metrics: Some(gateway.metrics.clone()),
         tls,
+        loops,
     };
     let listeners = Listeners {
         client: listener,
@@ -648,11 +659,15 @@ async fn serve(
     stopped: oneshot::Receiver<()>,
 ) {
     // The admin listener: the same timeouts, its own small cap and TLS, not counted.
+    // The loops outlive every listener: the upstream sessions on them are
+    // shut down (`shutdown_upstreams`) after the client listener stops.
+    let loops = limits.loops.clone();
     let admin_limits = front::server::Limits {
         max_connections: 256,
         grace: std::time::Duration::from_secs(1),
         metrics: None,
         tls: listeners.admin_tls,
+        loops: None,
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
@@ -718,6 +733,7 @@ async fn serve(
     if let Some(t) = admin_task {
         let _ = t.await;
     }
+    drop(loops);
     tracing::info!("redmark stopped");
 }
 

@@ -23,6 +23,8 @@
 //! - [`protocol`] (bottom), [`jsonrpc`], [`sse`]: the typed 2026-07-28
 //!   request, result shaping, and the one table of every `data.reason`.
 //! - [`signal`] (bottom): SIGHUP, registered at once, for the reload watchers.
+//! - [`event_loops`] (bottom): the per-core threads client connections are
+//!   served on; upstream code asks which loop it runs on, to stay on it.
 //!
 //! [`app`] is the composition step: it loads config, policies and keys once
 //! (failing closed) and builds the [`front::Gateway`]; [`start`] binds the
@@ -32,6 +34,7 @@
 
 pub mod app;
 pub mod config;
+pub mod event_loops;
 pub mod front;
 pub mod jsonrpc;
 pub mod limits;

@@ -56,6 +56,56 @@ async fn a_retry_resumes_its_operation_for_up_to_max_rounds() {
     gw.stop().await;
 }
 
+/// Each request on a connection of its own: the gateway hands consecutive
+/// connections to its event loops in turn, so with two loops every retry
+/// reaches the operation from the other loop than the one it waits on; with
+/// `event_loops = 0` everything runs on the shared runtime. Both must walk
+/// the same operation to its end on one upstream call.
+#[tokio::test]
+async fn a_retry_on_another_event_loop_resumes_its_operation() {
+    for loops in [2, 0] {
+        let fx = Fixture::new();
+        let config = fx
+            .cfg()
+            .top(&format!("event_loops = {loops}"))
+            .mrtr("max_rounds = 3")
+            .build();
+        let gw = TestGateway::start(&config).await;
+        let mut ep = McpClient::new(gw.url.clone());
+        ep.http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let tag = format!("loops{loops}");
+        let op = Op::tool("rounds", json!({"tag": tag, "n": 3}));
+        let resps = op
+            .walk(&ep, 3, |round, asked| {
+                asked.reply(
+                    &format!("elicitation-{round}"),
+                    accept(&format!("a{round}")),
+                )
+            })
+            .await;
+        let want: Vec<Value> = (1..=3)
+            .map(|k| json!({"action": "accept", "content": {"name": format!("a{k}")}}))
+            .collect();
+        assert_eq!(
+            output(&resps[3])["answers"],
+            Value::Array(want),
+            "event_loops = {loops}"
+        );
+        let pids: std::collections::HashSet<String> = fx
+            .log
+            .tagged("answer", &tag)
+            .iter()
+            .map(|e| e["pid"].to_string())
+            .collect();
+        assert_eq!(pids.len(), 1, "event_loops = {loops}: {pids:?}");
+        settled(&gw).await;
+        gw.stop().await;
+    }
+}
+
 /// A permutation of `0..n` from the thread's random generator.
 fn shuffled(n: usize) -> Vec<usize> {
     let mut v: Vec<usize> = (0..n).collect();

@@ -82,7 +82,7 @@ pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &
                 message: format!("route `{}`: --probe: {why}", r.name),
             });
         };
-        let http = match crate::upstream::client::shared(r.upstream.get_ref().http2) {
+        let http = match crate::upstream::client::shared(r.upstream.get_ref().http2, 0) {
             Ok(http) => http,
             Err(why) => {
                 probe_failed(out, why);

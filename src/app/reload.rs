@@ -223,7 +223,7 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 /// The settings bound at start that differ between `old` and `new`.
 fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 12] = [
+    let checks: [(&'static str, bool); 13] = [
         ("server.listen", o.listen.get_ref() != n.listen.get_ref()),
         (
             "server.admin",
@@ -234,6 +234,7 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
             "server.max_connections",
             o.max_connections != n.max_connections,
         ),
+        ("server.event_loops", o.event_loops != n.event_loops),
         (
             "server.header_read_timeout",
             o.header_read_timeout != n.header_read_timeout,

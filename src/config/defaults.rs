@@ -10,6 +10,10 @@ pub fn shutdown_grace() -> Duration {
 pub fn keepalive() -> Duration {
     Duration::from_secs(15)
 }
+/// One event loop per core, as nginx's `worker_processes auto`.
+pub fn event_loops() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
 pub fn max_connections() -> usize {
     4096
 }

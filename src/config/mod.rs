@@ -69,6 +69,9 @@ pub struct Config {
     pub base_dir: PathBuf,
 }
 
+/// Most `[server] event_loops`: each is a thread.
+pub const MAX_EVENT_LOOPS: usize = 256;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
@@ -106,6 +109,11 @@ pub struct ServerConfig {
     /// not read its response); then the connection is closed.
     #[serde(default = "defaults::send_timeout", with = "humantime_serde")]
     pub send_timeout: Duration,
+    /// Threads serving client connections, each its own event loop
+    /// (`event_loops`); default: one per core. 0: connections are served on
+    /// the shared work-stealing runtime.
+    #[serde(default = "defaults::event_loops")]
+    pub event_loops: usize,
     /// This node's name in sealed state (which replica holds an operation); default: random.
     #[serde(default)]
     pub node_id: Option<String>,
@@ -459,6 +467,12 @@ impl Config {
             out.push((
                 self.server.listen.span(),
                 "max_connections, header_read_timeout, body_read_timeout and send_timeout must be positive".into(),
+            ));
+        }
+        if self.server.event_loops > MAX_EVENT_LOOPS {
+            out.push((
+                self.server.listen.span(),
+                format!("event_loops must be at most {MAX_EVENT_LOOPS} (one thread each)"),
             ));
         }
         if let Some(tls) = &self.server.tls

@@ -84,6 +84,30 @@ fn relative_program_resolves_against_config_dir() {
 }
 
 #[test]
+fn event_loops_default_to_one_per_core_and_zero_means_the_shared_runtime() {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    assert_eq!(parse(GOOD).unwrap().server.event_loops, cores);
+    for n in [0, 3] {
+        let set = GOOD.replace(
+            "admin = \"127.0.0.1:9464\"",
+            &format!("admin = \"127.0.0.1:9464\"\nevent_loops = {n}"),
+        );
+        assert_eq!(parse(&set).unwrap().server.event_loops, n);
+    }
+    let bad = GOOD.replace(
+        "admin = \"127.0.0.1:9464\"",
+        "admin = \"127.0.0.1:9464\"\nevent_loops = -1",
+    );
+    assert!(parse(&bad).is_err());
+    let many = GOOD.replace(
+        "admin = \"127.0.0.1:9464\"",
+        "admin = \"127.0.0.1:9464\"\nevent_loops = 257",
+    );
+    let err = parse(&many).unwrap_err().to_string();
+    assert!(err.contains("event_loops must be at most 256"), "{err}");
+}
+
+#[test]
 fn connection_bounds_default_to_a_reverse_proxys_and_must_be_positive() {
     let c = parse(GOOD).unwrap();
     assert_eq!(c.server.header_read_timeout, Duration::from_secs(60));

@@ -1,7 +1,9 @@
 //! Accept loops for the client and admin listeners, with a cap on open
 //! connections, timeouts for slow and greedy clients, and a graceful
 //! shutdown: stop accepting, let in-flight requests finish up to a deadline,
-//! then cut what is left.
+//! then cut what is left. An accepted connection is served on one of the
+//! [`EventLoops`] when the listener has them (the client listener), else on
+//! the runtime that accepted it.
 //!
 //! The bounds on one connection ([`Limits`]; README "Slow and greedy clients"):
 //! - **Connections**: at most `max_connections` are served; one beyond is
@@ -44,6 +46,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Sleep;
 
 use super::response::Body;
+use crate::event_loops::EventLoops;
 use crate::protocol::{Reason, Reject};
 use crate::telemetry::metrics::Metrics;
 
@@ -75,6 +78,8 @@ pub struct Limits {
     pub metrics: Option<Arc<Metrics>>,
     /// HTTPS (`[server.tls]`); plain HTTP when `None`.
     pub tls: Option<Arc<super::tls::Tls>>,
+    /// The event loops connections are served on; `None`: the runtime that accepts.
+    pub loops: Option<Arc<EventLoops>>,
 }
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
@@ -147,7 +152,7 @@ pub async fn serve<H, F>(
         if let Some(m) = &metrics {
             m.add_client_connection(1);
         }
-        tokio::spawn(async move {
+        let serve = move |stream: TcpStream| async move {
             match tls {
                 None => conn.serve(stream).await,
                 Some(tls) => {
@@ -172,7 +177,22 @@ pub async fn serve<H, F>(
                 m.add_client_connection(-1);
             }
             drop(permit);
-        });
+        };
+        match &limits.loops {
+            None => {
+                tokio::spawn(serve(stream));
+            }
+            Some(loops) => match stream.into_std() {
+                // The socket leaves this runtime's reactor for the loop's.
+                Ok(std) => loops.spawn(move || async move {
+                    match TcpStream::from_std(std) {
+                        Ok(stream) => serve(stream).await,
+                        Err(e) => tracing::warn!(%peer, error = %e, "handing the connection to its event loop failed"),
+                    }
+                }),
+                Err(e) => tracing::warn!(%peer, error = %e, "handing the connection to its event loop failed"),
+            },
+        }
     }
     drop(listener);
     if tokio::time::timeout(limits.grace, graceful.shutdown())

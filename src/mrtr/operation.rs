@@ -520,12 +520,14 @@ impl Operation {
                 self.close_question(&q, crate::telemetry::audit::Outcome::Abandoned, "ok", None);
             }
         }
-        if let Some(client) = &client {
+        // The reply is made now and sent last: once the client has it, the
+        // operation's metrics and its tombstone must already be there for
+        // whatever the client does next (a scrape, a late retry of its
+        // state), whichever thread serves that.
+        let reply = client.as_ref().and_then(|client| {
             let stamp = self.route.stamp(&self.session.init.server_info);
-            if let Some(reply) = ending.reply(self.method, &client.id, &stamp) {
-                client.send(reply).await;
-            }
-        }
+            ending.reply(self.method, &client.id, &stamp)
+        });
         if let Some(reason) = ending.policy_reason() {
             self.engine.metrics.record_policy_rejection(
                 &self.route.name,
@@ -592,6 +594,9 @@ impl Operation {
                     server_info: self.session.init.server_info.clone(),
                 },
             );
+        }
+        if let (Some(client), Some(reply)) = (&client, reply) {
+            client.send(reply).await;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Prometheus metrics served on the admin listener.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, Weak};
 
+use crate::event_loops::EventLoops;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -146,6 +147,9 @@ pub struct Metrics {
     rate_limited: Family<LimitLabels, Counter>,
     replay_rounds: Family<ToolLabels, Counter>,
     tasks: Gauge,
+    /// The event loops whose tasks count too. Weak: tasks on the loops hold
+    /// the gateway, which holds these metrics.
+    loops: OnceLock<Weak<EventLoops>>,
     allocator: Family<AllocatorLabels, Gauge>,
 }
 
@@ -296,6 +300,7 @@ impl Metrics {
         );
         Self {
             tasks,
+            loops: OnceLock::new(),
             allocator,
             cluster,
             rate_limited,
@@ -503,12 +508,22 @@ impl Metrics {
         }
     }
 
+    /// Counts the tasks on `loops` in `redmark_runtime_tasks` too (set once).
+    pub fn count_tasks_on(&self, loops: &Arc<EventLoops>) {
+        let _ = self.loops.set(Arc::downgrade(loops));
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         // Read at the scrape rather than counted on spawn: every task of
         // every crate counts, and nothing on the request path pays for it.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let alive = rt.metrics().num_alive_tasks();
+            let on_loops = self
+                .loops
+                .get()
+                .and_then(Weak::upgrade)
+                .map_or(0, |l| l.alive_tasks());
+            let alive = rt.metrics().num_alive_tasks() + on_loops;
             self.tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
         }
         if let Some(stats) = ALLOCATOR_STATS.get().and_then(|read| read()) {

@@ -74,7 +74,35 @@ type Inner = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, F
 /// every session and call in flight holds one.
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Arc<Inner>,
+    inner: Arc<Clients>,
+}
+
+/// One client off the event loops, and (a route's shared client) one per
+/// loop, made on first use: a pooled connection's task runs on the loop
+/// that opened it, so a request from another loop would wake that loop's
+/// thread twice (`crate::event_loops`).
+struct Clients {
+    off_loop: Inner,
+    per_loop: Box<[std::sync::OnceLock<Inner>]>,
+    http2: UpstreamHttp2,
+    idle: usize,
+}
+
+impl Clients {
+    fn here(&self) -> &Inner {
+        let Some(slot) = crate::event_loops::current().and_then(|i| self.per_loop.get(i)) else {
+            return &self.off_loop;
+        };
+        // Made as the first one was, so it cannot fail; if it did, the
+        // off-loop client still carries the request.
+        if let Some(c) = slot.get() {
+            return c;
+        }
+        match build_one(self.http2, self.idle) {
+            Ok(c) => slot.get_or_init(|| c),
+            Err(_) => &self.off_loop,
+        }
+    }
 }
 
 /// Why a request got no response head: connecting, writing or reading the
@@ -103,6 +131,7 @@ impl HttpClient {
         *req.uri_mut() = uri.clone();
         *req.headers_mut() = headers;
         self.inner
+            .here()
             .request(req)
             .await
             .map_err(|e| ClientError(causes(&e)))
@@ -191,8 +220,9 @@ pub fn parse_url(url: &str) -> Result<Uri, String> {
 ///
 /// Fails only if the TLS settings cannot be built: the gateway then refuses
 /// to start rather than carry traffic with weaker ones.
-pub fn shared(http2: UpstreamHttp2) -> Result<HttpClient, String> {
-    build(http2, IDLE_CONNECTIONS)
+/// `loops`: the event loops it is used from (each gets its own pool).
+pub fn shared(http2: UpstreamHttp2, loops: usize) -> Result<HttpClient, String> {
+    build(http2, IDLE_CONNECTIONS, loops)
 }
 
 /// A client of its own for one legacy session to `url`, when that session
@@ -204,13 +234,25 @@ pub fn for_session(http2: UpstreamHttp2, url: &str) -> Option<Result<HttpClient,
         .get(..8)
         .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
     match http2 {
-        UpstreamHttp2::PriorKnowledge => Some(build(http2, 1)),
-        UpstreamHttp2::Auto if https => Some(build(http2, SESSION_IDLE_CONNECTIONS)),
+        // A session's own client is used from the session's tasks, on one loop.
+        UpstreamHttp2::PriorKnowledge => Some(build(http2, 1, 0)),
+        UpstreamHttp2::Auto if https => Some(build(http2, SESSION_IDLE_CONNECTIONS, 0)),
         UpstreamHttp2::Auto | UpstreamHttp2::Off => None,
     }
 }
 
-fn build(http2: UpstreamHttp2, idle: usize) -> Result<HttpClient, String> {
+fn build(http2: UpstreamHttp2, idle: usize, loops: usize) -> Result<HttpClient, String> {
+    Ok(HttpClient {
+        inner: Arc::new(Clients {
+            off_loop: build_one(http2, idle)?,
+            per_loop: (0..loops).map(|_| std::sync::OnceLock::new()).collect(),
+            http2,
+            idle,
+        }),
+    })
+}
+
+fn build_one(http2: UpstreamHttp2, idle: usize) -> Result<Inner, String> {
     let mut tcp = HttpConnector::new();
     // The TLS layer above takes `https://`; without this the TCP connector
     // would refuse every URL that is not `http://`.
@@ -239,15 +281,13 @@ fn build(http2: UpstreamHttp2, idle: usize) -> Result<HttpClient, String> {
     if http2 == UpstreamHttp2::PriorKnowledge {
         builder.http2_only(true);
     }
-    Ok(HttpClient {
-        inner: Arc::new(builder.build(connector)),
-    })
+    Ok(builder.build(connector))
 }
 
 /// A client for tests and in-process routes, which never reach TLS.
 #[cfg(test)]
 pub fn for_tests() -> HttpClient {
-    shared(UpstreamHttp2::Auto).unwrap_or_else(|e| panic!("{e}"))
+    shared(UpstreamHttp2::Auto, 0).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[cfg(test)]
@@ -283,7 +323,7 @@ mod tests {
             .unwrap()
             .port();
         let uri = parse_url(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
-        let err = shared(UpstreamHttp2::Off)
+        let err = shared(UpstreamHttp2::Off, 0)
             .unwrap()
             .send(Method::POST, &uri, HeaderMap::new(), Bytes::new())
             .await

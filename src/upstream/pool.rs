@@ -30,6 +30,8 @@ pub struct PoolKey {
 /// when it has had none.
 struct Slot {
     session: Arc<Session>,
+    /// The event loop the session's tasks run on (`None`: off the loops).
+    home: Option<usize>,
     ops: usize,
     since: Instant,
 }
@@ -130,10 +132,13 @@ impl PoolState {
             }
             keep
         });
+        // A session on this task's own event loop first: one on another loop
+        // works as well, but every hand-off to it wakes that loop's thread.
+        let here = crate::event_loops::current();
         let chosen = list
             .iter_mut()
             .filter(|s| s.ops < limit && s.session.is_reusable())
-            .max_by_key(|s| s.ops)
+            .max_by_key(|s| (s.home == here, s.ops))
             .map(|s| {
                 s.ops += 1;
                 s.session.clone()
@@ -345,6 +350,8 @@ impl RoutePool {
                     Ok(session) => {
                         st.sessions.entry(key.clone()).or_default().push(Slot {
                             session: session.clone(),
+                            // Started by this task, so its tasks run where this one does.
+                            home: crate::event_loops::current(),
                             ops: 1,
                             since: Instant::now(),
                         });
