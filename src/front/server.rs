@@ -149,10 +149,12 @@ pub async fn serve<H, F>(
         };
         let tls = limits.tls.clone();
         let metrics = limits.metrics.clone();
-        if let Some(m) = &metrics {
-            m.add_client_connection(1);
-        }
+        // Counted where it is served: a connection that never reaches its
+        // loop is neither counted nor left counted.
         let serve = move |stream: TcpStream| async move {
+            if let Some(m) = &metrics {
+                m.add_client_connection(1);
+            }
             match tls {
                 None => conn.serve(stream).await,
                 Some(tls) => {
