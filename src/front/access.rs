@@ -51,10 +51,14 @@ impl Pending {
         outcome: Outcome,
         body: Option<&Value>,
     ) {
+        if !log.writes() {
+            return;
+        }
         let outcome = match outcome {
             Outcome::Error(reason) => reason.as_str(),
             Outcome::Ok => match body
-                .and_then(|b| b.pointer("/result/resultType"))
+                .and_then(|b| b.get("result"))
+                .and_then(|r| r.get("resultType"))
                 .and_then(Value::as_str)
             {
                 Some("complete") => "complete",
@@ -67,6 +71,9 @@ impl Pending {
 
     /// Writes the line with `outcome` as it is.
     pub fn write_outcome(&self, log: &AccessLog, status: StatusCode, outcome: &str) {
+        if !log.writes() {
+            return;
+        }
         let noted = self.note.as_ref().map(AccessNote::get).unwrap_or_default();
         log.record(&Entry {
             route: &self.route,

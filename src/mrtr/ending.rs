@@ -137,6 +137,19 @@ impl Ending {
         }
     }
 
+    /// [`Ending::reply`] for an ending nobody reads again (no tombstone
+    /// keeps it): the result moves into the reply instead of being copied,
+    /// and `self` keeps only what its outcome label needs.
+    pub fn take_reply(&mut self, method: Method, id: &Id, stamp: &Stamp) -> Option<Outgoing> {
+        match self {
+            Ending::Completed { result, .. } => Some(Outgoing::result(
+                id,
+                shape::complete(method, std::mem::take(result), stamp),
+            )),
+            other => other.reply(method, id, stamp),
+        }
+    }
+
     /// The refusal a client gets for this ending, if it is an error of redmark's own.
     pub fn reject(&self) -> Option<Reject> {
         let r = match self {
@@ -295,6 +308,29 @@ mod tests {
             ttl_ms: 0,
             scope: crate::protocol::shape::CacheScope::Public,
         }
+    }
+
+    #[test]
+    fn a_taken_reply_is_the_reply_and_the_ending_keeps_its_outcome() {
+        let id = Id::Number(3);
+        for (declined, cancelled) in [(false, false), (true, false), (false, true)] {
+            let ending = Ending::Completed {
+                result: json!({"content": [{"type": "text", "text": "hi"}], "isError": false}),
+                declined,
+                cancelled,
+            };
+            let copied = ending.reply(Method::ToolsCall, &id, &stamp());
+            let mut taken = ending.clone();
+            let moved = taken.take_reply(Method::ToolsCall, &id, &stamp());
+            assert_eq!(moved, copied);
+            assert_eq!(taken.outcome(), ending.outcome());
+            assert!(!taken.is_failure());
+        }
+        let mut lost = Ending::UpstreamLost("gone".into());
+        assert_eq!(
+            lost.take_reply(Method::ToolsCall, &id, &stamp()),
+            lost.reply(Method::ToolsCall, &id, &stamp())
+        );
     }
 
     #[test]

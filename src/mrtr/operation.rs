@@ -482,7 +482,7 @@ impl Operation {
         }
     }
 
-    async fn finish(mut self: Box<Self>, ending: Ending, client: Option<Client>) {
+    async fn finish(mut self: Box<Self>, mut ending: Ending, client: Option<Client>) {
         let abandon = !matches!(
             ending,
             Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)
@@ -526,7 +526,12 @@ impl Operation {
         // state), whichever thread serves that.
         let reply = client.as_ref().and_then(|client| {
             let stamp = self.route.stamp(&self.session.init.server_info);
-            ending.reply(self.method, &client.id, &stamp)
+            if self.registered {
+                // The tombstone answers late retries with the same ending.
+                ending.reply(self.method, &client.id, &stamp)
+            } else {
+                ending.take_reply(self.method, &client.id, &stamp)
+            }
         });
         if let Some(reason) = ending.policy_reason() {
             self.engine.metrics.record_policy_rejection(

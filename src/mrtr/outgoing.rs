@@ -26,7 +26,7 @@ impl Outcome {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum Outgoing {
     /// A notification relayed before the final response.
     Notification(Value),

@@ -155,7 +155,12 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
 
 /// Params for the upstream: the client's params without 2026-only fields.
 pub fn upstream_params(params: &Map<String, Value>) -> Value {
-    let mut out = params.clone();
+    into_upstream_params(params.clone())
+}
+
+/// [`upstream_params`], moving the client's params instead of copying them.
+pub fn into_upstream_params(params: Map<String, Value>) -> Value {
+    let mut out = params;
     out.remove("inputResponses");
     out.remove("requestState");
     if let Some(Value::Object(m)) = out.get_mut("_meta") {

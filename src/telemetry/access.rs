@@ -124,6 +124,16 @@ impl AccessLog {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Whether a line would be written anywhere: off, or stderr below the
+    /// log filter's level, writes nothing, so the caller need not gather one.
+    pub fn writes(&self) -> bool {
+        match &self.sink {
+            Sink::Off => false,
+            Sink::Stderr => tracing::enabled!(target: "redmark::access", tracing::Level::INFO),
+            Sink::File(_) => true,
+        }
+    }
+
     pub fn record(&self, e: &Entry<'_>) {
         match &self.sink {
             Sink::Off => {}

@@ -149,23 +149,41 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
     // A replayed run joins the trace of the operation's first run.
     let parent = replay.as_ref().and_then(|r| r.tc.as_deref());
     let root = root_span(&route.name, &req, &target, &id, parent);
-    let client = Client {
-        id: req.id.clone(),
-        ctx: req.ctx.clone(),
-        tx,
-        span: round_trip_span(
-            &root,
-            req.method,
-            &target,
-            &req.id,
-            round + 1,
-            &req.ctx.protocol_version,
-        ),
-    };
+    let span = round_trip_span(
+        &root,
+        req.method,
+        &target,
+        &req.id,
+        round + 1,
+        &req.ctx.protocol_version,
+    );
     if let Err(r) = input_responses(&req.params) {
-        client.reject(&r).await;
+        Client {
+            id: req.id,
+            ctx: req.ctx,
+            tx,
+            span,
+        }
+        .reject(&r)
+        .await;
         return None;
     }
+    // Moved, not copied: the request ends here. Its params become the
+    // upstream's, its context the client's.
+    let ClientRequest {
+        id: request_id,
+        method,
+        params,
+        ctx,
+        ..
+    } = req;
+    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+    let client = Client {
+        id: request_id,
+        ctx,
+        tx,
+        span,
+    };
     // Failing before the operation exists still counts as one, under its reason.
     let refuse = |e: crate::upstream::UpstreamError| {
         let reject = e.into_reject();
@@ -174,7 +192,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
             .record_operation(&route.name, &target, reject.reason.as_str());
         reject
     };
-    let lease = match route.lease(&principal, req.ctx.profile).await {
+    let lease = match route.lease(&principal, client.ctx.profile).await {
         Ok(l) => l,
         Err(e) => {
             client.reject(&refuse(e)).await;
@@ -182,7 +200,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         }
     };
     let session = lease.session().clone();
-    if let Some(level) = &req.ctx.log_level
+    if let Some(level) = &client.ctx.log_level
         && session.init.capabilities.get("logging").is_some()
     {
         // Legacy servers take a session-wide level; this session serves only this operation.
@@ -194,8 +212,8 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
             )
             .await;
     }
-    let upstream_span = upstream_span(&root, req.method, &target, &session, &route);
-    let mut upstream_params = shape::upstream_params(&req.params);
+    let upstream_span = upstream_span(&root, method, &target, &session, &route);
+    let mut upstream_params = shape::into_upstream_params(params);
     // The server's own spans join the operation's trace.
     if let Some(tp) = traces::traceparent(&upstream_span)
         && let Some(obj) = upstream_params.as_object_mut()
@@ -205,10 +223,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
             m.insert("traceparent".into(), Value::String(tp));
         }
     }
-    let call = match session
-        .call(req.method.as_str(), Some(upstream_params))
-        .await
-    {
+    let call = match session.call(method.as_str(), Some(upstream_params)).await {
         Ok(c) => c,
         Err(e) => {
             client.reject(&refuse(e)).await;
@@ -225,10 +240,10 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         namer: KeyNamer::new(policy.keys(&target)),
         deferred: Vec::new(),
         asked: 0,
-        arguments: req.params.get("arguments").cloned().unwrap_or(Value::Null),
+        arguments,
         policy,
         principal,
-        method: req.method,
+        method,
         target,
         _lease: lease,
         session,
@@ -243,7 +258,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         cancelled: false,
         resumes,
         resume_tx,
-        upstream_progress: req.ctx.progress_token.clone(),
+        upstream_progress: client.ctx.progress_token.clone(),
         started: Instant::now(),
         dropped: 0,
         replay,
