@@ -191,6 +191,40 @@ impl Message {
     }
 }
 
+/// Written as [`Message::into_value`] lays it out, straight from the
+/// message: a session's outgoing messages are serialised once, by the
+/// transport, without first building a map of their members.
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        match self {
+            Message::Request { id, method, params } => {
+                map.serialize_entry("id", id)?;
+                map.serialize_entry("method", method)?;
+                if let Some(p) = params {
+                    map.serialize_entry("params", p)?;
+                }
+            }
+            Message::Notification { method, params } => {
+                map.serialize_entry("method", method)?;
+                if let Some(p) = params {
+                    map.serialize_entry("params", p)?;
+                }
+            }
+            Message::Response { id, outcome } => {
+                map.serialize_entry("id", id)?;
+                match outcome {
+                    Ok(result) => map.serialize_entry("result", result)?,
+                    Err(error) => map.serialize_entry("error", error)?,
+                }
+            }
+        }
+        map.end()
+    }
+}
+
 fn error_value(error: &ErrorObject) -> Value {
     serde_json::to_value(error)
         .unwrap_or_else(|_| serde_json::json!({"code": error.code, "message": error.message}))
@@ -274,6 +308,40 @@ mod tests {
             Message::from_value(json!({"jsonrpc":"2.0","id":1,"result":1,"error":{}})),
             Err(FramingError::BadResponse)
         );
+    }
+
+    #[test]
+    fn serialises_as_its_value_does() {
+        let messages = [
+            Message::Request {
+                id: Id::Number(1),
+                method: "tools/call".into(),
+                params: Some(json!({"name": "t", "arguments": {"b": 1, "a": [true]}})),
+            },
+            Message::Request {
+                id: Id::String("x".into()),
+                method: "ping".into(),
+                params: None,
+            },
+            Message::Notification {
+                method: "notifications/cancelled".into(),
+                params: Some(json!({"requestId": 1})),
+            },
+            Message::Response {
+                id: Id::Number(2),
+                outcome: Ok(json!({"action": "accept", "content": {"z": 1, "a": 2}})),
+            },
+            Message::Response {
+                id: Id::Number(3),
+                outcome: Err(ErrorObject::new(-32601, "nope").with_data(json!({"k": 1}))),
+            },
+        ];
+        for m in messages {
+            assert_eq!(
+                serde_json::to_string(&m).unwrap(),
+                serde_json::to_string(&m.to_value()).unwrap()
+            );
+        }
     }
 
     #[test]

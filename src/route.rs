@@ -52,7 +52,9 @@ impl Route {
         profile: Profile,
     ) -> Result<Lease, UpstreamError> {
         let lease = self.pool.acquire(&principal.name, profile).await?;
-        self.catalog.put_init(profile, lease.session().init.clone());
+        let session = lease.session();
+        self.catalog
+            .put_init(profile, session.local_id, &session.init);
         Ok(lease)
     }
 }

@@ -129,7 +129,13 @@ impl AccessLog {
     pub fn writes(&self) -> bool {
         match &self.sink {
             Sink::Off => false,
-            Sink::Stderr => tracing::enabled!(target: "redmark::access", tracing::Level::INFO),
+            // As an event: the log layer takes events only, and `enabled!`
+            // would otherwise ask about a hint, which it refuses.
+            Sink::Stderr => tracing::enabled!(
+                kind: tracing::metadata::Kind::EVENT,
+                target: "redmark::access",
+                tracing::Level::INFO
+            ),
             Sink::File(_) => true,
         }
     }

@@ -159,6 +159,25 @@ impl Default for Metrics {
     }
 }
 
+/// `redmark_upstream_sessions{route, state}` and
+/// `redmark_upstream_session_operations{route}` of one route: handles on the
+/// registered gauges ([`Metrics::session_gauges`]).
+#[derive(Debug, Clone, Default)]
+pub struct SessionGauges {
+    idle: Gauge,
+    leased: Gauge,
+    operations: Gauge,
+}
+
+impl SessionGauges {
+    pub fn set(&self, idle: usize, leased: usize, operations: usize) {
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        self.idle.set(n(idle));
+        self.leased.set(n(leased));
+        self.operations.set(n(operations));
+    }
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("redmark");
@@ -452,24 +471,28 @@ impl Metrics {
         self.pending.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    pub fn set_sessions(&self, route: &str, idle: usize, leased: usize) {
-        for (state, n) in [("idle", idle), ("leased", leased)] {
+    /// The session gauges of `route`, resolved once: a pool sets them on
+    /// every lease and release, and looking a labelled gauge up allocates
+    /// and hashes its labels each time.
+    pub fn session_gauges(&self, route: &str) -> SessionGauges {
+        let state = |state: &str| {
             self.sessions
                 .get_or_create(&SessionLabels {
                     route: route.into(),
                     state: state.into(),
                 })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+                .clone()
+        };
+        SessionGauges {
+            idle: state("idle"),
+            leased: state("leased"),
+            operations: self
+                .session_ops
+                .get_or_create(&RouteLabels {
+                    route: route.into(),
+                })
+                .clone(),
         }
-    }
-
-    /// Operations on the leased sessions of `route`.
-    pub fn set_session_operations(&self, route: &str, n: usize) {
-        self.session_ops
-            .get_or_create(&RouteLabels {
-                route: route.into(),
-            })
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// The learned session mode of `route`: 1 on `mode`, 0 on the others.
@@ -545,7 +568,7 @@ mod tests {
     fn renders_requests_and_sessions() {
         let m = Metrics::new();
         m.record_request("rooms", "tools/list", "ok", 0.01);
-        m.set_sessions("rooms", 2, 1);
+        m.session_gauges("rooms").set(2, 1, 3);
         let text = m.render();
         assert!(
             text.contains(
@@ -559,6 +582,10 @@ mod tests {
         );
         assert!(
             text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"redmark_upstream_session_operations{route="rooms"} 3"#),
             "{text}"
         );
     }

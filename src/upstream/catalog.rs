@@ -26,7 +26,8 @@ pub type ToolMap = Arc<HashMap<String, Value>>;
 pub struct Catalog {
     ttl: Duration,
     lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
-    init: Mutex<HashMap<Profile, InitInfo>>,
+    /// The latest answer per profile, with the session (`local_id`) it came from.
+    init: Mutex<HashMap<Profile, (u64, InitInfo)>>,
     /// Every tool definition per pool key (all pages), for header checks.
     tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
 }
@@ -133,10 +134,16 @@ impl Catalog {
     }
 
     pub fn init(&self, profile: &Profile) -> Option<InitInfo> {
-        lock(&self.init).get(profile).cloned()
+        lock(&self.init).get(profile).map(|(_, info)| info.clone())
     }
 
-    pub fn put_init(&self, profile: Profile, info: InitInfo) {
-        lock(&self.init).insert(profile, info);
+    /// Keeps the `initialize` answer of session `session` (its `local_id`):
+    /// copied only when it comes from another session than the one kept, not
+    /// on every lease of the same session.
+    pub fn put_init(&self, profile: Profile, session: u64, info: &InitInfo) {
+        let mut init = lock(&self.init);
+        if init.get(&profile).is_none_or(|(from, _)| *from != session) {
+            init.insert(profile, (session, info.clone()));
+        }
     }
 }

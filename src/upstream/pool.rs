@@ -18,7 +18,7 @@ use super::session::{Notice, Session, Timeouts};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
 use crate::protocol::profile::Profile;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, SessionGauges};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PoolKey {
@@ -181,7 +181,7 @@ pub struct RoutePool {
     state: Mutex<PoolState>,
     freed: Notify,
     notices: broadcast::Sender<Notice>,
-    metrics: Arc<Metrics>,
+    gauges: SessionGauges,
     closed: AtomicBool,
     /// Whether sessions of this route may carry several operations.
     mode: Arc<RouteMode>,
@@ -239,7 +239,7 @@ impl RoutePool {
             state: Mutex::new(PoolState::default()),
             freed: Notify::new(),
             notices,
-            metrics,
+            gauges: metrics.session_gauges(&route),
             closed: AtomicBool::new(false),
             endings: Mutex::new(Vec::new()),
             health: Health::new(route.clone()),
@@ -491,10 +491,8 @@ impl RoutePool {
     }
 
     fn publish(&self, st: &PoolState) {
-        self.metrics
-            .set_sessions(&self.route, st.idle_count(), st.leased_count());
-        self.metrics
-            .set_session_operations(&self.route, st.operations());
+        self.gauges
+            .set(st.idle_count(), st.leased_count(), st.operations());
     }
 
     /// Closes every idle session and refuses new leases; leased sessions close

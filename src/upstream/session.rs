@@ -110,7 +110,7 @@ pub struct Session {
     pub profile: Profile,
     pub init: InitInfo,
     pub created: Instant,
-    outbound: mpsc::Sender<Value>,
+    outbound: mpsc::Sender<Message>,
     state: Arc<State>,
     upstream_session_id: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
@@ -299,7 +299,7 @@ impl Session {
         if !self.is_alive() {
             return Err(self.lost());
         }
-        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg.into_value())).await {
+        match tokio::time::timeout(self.write_timeout, self.outbound.send(msg)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(self.lost()),
             Err(_) => {
@@ -427,7 +427,7 @@ impl Session {
         };
         // Best effort from synchronous contexts (drop): a full queue means the
         // session is in trouble anyway, and it is retired below.
-        let _ = self.outbound.try_send(msg.into_value());
+        let _ = self.outbound.try_send(msg);
         // A server need not answer a cancelled request: a long-lived shared
         // session must not keep its waiter forever.
         lock(&self.state.pending).remove(&id);

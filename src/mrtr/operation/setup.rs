@@ -112,6 +112,15 @@ async fn start(args: Box<Start>) {
     }
 }
 
+/// A fresh operation's id: 128 random bits as 32 hex digits (written into
+/// a buffer: `hex::encode` builds its string a char at a time).
+fn operation_id() -> String {
+    let mut buf = [0u8; 32];
+    // 16 bytes always fit 32 digits.
+    let _ = hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 /// Everything before the upstream call is under way: the lease, the call,
 /// the operation's state; `None` if the client has been answered already.
 async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
@@ -138,12 +147,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
             let replay =
                 (mode_of(&route, &policy, &principal, &req) == Mode::Replay).then(Replay::default);
             let advance = input_responses(&req.params);
-            (
-                hex::encode(rand::random::<[u8; 16]>()),
-                0,
-                replay,
-                advance.unwrap_or_default(),
-            )
+            (operation_id(), 0, replay, advance.unwrap_or_default())
         }
     };
     // A replayed run joins the trace of the operation's first run.
@@ -267,4 +271,21 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
     });
     access.note(&op.id, 1, op.trace_id.as_deref());
     Some((op, client))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operation_ids_are_32_lowercase_hex_digits_and_fresh_each_time() {
+        let (a, b) = (super::operation_id(), super::operation_id());
+        for id in [&a, &b] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+                "{id}"
+            );
+        }
+        assert_ne!(a, b);
+    }
 }

@@ -48,7 +48,7 @@ const LISTEN_QUEUE: usize = 64;
 const MAX_IN_FLIGHT: usize = 1024;
 
 struct Process {
-    outbound: mpsc::Sender<Value>,
+    outbound: mpsc::Sender<Message>,
     waiters: Waiters,
     listens: Listens,
     /// Dropping it stops the process.
@@ -200,7 +200,11 @@ impl StdioNative {
         }
         // Removed again however this request ends (answer, timeout, caller gone).
         let _forget = Forget(&p.waiters, id);
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let msg = Message::Request {
+            id: Id::Number(id),
+            method: method.to_owned(),
+            params: Some(params),
+        };
         if p.outbound.send(msg).await.is_err() {
             return Err(UpstreamError::Lost("the server's stdin is closed".into()));
         }
@@ -224,8 +228,11 @@ impl StdioNative {
             }
             l.insert(id, tx.clone());
         }
-        let msg =
-            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+        let msg = Message::Request {
+            id: Id::Number(id),
+            method: "subscriptions/listen".into(),
+            params: Some(params),
+        };
         if p.outbound.send(msg).await.is_err() {
             lock(&p.listens).remove(&id);
             return Err(UpstreamError::Lost("the server's stdin is closed".into()));
@@ -235,8 +242,12 @@ impl StdioNative {
             tx.closed().await;
             // Still open at the server: the client went away first.
             if lock(&process.listens).remove(&id).is_some() {
-                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": id, "reason": "the client stopped listening"}});
+                let cancel = Message::Notification {
+                    method: "notifications/cancelled".into(),
+                    params: Some(
+                        json!({"requestId": id, "reason": "the client stopped listening"}),
+                    ),
+                };
                 let _ = process.outbound.send(cancel).await;
             }
         });

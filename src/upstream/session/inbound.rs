@@ -18,14 +18,12 @@ use crate::upstream::transport::Inbound;
 
 /// Answers a request the server sent, if the session can still write.
 pub(super) async fn answer(
-    outbound: &mpsc::WeakSender<Value>,
+    outbound: &mpsc::WeakSender<Message>,
     id: Id,
     outcome: Result<Value, ErrorObject>,
 ) {
     if let Some(outbound) = outbound.upgrade() {
-        let _ = outbound
-            .send(Message::Response { id, outcome }.into_value())
-            .await;
+        let _ = outbound.send(Message::Response { id, outcome }).await;
     }
 }
 
@@ -69,7 +67,7 @@ fn on_call_stream(state: &State, stream: Option<&Id>) -> bool {
 pub(super) async fn dispatch(
     mut inbound: mpsc::Receiver<Inbound>,
     state: Arc<State>,
-    outbound: mpsc::WeakSender<Value>,
+    outbound: mpsc::WeakSender<Message>,
     notices: broadcast::Sender<Notice>,
     route: Arc<str>,
 ) {

@@ -63,7 +63,7 @@ pub fn connect(
         extra.insert(name, value);
     }
     let url = client::parse_url(url).map_err(UpstreamError::Unavailable)?;
-    let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
     let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
@@ -95,10 +95,14 @@ pub fn connect(
                 biased;
                 msg = out_rx.recv() => {
                     let Some(msg) = msg else { break };
-                    let method = msg.get("method").and_then(Value::as_str).unwrap_or_default();
-                    let is_initialized = method == "notifications/initialized";
-                    let is_notification = !method.is_empty() && msg.get("id").is_none();
-                    if method == "initialize" || is_notification {
+                    let (is_initialize, is_notification, is_initialized) = match &msg {
+                        Message::Request { method, .. } => (method == "initialize", false, false),
+                        Message::Notification { method, .. } => {
+                            (false, true, method == "notifications/initialized")
+                        }
+                        Message::Response { .. } => (false, false, false),
+                    };
+                    if is_initialize || is_notification {
                         // The handshake is ordered: the session id comes back on
                         // initialize's answer and every later POST needs it.
                         // Notifications get a bare 202 at once, and awaiting it
@@ -166,12 +170,11 @@ impl Shared {
         }
     }
 
-    async fn post(self: &Arc<Self>, msg: Value, body: Body) {
-        let request_id = msg
-            .get("method")
-            .and(msg.get("id"))
-            .and_then(Id::from_value);
-        let is_initialize = msg.get("method").and_then(Value::as_str) == Some("initialize");
+    async fn post(self: &Arc<Self>, msg: Message, body: Body) {
+        let (request_id, is_initialize) = match &msg {
+            Message::Request { id, method, .. } => (Some(id.clone()), method == "initialize"),
+            _ => (None, false),
+        };
         // `to_vec`, not `to_string`: Display writes through `fmt` a token at a
         // time. The message itself is dropped now, not held while a call waits.
         let bytes = serde_json::to_vec(&msg).unwrap_or_default();

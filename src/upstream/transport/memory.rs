@@ -4,7 +4,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
@@ -12,7 +11,7 @@ use crate::jsonrpc::{Id, Message};
 
 /// The server's end of an in-process link.
 pub struct Peer {
-    from_session: mpsc::Receiver<Value>,
+    from_session: mpsc::Receiver<Message>,
     to_session: mpsc::Sender<Inbound>,
     shutdown: oneshot::Receiver<()>,
     ended: watch::Sender<bool>,
@@ -45,16 +44,10 @@ impl Peer {
     /// The next message the session sent; `None` once the session closed the
     /// link. Messages sent before the close are delivered first, as a pipe would.
     pub async fn recv(&mut self) -> Option<Message> {
-        loop {
-            tokio::select! {
-                biased;
-                value = self.from_session.recv() => match Message::from_value(value?) {
-                    Ok(m) => return Some(m),
-                    // Sessions only send valid messages; skip anything else.
-                    Err(_) => continue,
-                },
-                _ = &mut self.shutdown => return None,
-            }
+        tokio::select! {
+            biased;
+            message = self.from_session.recv() => message,
+            _ = &mut self.shutdown => None,
         }
     }
 

@@ -6,7 +6,6 @@ pub mod http;
 pub mod memory;
 pub mod stdio;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::jsonrpc::{Id, Message};
@@ -29,7 +28,7 @@ pub const QUEUE_DEPTH: usize = 256;
 
 /// A running transport: send messages with `outbound`, receive on `inbound`.
 pub struct Link {
-    pub outbound: mpsc::Sender<Value>,
+    pub outbound: mpsc::Sender<Message>,
     pub inbound: mpsc::Receiver<Inbound>,
     /// Set once the transport knows its peer-assigned session id (HTTP only).
     pub session_id: std::sync::Arc<std::sync::Mutex<Option<String>>>,

@@ -73,7 +73,7 @@ pub fn spawn(
             "child process has no pipes".into(),
         ));
     };
-    let (out_tx, mut out_rx) = mpsc::channel::<Value>(QUEUE_DEPTH);
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(QUEUE_DEPTH);
     let (in_tx, in_rx) = mpsc::channel::<Inbound>(QUEUE_DEPTH);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let (ended_tx, ended_rx) = tokio::sync::watch::channel(false);
