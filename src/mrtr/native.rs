@@ -91,7 +91,7 @@ pub async fn call(
     };
     let op_id = opened
         .as_ref()
-        .map_or_else(|| hex::encode(rand::random::<[u8; 16]>()), |c| c.op.clone());
+        .map_or_else(super::operation::operation_id, |c| c.op.clone());
     let round = opened.as_ref().map_or(0, |c| c.rd);
     let parent = opened.as_ref().and_then(|c| c.tc.clone());
     let root = root_span(&route.name, &req, &target, &op_id, parent.as_deref());

@@ -43,6 +43,15 @@ pub use replay::check_shapes;
 pub use setup::{ReplayRun, begin, replay};
 use spans::round_trip_span;
 
+/// A fresh operation's id: 128 random bits as 32 hex digits (written into
+/// a buffer: `hex::encode` builds its string a char at a time).
+pub(crate) fn operation_id() -> String {
+    let mut buf = [0u8; 32];
+    // 16 bytes always fit 32 digits.
+    let _ = hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 /// How long after its operation ends a state still gets a precise answer
 /// (how the operation ended) instead of `state_expired`.
 pub const LATE_RETRY_GRACE: Duration = Duration::from_secs(60);
@@ -603,5 +612,22 @@ impl Operation {
         if let (Some(client), Some(reply)) = (&client, reply) {
             client.send(reply).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operation_ids_are_32_lowercase_hex_digits_and_fresh_each_time() {
+        let (a, b) = (super::operation_id(), super::operation_id());
+        for id in [&a, &b] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+                "{id}"
+            );
+        }
+        assert_ne!(a, b);
     }
 }

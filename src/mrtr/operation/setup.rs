@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::replay::Replay;
 use super::spans::{root_span, round_trip_span, upstream_span};
-use super::{Client, Operation, RESUME_DEPTH};
+use super::{Client, Operation, RESUME_DEPTH, operation_id};
 use crate::mrtr::Engine;
 use crate::mrtr::convert::KeyNamer;
 use crate::mrtr::outgoing::Outgoing;
@@ -110,15 +110,6 @@ async fn start(args: Box<Start>) {
     if let Some((op, client)) = prepared {
         op.run(Box::new(client)).await;
     }
-}
-
-/// A fresh operation's id: 128 random bits as 32 hex digits (written into
-/// a buffer: `hex::encode` builds its string a char at a time).
-fn operation_id() -> String {
-    let mut buf = [0u8; 32];
-    // 16 bytes always fit 32 digits.
-    let _ = hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// Everything before the upstream call is under way: the lease, the call,
@@ -271,21 +262,4 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
     });
     access.note(&op.id, 1, op.trace_id.as_deref());
     Some((op, client))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn operation_ids_are_32_lowercase_hex_digits_and_fresh_each_time() {
-        let (a, b) = (super::operation_id(), super::operation_id());
-        for id in [&a, &b] {
-            assert_eq!(id.len(), 32, "{id}");
-            assert!(
-                id.bytes()
-                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
-                "{id}"
-            );
-        }
-        assert_ne!(a, b);
-    }
 }
