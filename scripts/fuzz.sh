@@ -145,14 +145,19 @@ run_one() {
             -dict="$(dict_of "$t")" -print_final_stats=1 ${FUZZ_ARGS:-} \
             "$TARGET_DIR/corpus/$t" "fuzz/corpus/$t" >"$out" 2>&1 || status=$?
         local execs cov ft
-        execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$out" | grep -oE '[0-9]+$' | tail -1)"
-        cov="$(grep -oE ' cov: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+')"
-        ft="$(grep -oE ' ft: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+')"
+        # A run that stops on a finding prints no totals: the greps find
+        # nothing, and under errexit/pipefail that would end this job before
+        # it writes its result line (CI once reported a missing .result file
+        # instead of the finding).
+        execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$out" | grep -oE '[0-9]+$' | tail -1 || true)"
+        cov="$(grep -oE ' cov: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+' || true)"
+        ft="$(grep -oE ' ft: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+' || true)"
         echo "$t $status $((SECONDS - t0)) ${execs:-?} ${cov:-?} ${ft:-?}" >"$LOGS/$t.result"
     else
         stable_runner --seconds "$SECONDS_EACH" "$t" >"$out" 2>&1 || status=$?
         local execs
-        execs="$(grep -oE '\+ [0-9]+ mutated' "$out" | grep -oE '[0-9]+' | tail -1)"
+        # (No totals line after a finding; see above.)
+        execs="$(grep -oE '\+ [0-9]+ mutated' "$out" | grep -oE '[0-9]+' | tail -1 || true)"
         echo "$t $status $((SECONDS - t0)) ${execs:-?} - -" >"$LOGS/$t.result"
     fi
     return 0
@@ -175,9 +180,11 @@ wait
 failed=0
 printf '\n%-14s %-8s %6s %12s %7s %7s  %s\n' target result time execs cov ft "log"
 for t in "${TARGETS[@]}"; do
+    # A job that died without a result line failed, whatever killed it.
+    [[ -s "$LOGS/$t.result" ]] || echo "$t no-result ? ? ? ?" >"$LOGS/$t.result"
     read -r name status took execs cov ft <"$LOGS/$t.result"
     result=ok
-    if [[ "$status" -ne 0 ]]; then
+    if [[ "$status" != 0 ]]; then
         result=FAIL
         failed=1
     fi
@@ -187,7 +194,7 @@ log "path: $PATH_TAKEN; total $((SECONDS - started))s"
 if [[ $failed -ne 0 ]]; then
     for t in "${TARGETS[@]}"; do
         read -r _ status _ <"$LOGS/$t.result"
-        [[ "$status" -eq 0 ]] && continue
+        [[ "$status" == 0 ]] && continue
         printf '\n==> %s failed; the end of its log:\n' "$t"
         tail -40 "$LOGS/$t.log"
     done
