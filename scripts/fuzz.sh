@@ -164,6 +164,7 @@ run_one() {
 }
 
 rm -f "$LOGS"/*.result
+touch "$LOGS/start"
 running=0
 for t in "${TARGETS[@]}"; do
     log "fuzzing $t"
@@ -197,6 +198,14 @@ if [[ $failed -ne 0 ]]; then
         [[ "$status" == 0 ]] && continue
         printf '\n==> %s failed; the end of its log:\n' "$t"
         tail -40 "$LOGS/$t.log"
+        # A CI log is often all that is kept of a run: print each finding of
+        # this run small enough to paste back (base64 -d > FILE, then
+        # --reproduce), so it can be replayed without the machine.
+        find "fuzz/artifacts/$t" -type f -newer "$LOGS/start" -size -16k 2>/dev/null | while read -r f; do
+            printf '\n==> %s, %s bytes, base64:\n' "$f" "$(wc -c <"$f")"
+            base64 -w0 "$f"
+            echo
+        done || true
     done
     log "findings are in fuzz/artifacts/TARGET/; reproduce one with: scripts/fuzz.sh --reproduce TARGET FILE"
     exit 1
