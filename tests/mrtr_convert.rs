@@ -187,6 +187,54 @@ async fn pushes_that_arrive_together_are_asked_in_one_round() {
 }
 
 #[tokio::test]
+async fn keys_by_kind_name_a_gathered_round_whatever_order_the_pushes_arrive_in() {
+    let fx = Fixture::new();
+    let policy = fx.policy(
+        "[tool.mixed]\nkeys = { elicitation = [\"who\"], sampling = [\"capital\"], roots = [\"where\"] }\n",
+    );
+    let gw = TestGateway::start(&fx.cfg().route(&policy).build()).await;
+    // asyncio.gather sends the three pushes in an order the server's event
+    // loop picks; each must still carry its kind's name, every time.
+    for n in 0..3 {
+        let op = Op::tool("mixed", json!({"tag": format!("kind-{n}")}));
+        let asked = input_required("tools/call", &op.start(&gw).await);
+        let mut methods: Vec<(&str, &str)> = asked
+            .requests
+            .iter()
+            .map(|(k, r)| (k.as_str(), r["method"].as_str().unwrap_or_default()))
+            .collect();
+        methods.sort();
+        assert_eq!(
+            methods,
+            [
+                ("capital", "sampling/createMessage"),
+                ("where", "roots/list"),
+                ("who", "elicitation/create"),
+            ],
+            "{:?}",
+            asked.requests
+        );
+        let done = op
+            .retry(
+                &gw,
+                &asked.state,
+                json!({
+                    "who": accept("Kind"),
+                    "capital": sampling_answer("Paris."),
+                    "where": roots_answer(),
+                }),
+            )
+            .await;
+        let out = output(&done);
+        assert_eq!(out["elicitation"]["content"]["name"], "Kind");
+        assert_eq!(out["sampling"], sampling_answer("Paris."));
+        assert_eq!(out["roots"], roots_answer());
+    }
+    settled(&gw).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn the_policy_file_names_the_keys_per_tool() {
     let fx = Fixture::new();
     let policy = fx.policy(

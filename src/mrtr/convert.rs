@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::Id;
+use crate::policy::KeyNames;
 use crate::protocol::profile::Profile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -318,17 +319,18 @@ pub fn covered(profile: &Profile, q: &Question) -> bool {
     }
 }
 
-/// Names questions: the route's names for this tool first (`keys = [...]`),
-/// then `elicitation-1`, `sampling-1`, `roots-1`, ... in order.
+/// Names questions: the policy's names for this tool first (`keys`, in
+/// arrival order overall or per kind), then `elicitation-1`, `sampling-1`,
+/// `roots-1`, ... numbered per kind.
 #[derive(Debug, Default)]
 pub struct KeyNamer {
-    names: Vec<String>,
+    names: KeyNames,
     asked: usize,
     counts: [usize; 3],
 }
 
 impl KeyNamer {
-    pub fn new(names: Vec<String>) -> Self {
+    pub fn new(names: KeyNames) -> Self {
         Self {
             names,
             ..Self::default()
@@ -341,10 +343,26 @@ impl KeyNamer {
             Kind::Sampling => 1,
             Kind::Roots => 2,
         };
+        let nth_of_kind = self.counts[slot];
         self.counts[slot] += 1;
-        let named = self.names.get(self.asked).cloned();
+        let named = match &self.names {
+            KeyNames::InOrder(names) => names.get(self.asked),
+            KeyNames::ByKind {
+                elicitation,
+                sampling,
+                roots,
+            } => match kind {
+                Kind::Elicitation => elicitation,
+                Kind::Sampling => sampling,
+                Kind::Roots => roots,
+            }
+            .get(nth_of_kind),
+            KeyNames::None => None,
+        };
         self.asked += 1;
-        named.unwrap_or_else(|| format!("{}-{}", kind.key_prefix(), self.counts[slot]))
+        named
+            .cloned()
+            .unwrap_or_else(|| format!("{}-{}", kind.key_prefix(), self.counts[slot]))
     }
 }
 

@@ -76,11 +76,42 @@ fn coverage_follows_the_profile() {
 
 #[test]
 fn keys_use_configured_names_then_numbers() {
-    let mut n = KeyNamer::new(vec!["room".into()]);
+    let mut n = KeyNamer::new(KeyNames::InOrder(vec!["room".into(), "greeting".into()]));
     assert_eq!(n.next(Kind::Elicitation), "room");
+    // In order: the second question takes the second name, whatever its kind.
+    assert_eq!(n.next(Kind::Roots), "greeting");
     assert_eq!(n.next(Kind::Elicitation), "elicitation-2");
     assert_eq!(n.next(Kind::Sampling), "sampling-1");
-    assert_eq!(n.next(Kind::Roots), "roots-1");
+    assert_eq!(n.next(Kind::Roots), "roots-2");
+}
+
+#[test]
+fn keys_by_kind_name_concurrent_pushes_the_same_in_any_arrival_order() {
+    let names = KeyNames::ByKind {
+        elicitation: vec!["user_name".into(), "email".into()],
+        sampling: vec!["greeting".into()],
+        roots: vec!["client_roots".into()],
+    };
+    for order in [
+        [Kind::Elicitation, Kind::Sampling, Kind::Roots],
+        [Kind::Roots, Kind::Elicitation, Kind::Sampling],
+        [Kind::Sampling, Kind::Roots, Kind::Elicitation],
+    ] {
+        let mut n = KeyNamer::new(names.clone());
+        let named: Vec<(Kind, String)> = order.iter().map(|k| (*k, n.next(*k))).collect();
+        for (kind, key) in named {
+            let want = match kind {
+                Kind::Elicitation => "user_name",
+                Kind::Sampling => "greeting",
+                Kind::Roots => "client_roots",
+            };
+            assert_eq!(key, want, "{order:?}");
+        }
+        // Past a kind's names, the numbering is per kind.
+        assert_eq!(n.next(Kind::Elicitation), "email");
+        assert_eq!(n.next(Kind::Sampling), "sampling-2");
+        assert_eq!(n.next(Kind::Elicitation), "elicitation-3");
+    }
 }
 
 #[test]

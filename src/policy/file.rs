@@ -9,8 +9,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    CallRule, DefaultMode, Defaults, FieldRules, Format, Mode, OnInvalid, OnRefused, Policy,
-    ToolRules, ToolsDefault,
+    CallRule, DefaultMode, Defaults, FieldRules, Format, KeyNames, Mode, OnInvalid, OnRefused,
+    Policy, ToolRules, ToolsDefault,
 };
 use crate::config::{ConfigError, ConfigErrors};
 
@@ -47,11 +47,54 @@ enum SecretFields {
     Allow,
 }
 
+/// `keys`: a list (names in the order questions arrive) or a table of
+/// lists by kind; anything else is refused with what was expected.
+#[derive(Debug, Default)]
+struct RawKeys(KeyNames);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKeysByKind {
+    #[serde(default)]
+    elicitation: Vec<String>,
+    #[serde(default)]
+    sampling: Vec<String>,
+    #[serde(default)]
+    roots: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for RawKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of key names, or a table of lists by kind (elicitation, sampling, roots)")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawKeys, A::Error> {
+                let names =
+                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(RawKeys(KeyNames::InOrder(names)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawKeys, A::Error> {
+                let by =
+                    RawKeysByKind::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawKeys(KeyNames::ByKind {
+                    elicitation: by.elicitation,
+                    sampling: by.sampling,
+                    roots: by.roots,
+                }))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTool {
     #[serde(default)]
-    keys: Vec<String>,
+    keys: RawKeys,
     mode: Option<Mode>,
     #[serde(default)]
     model_owned: Vec<String>,
@@ -163,7 +206,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
         let span = tool.span();
         let t = tool.get_ref();
         let mut seen = HashSet::new();
-        for key in &t.keys {
+        for key in t.keys.0.all() {
             if key.is_empty() || !seen.insert(key) {
                 problems.push(at(
                     span.clone(),
@@ -224,7 +267,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
         tools.insert(
             name.clone(),
             ToolRules {
-                keys: t.keys.clone(),
+                keys: t.keys.0.clone(),
                 mode: t.mode,
                 model_owned: t.model_owned.iter().cloned().collect(),
                 on_invalid: t.on_invalid.unwrap_or(defaults.on_invalid),

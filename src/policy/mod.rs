@@ -10,7 +10,7 @@
 //! secret_fields = "deny"
 //!
 //! [tool.book_room]
-//! keys = ["room", "alternative"]
+//! keys = ["room", "alternative"]   # or { elicitation = [...], sampling = [...], roots = [...] }
 //!
 //! [tool.book_room.fields.room_id]
 //! enum = ["atrium", "studio-b", "nook"]
@@ -157,9 +157,45 @@ pub struct FieldRules {
     pub log_value: bool,
 }
 
+/// Names for a tool's input requests (`[tool.NAME] keys`). A legacy
+/// server's pushes have no names of their own; clients and audit records
+/// see these instead of `elicitation-1`, `sampling-1`, ...
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KeyNames {
+    /// `keys = ["room", "alternative"]`: the n-th question, of any kind,
+    /// takes the n-th name. Right for a server that asks one thing at a time.
+    InOrder(Vec<String>),
+    /// `keys = { elicitation = ["name"], sampling = ["greeting"] }`: the n-th
+    /// question of each kind takes the n-th name of that kind. Questions of
+    /// different kinds a server pushes together (`asyncio.gather`,
+    /// `Promise.all`) arrive in any order; this names them the same every time.
+    ByKind {
+        elicitation: Vec<String>,
+        sampling: Vec<String>,
+        roots: Vec<String>,
+    },
+    #[default]
+    None,
+}
+
+impl KeyNames {
+    /// Every name, for checks that they are unique.
+    pub fn all(&self) -> Vec<&String> {
+        match self {
+            Self::InOrder(names) => names.iter().collect(),
+            Self::ByKind {
+                elicitation,
+                sampling,
+                roots,
+            } => elicitation.iter().chain(sampling).chain(roots).collect(),
+            Self::None => Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ToolRules {
-    pub keys: Vec<String>,
+    pub keys: KeyNames,
     /// `None`: the route's `[defaults] mode` decides.
     pub mode: Option<Mode>,
     /// Fields the model owns: asking a person for them is refused in favour of a precise tool error.
@@ -231,8 +267,8 @@ impl Policy {
         self.tools.get(name).map_or(&[], |t| &t.scopes)
     }
 
-    /// The key names for a tool's questions, in order.
-    pub fn keys(&self, tool: &str) -> Vec<String> {
+    /// The names for a tool's questions.
+    pub fn keys(&self, tool: &str) -> KeyNames {
         self.tool(tool).map(|t| t.keys.clone()).unwrap_or_default()
     }
 

@@ -65,7 +65,11 @@ fn judged(p: &Policy, tool: &str, props: Value, content: Value, groups: &[&str])
 #[test]
 fn the_issue_example_parses_as_written() {
     let p = policy();
-    assert_eq!(p.keys("create_ticket"), vec!["priority"]);
+    assert_eq!(
+        p.keys("create_ticket"),
+        KeyNames::InOrder(vec!["priority".into()])
+    );
+    assert_eq!(p.keys("a_tool_the_policy_does_not_name"), KeyNames::None);
     assert_eq!(p.max_questions("anything"), 5);
     assert_eq!(p.on_invalid("create_ticket"), (OnInvalid::Reask, 2));
     assert!(
@@ -105,6 +109,44 @@ fn check_errors_name_the_line() {
     let e = Policy::parse("[tool.x]\n\nrate = \"0/s\"\n", "p.toml").unwrap_err();
     assert_eq!(e.0[0].line, 3, "{e}");
     assert!(e.0[0].message.contains("COUNT/UNIT"), "{e}");
+}
+
+#[test]
+fn keys_are_a_list_or_a_table_by_kind_with_unique_names() {
+    let p = Policy::parse(
+        "[tool.t]\nkeys = { elicitation = [\"name\", \"email\"], roots = [\"client_roots\"] }\n",
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        p.keys("t"),
+        KeyNames::ByKind {
+            elicitation: vec!["name".into(), "email".into()],
+            sampling: vec![],
+            roots: vec!["client_roots".into()],
+        }
+    );
+    // A name used under two kinds would make two questions one key.
+    let e = Policy::parse(
+        "[tool.t]\nkeys = { elicitation = [\"x\"], sampling = [\"x\"] }\n",
+        "p.toml",
+    )
+    .unwrap_err();
+    assert!(e.0[0].message.contains("unique (`x`)"), "{e}");
+    let e = Policy::parse("\n[tool.t]\nkeys = { elicitations = [\"x\"] }\n", "p.toml").unwrap_err();
+    assert_eq!(e.0[0].line, 3, "{e}");
+    assert!(
+        e.0[0].message.contains("unknown field `elicitations`"),
+        "{e}"
+    );
+    assert!(e.0[0].message.contains("sampling"), "{e}");
+    let e = Policy::parse("[tool.t]\nkeys = \"name\"\n", "p.toml").unwrap_err();
+    assert!(
+        e.0[0]
+            .message
+            .contains("a list of key names, or a table of lists by kind"),
+        "{e}"
+    );
 }
 
 #[test]
