@@ -357,7 +357,6 @@ impl KeyNamer {
                 Kind::Roots => roots,
             }
             .get(nth_of_kind),
-            KeyNames::None => None,
         };
         self.asked += 1;
         named

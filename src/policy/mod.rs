@@ -160,7 +160,7 @@ pub struct FieldRules {
 /// Names for a tool's input requests (`[tool.NAME] keys`). A legacy
 /// server's pushes have no names of their own; clients and audit records
 /// see these instead of `elicitation-1`, `sampling-1`, ...
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyNames {
     /// `keys = ["room", "alternative"]`: the n-th question, of any kind,
     /// takes the n-th name. Right for a server that asks one thing at a time.
@@ -174,8 +174,13 @@ pub enum KeyNames {
         sampling: Vec<String>,
         roots: Vec<String>,
     },
-    #[default]
-    None,
+}
+
+/// No names: every question is numbered per kind.
+impl Default for KeyNames {
+    fn default() -> Self {
+        Self::InOrder(Vec::new())
+    }
 }
 
 impl KeyNames {
@@ -188,7 +193,6 @@ impl KeyNames {
                 sampling,
                 roots,
             } => elicitation.iter().chain(sampling).chain(roots).collect(),
-            Self::None => Vec::new(),
         }
     }
 }

@@ -69,7 +69,10 @@ fn the_issue_example_parses_as_written() {
         p.keys("create_ticket"),
         KeyNames::InOrder(vec!["priority".into()])
     );
-    assert_eq!(p.keys("a_tool_the_policy_does_not_name"), KeyNames::None);
+    assert_eq!(
+        p.keys("a_tool_the_policy_does_not_name"),
+        KeyNames::InOrder(vec![])
+    );
     assert_eq!(p.max_questions("anything"), 5);
     assert_eq!(p.on_invalid("create_ticket"), (OnInvalid::Reask, 2));
     assert!(
