@@ -12,7 +12,8 @@ pub struct MediaTypes;
 #[async_trait::async_trait]
 impl Step for MediaTypes {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        if media_type(&cx.head.headers).as_deref() != Some("application/json") {
+        if !media_type(&cx.head.headers).is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+        {
             return Err(Halt::refuse(
                 None,
                 Reject::new(
@@ -34,33 +35,31 @@ impl Step for MediaTypes {
     }
 }
 
-fn essence(media: &str) -> String {
-    media
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
+/// The type/subtype of a media range, parameters and spaces cut (compared
+/// without regard to case, as media types are: no lowered copy per request).
+fn essence(media: &str) -> &str {
+    media.split(';').next().unwrap_or_default().trim()
 }
 
-fn media_type(headers: &HeaderMap) -> Option<String> {
+fn media_type(headers: &HeaderMap) -> Option<&str> {
     Some(essence(headers.get(header::CONTENT_TYPE)?.to_str().ok()?))
 }
 
 fn accepts_both(headers: &HeaderMap) -> bool {
-    let accept: Vec<String> = headers
+    let (mut json, mut sse) = (false, false);
+    let ranges = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(essence)
-        .collect();
-    let has = |want: &str, family: &str| {
-        accept
-            .iter()
-            .any(|a| a == want || a == family || a == "*/*")
-    };
-    has("application/json", "application/*") && has("text/event-stream", "text/*")
+        .map(essence);
+    for range in ranges {
+        let is = |want: &str| range.eq_ignore_ascii_case(want);
+        let any = is("*/*");
+        json |= any || is("application/json") || is("application/*");
+        sse |= any || is("text/event-stream") || is("text/*");
+    }
+    json && sse
 }
 
 #[cfg(test)]
@@ -77,6 +76,17 @@ mod tests {
     }
 
     #[test]
+    fn content_type_is_compared_without_case_or_parameters() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert_eq!(media_type(&h), Some("Application/JSON"));
+        assert!(media_type(&h).is_some_and(|m| m.eq_ignore_ascii_case("application/json")));
+    }
+
+    #[test]
     fn accept_needs_json_and_sse_in_any_form() {
         assert!(accepts_both(&accept(&[
             "application/json, text/event-stream"
@@ -88,6 +98,12 @@ mod tests {
         assert!(accepts_both(&accept(&["*/*"])));
         assert!(accepts_both(&accept(&["application/*, text/*"])));
         assert!(!accepts_both(&accept(&["application/json"])));
+        assert!(accepts_both(&accept(&[
+            "Application/JSON",
+            "TEXT/Event-Stream"
+        ])));
+        assert!(!accepts_both(&accept(&["application/json"])));
+        assert!(!accepts_both(&accept(&["text/event-stream"])));
         assert!(!accepts_both(&accept(&[])));
     }
 }

@@ -4,15 +4,19 @@
 //! 400 Bad Request"), the body's version against its header, the log level;
 //! then the typed [`ClientRequest`] every later step and layer uses.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::{Map, Value};
 
-use super::protocol::{header_text, mismatch};
+use super::protocol::{MCP_PROTOCOL_VERSION, header_text, mismatch};
 use super::{Envelope, Halt};
 use crate::jsonrpc::Id;
 use crate::protocol::profile::Profile;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
 use crate::protocol::{LOG_LEVELS, log_level_rank};
+
+/// W3C trace context, under the same names in `_meta` and as headers.
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// Checks `_meta` and builds the typed request.
 pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest, Halt> {
@@ -84,7 +88,7 @@ fn read_meta(
                 meta::CLIENT_CAPABILITIES
             ))
         })?;
-    let version_header = header_text(headers, "mcp-protocol-version")
+    let version_header = header_text(headers, &MCP_PROTOCOL_VERSION)
         .ok()
         .flatten()
         .unwrap_or_default();
@@ -131,9 +135,9 @@ fn context(
     log_level: Option<String>,
 ) -> RequestContext {
     // `_meta.traceparent` (SEP-414) wins over the HTTP header.
-    let trace = |name: &str| {
+    let trace = |name: &HeaderName| {
         meta_obj
-            .get(name)
+            .get(name.as_str())
             .and_then(Value::as_str)
             .map(str::to_owned)
             .or_else(|| header_text(headers, name).ok().flatten().map(str::to_owned))
@@ -148,8 +152,8 @@ fn context(
             .get("progressToken")
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned(),
-        traceparent: trace("traceparent"),
-        tracestate: trace("tracestate"),
+        traceparent: trace(&TRACEPARENT),
+        tracestate: trace(&TRACESTATE),
         access: Default::default(),
     }
 }

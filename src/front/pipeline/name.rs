@@ -7,7 +7,7 @@
 use http::HeaderMap;
 
 use super::Halt;
-use super::protocol::{BadEncoding, decode_header_value, mismatch, required};
+use super::protocol::{BadEncoding, MCP_NAME, decode_header_value, mismatch, required};
 use crate::protocol::{ClientRequest, Reason, Reject};
 
 /// Whether `Mcp-Name` mirrors the typed request.
@@ -29,8 +29,13 @@ pub fn check(headers: &HeaderMap, req: &ClientRequest) -> Result<(), Halt> {
                 ),
             )
         })?;
-    let why = format!(" for {}", req.method);
-    let raw = required(headers, id, "mcp-name", "Mcp-Name", &why)?;
+    let raw = required(
+        headers,
+        id,
+        &MCP_NAME,
+        "Mcp-Name",
+        Some(req.method.as_str()),
+    )?;
     let decoded = decode_header_value(raw).map_err(|BadEncoding| {
         mismatch(
             id,

@@ -18,16 +18,18 @@ pub struct Mirrored {
 /// The `x-mcp-header` annotations of a tool's `inputSchema`, following only
 /// chains of `properties` (the "statically reachable" properties).
 pub fn mirrored(input_schema: &Value) -> Vec<Mirrored> {
-    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<Mirrored>) {
+    // The path is borrowed while walking: it is copied only for a property
+    // that has a header, which most tools (and calls) have none of.
+    fn walk<'s>(schema: &'s Value, path: &mut Vec<&'s str>, out: &mut Vec<Mirrored>) {
         let Some(props) = schema.get("properties").and_then(Value::as_object) else {
             return;
         };
         for (name, sub) in props {
-            path.push(name.clone());
+            path.push(name);
             if let Some(h) = sub.get("x-mcp-header").and_then(Value::as_str) {
                 out.push(Mirrored {
                     header: h.to_owned(),
-                    path: path.clone(),
+                    path: path.iter().map(|p| (*p).to_owned()).collect(),
                 });
             }
             walk(sub, path, out);

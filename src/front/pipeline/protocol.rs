@@ -9,13 +9,21 @@
 //! 3. a method 2026-07-28 has ("Protocol Version Header": MUST respond 404
 //!    with -32601).
 
+use std::borrow::Cow;
+
 use base64::Engine;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::json;
 
 use super::Halt;
 use crate::jsonrpc::Id;
 use crate::protocol::{Method, Reason, Reject, SUPPORTED_VERSIONS};
+
+/// The mirrored headers, parsed once: a name given as `&str` is parsed again
+/// on every lookup.
+pub static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+pub static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// A header value that is not visible ASCII, or whose `=?base64?…?=` encoding
 /// does not decode to UTF-8.
@@ -39,7 +47,10 @@ pub enum HeaderError {
 /// checked here (spec streamable-http.mdx "Server Validation": servers MUST
 /// reject headers that do not match the body, because "different components
 /// in the network rely on different sources of truth").
-pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, HeaderError> {
+pub fn header_text(
+    headers: &HeaderMap,
+    name: impl http::header::AsHeaderName,
+) -> Result<Option<&str>, HeaderError> {
     let mut values = headers
         .get_all(name)
         .iter()
@@ -57,7 +68,7 @@ pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h 
 
 /// Decodes the `=?base64?…?=` sentinel (spec streamable-http.mdx "Value Encoding":
 /// servers MUST decode an encoded value before comparing it to the body).
-pub fn decode_header_value(raw: &str) -> Result<String, BadEncoding> {
+pub fn decode_header_value(raw: &str) -> Result<Cow<'_, str>, BadEncoding> {
     match raw
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
@@ -66,9 +77,11 @@ pub fn decode_header_value(raw: &str) -> Result<String, BadEncoding> {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(encoded)
                 .map_err(|_| BadEncoding)?;
-            String::from_utf8(bytes).map_err(|_| BadEncoding)
+            String::from_utf8(bytes)
+                .map(Cow::Owned)
+                .map_err(|_| BadEncoding)
         }
-        None => Ok(raw.to_owned()),
+        None => Ok(Cow::Borrowed(raw)),
     }
 }
 
@@ -76,13 +89,14 @@ pub fn mismatch(id: &Id, reason: Reason, message: String) -> Halt {
     Halt::refuse(Some(id), Reject::new(reason, message))
 }
 
-/// A mirrored header that must be present and readable.
+/// A mirrored header that must be present and readable; `for_method`, when
+/// given, is named in the error for a missing one.
 pub fn required<'h>(
     headers: &'h HeaderMap,
     id: &Id,
-    name: &str,
+    name: &HeaderName,
     display: &str,
-    why: &str,
+    for_method: Option<&str>,
 ) -> Result<&'h str, Halt> {
     header_text(headers, name)
         .map_err(|e| match e {
@@ -101,7 +115,10 @@ pub fn required<'h>(
             mismatch(
                 id,
                 Reason::HeaderMissing,
-                format!("the {display} header is required{why}"),
+                match for_method {
+                    Some(method) => format!("the {display} header is required for {method}"),
+                    None => format!("the {display} header is required"),
+                },
             )
         })
 }
@@ -131,12 +148,12 @@ pub fn check(headers: &HeaderMap, id: &Id, method: &str) -> Result<(), Halt> {
     let version = required(
         headers,
         id,
-        "mcp-protocol-version",
+        &MCP_PROTOCOL_VERSION,
         "MCP-Protocol-Version",
-        "",
+        None,
     )
     .map_err(|halt| newcomer(halt, method))?;
-    let method_header = required(headers, id, "mcp-method", "Mcp-Method", "")?;
+    let method_header = required(headers, id, &MCP_METHOD, "Mcp-Method", None)?;
     if method_header != method {
         return Err(mismatch(
             id,
