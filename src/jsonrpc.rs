@@ -119,24 +119,96 @@ pub enum FramingError {
     BadResponse,
 }
 
-impl Message {
-    /// Classifies a parsed JSON value as a request, notification or response.
-    pub fn from_value(value: Value) -> Result<Message, FramingError> {
-        let Value::Object(mut obj) = value else {
-            return Err(FramingError::NotAnObject);
-        };
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+/// Why bytes from a peer are not a JSON-RPC message.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Not JSON at all.
+    #[error("{0}")]
+    Json(serde_json::Error),
+    /// JSON, but not a message; `id` is the request's, where it could be read.
+    #[error("{error}")]
+    Framing { id: Option<Id>, error: FramingError },
+}
+
+/// The members of a message, each parsed on its own: reading a message this
+/// way builds no map of the whole message (a hashed insert per member, then a
+/// removal per member again), only the payloads' own trees.
+#[derive(Default)]
+struct Members {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut m = Members::default();
+                // `Cow`: a key is borrowed from the input unless it has escapes.
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    // A repeated member replaces the earlier one, as in a `Value` map.
+                    let slot = match key.as_ref() {
+                        "jsonrpc" => &mut m.jsonrpc,
+                        "id" => &mut m.id,
+                        "method" => &mut m.method,
+                        "params" => &mut m.params,
+                        "result" => &mut m.result,
+                        "error" => &mut m.error,
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(m)
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+impl Members {
+    fn from_object(mut obj: Map<String, Value>) -> Members {
+        Members {
+            jsonrpc: obj.remove("jsonrpc"),
+            id: obj.remove("id"),
+            method: obj.remove("method"),
+            params: obj.remove("params"),
+            result: obj.remove("result"),
+            error: obj.remove("error"),
+        }
+    }
+
+    fn request_id(&self) -> Option<Id> {
+        self.id.as_ref().and_then(Id::from_value)
+    }
+
+    fn classify(self) -> Result<Message, FramingError> {
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(FramingError::WrongVersion);
         }
-        let id = match obj.remove("id") {
+        let id = match self.id {
             None => None,
             Some(raw) => Some(Id::from_value(&raw).ok_or(FramingError::BadId)?),
         };
-        if let Some(method) = obj.remove("method") {
+        if let Some(method) = self.method {
             let Value::String(method) = method else {
                 return Err(FramingError::BadMethod);
             };
-            let params = match obj.remove("params") {
+            let params = match self.params {
                 None | Some(Value::Null) => None,
                 Some(p @ Value::Object(_)) => Some(p),
                 Some(_) => return Err(FramingError::BadParams),
@@ -147,7 +219,7 @@ impl Message {
             });
         }
         let id = id.ok_or(FramingError::BadId)?;
-        let outcome = match (obj.remove("result"), obj.remove("error")) {
+        let outcome = match (self.result, self.error) {
             (Some(result), None) => Ok(result),
             (None, Some(error)) => {
                 Err(serde_json::from_value(error).map_err(|_| FramingError::BadResponse)?)
@@ -155,6 +227,36 @@ impl Message {
             _ => return Err(FramingError::BadResponse),
         };
         Ok(Message::Response { id, outcome })
+    }
+}
+
+impl Message {
+    /// Classifies a parsed JSON value as a request, notification or response.
+    pub fn from_value(value: Value) -> Result<Message, FramingError> {
+        let Value::Object(obj) = value else {
+            return Err(FramingError::NotAnObject);
+        };
+        Members::from_object(obj).classify()
+    }
+
+    /// Reads one message from a peer's bytes, with the same verdicts as
+    /// parsing a `Value` and [`Message::from_value`], without the map of
+    /// the whole message in between.
+    pub fn from_slice(bytes: &[u8]) -> Result<Message, ReadError> {
+        match serde_json::from_slice::<Members>(bytes) {
+            Ok(members) => {
+                let id = members.request_id();
+                members
+                    .classify()
+                    .map_err(|error| ReadError::Framing { id, error })
+            }
+            // Not an object, or not JSON: the slow path says which, precisely.
+            Err(_) => {
+                let value: Value = serde_json::from_slice(bytes).map_err(ReadError::Json)?;
+                let id = value.get("id").and_then(Id::from_value);
+                Message::from_value(value).map_err(|error| ReadError::Framing { id, error })
+            }
+        }
     }
 
     pub fn to_value(&self) -> Value {
@@ -342,6 +444,60 @@ mod tests {
                 serde_json::to_string(&m.to_value()).unwrap()
             );
         }
+    }
+
+    #[test]
+    fn reading_bytes_gives_the_verdicts_of_reading_a_value() {
+        let cases: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":"a","method":"m","params":{"b":1,"a":2}}"#,
+            br#"{"jsonrpc":"2.0","method":"n","params":null}"#,
+            br#"{"jsonrpc":"2.0","id":3,"result":{"z":[1,{"y":2}],"a":null},"extra":[1,2]}"#,
+            br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x","data":{"k":1}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"first","method":"second"}"#,
+            br#"{"jsonr\u0070c":"2.0","id":1,"method":"escaped key"}"#,
+            br#"[1]"#,
+            br#""text""#,
+            br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#,
+            br#"{"id":1,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#,
+            br#"{"jsonrpc":"2.0","result":{}}"#,
+        ];
+        for bytes in cases {
+            let by_value = Message::from_value(serde_json::from_slice(bytes).unwrap());
+            let by_bytes = Message::from_slice(bytes);
+            match (by_value, by_bytes) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(bytes)),
+                (Err(a), Err(ReadError::Framing { error, .. })) => {
+                    assert_eq!(a, error, "{}", String::from_utf8_lossy(bytes));
+                }
+                (a, b) => panic!("{}: {a:?} vs {b:?}", String::from_utf8_lossy(bytes)),
+            }
+        }
+        // The id of a request that is not a message still reaches its error.
+        assert!(matches!(
+            Message::from_slice(br#"{"jsonrpc":"2.0","id":"q","method":"m","params":3}"#),
+            Err(ReadError::Framing { id: Some(Id::String(ref s)), error: FramingError::BadParams }) if s == "q"
+        ));
+        assert!(matches!(
+            Message::from_slice(br#"[{"jsonrpc":"2.0","id":4,"method":"m"}]"#),
+            Err(ReadError::Framing {
+                id: None,
+                error: FramingError::NotAnObject
+            })
+        ));
+        assert!(matches!(
+            Message::from_slice(b"{\"jsonrpc\":"),
+            Err(ReadError::Json(_))
+        ));
+        assert!(matches!(
+            Message::from_slice(b"{} trailing"),
+            Err(ReadError::Json(_))
+        ));
     }
 
     #[test]

@@ -6,10 +6,9 @@
 //! and `Mcp-Name` ([`super::name`]).
 
 use http::{HeaderMap, StatusCode};
-use serde_json::Value;
 
 use super::{Envelope, Halt, Incoming, RequestCx, Step, meta, name, protocol};
-use crate::jsonrpc::{FramingError, Id, Message};
+use crate::jsonrpc::{FramingError, Message, ReadError};
 use crate::mrtr::Outcome;
 use crate::protocol::{Reason, Reject};
 
@@ -63,22 +62,21 @@ pub enum Parsed {
 
 /// Reads one request or notification from the body's bytes.
 pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        Halt::refuse(
+    let message = Message::from_slice(bytes).map_err(|e| match e {
+        ReadError::Json(e) => Halt::refuse(
             None,
             Reject::new(
                 Reason::ParseError,
                 format!("the body is not valid JSON: {e}"),
             ),
-        )
-    })?;
-    let raw_id = value.get("id").and_then(Id::from_value);
-    let message = Message::from_value(value).map_err(|e| {
-        let reason = match e {
-            FramingError::NotAnObject => Reason::NotASingleMessage,
-            _ => Reason::InvalidRequest,
-        };
-        Halt::refuse(raw_id.as_ref(), Reject::new(reason, e.to_string()))
+        ),
+        ReadError::Framing { id, error } => {
+            let reason = match error {
+                FramingError::NotAnObject => Reason::NotASingleMessage,
+                _ => Reason::InvalidRequest,
+            };
+            Halt::refuse(id.as_ref(), Reject::new(reason, error.to_string()))
+        }
     })?;
     match message {
         Message::Request { id, method, params } => {

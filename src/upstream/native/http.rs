@@ -91,10 +91,7 @@ impl HttpNative {
                 .await;
         }
         let bytes = read_limited(resp, self.max_message_bytes).await?;
-        match serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|v| Message::from_value(v).ok())
-        {
+        match Message::from_slice(&bytes).ok() {
             Some(Message::Response { outcome, .. }) => Ok(outcome),
             _ if status.is_success() => Err(UpstreamError::Lost(format!(
                 "the server answered HTTP {status} without a JSON-RPC response"
@@ -131,12 +128,9 @@ impl HttpNative {
         if !is_sse {
             // A refusal answered as one JSON body.
             let bytes = read_limited(resp, max).await?;
-            let m = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| Message::from_value(v).ok())
-                .ok_or_else(|| {
-                    UpstreamError::Lost("the server answered the listen without JSON-RPC".into())
-                })?;
+            let m = Message::from_slice(&bytes).ok().ok_or_else(|| {
+                UpstreamError::Lost("the server answered the listen without JSON-RPC".into())
+            })?;
             let _ = tx.try_send(m);
             return Ok(rx);
         }
@@ -153,10 +147,7 @@ impl HttpNative {
                     return;
                 };
                 for ev in events {
-                    let Some(m) = serde_json::from_str::<Value>(&ev.data)
-                        .ok()
-                        .and_then(|v| Message::from_value(v).ok())
-                    else {
+                    let Ok(m) = Message::from_slice(ev.data.as_bytes()) else {
                         continue;
                     };
                     if tx.send(m).await.is_err() {
@@ -220,10 +211,7 @@ impl HttpNative {
                 .feed(&chunk)
                 .map_err(|e| UpstreamError::Lost(e.to_string()))?;
             for ev in events {
-                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
-                    continue;
-                };
-                match Message::from_value(v) {
+                match Message::from_slice(ev.data.as_bytes()) {
                     Ok(Message::Response { id, outcome }) if &id == want => return Ok(outcome),
                     // spec 2026-07-28 streamable-http.mdx: the server MAY send
                     // notifications on the stream before the response; they

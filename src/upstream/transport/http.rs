@@ -11,7 +11,6 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use hyper::body::Incoming;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
@@ -20,8 +19,8 @@ use crate::sse;
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, HttpClient, next_chunk, read_limited};
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+static SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+static VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// How long the standalone GET stream may take to open before it is skipped.
 const STANDALONE_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -42,6 +41,9 @@ struct Shared {
     extra: HeaderMap,
     session_id: Arc<Mutex<Option<String>>>,
     protocol_version: Arc<Mutex<Option<String>>>,
+    /// The two as header values, made once rather than on every POST.
+    session_value: CachedValue,
+    version_value: CachedValue,
     inbound: mpsc::Sender<Inbound>,
     max_message_bytes: usize,
     route: Arc<str>,
@@ -73,6 +75,8 @@ pub fn connect(
         extra,
         session_id: Arc::new(Mutex::new(None)),
         protocol_version: Arc::new(Mutex::new(None)),
+        session_value: CachedValue::default(),
+        version_value: CachedValue::default(),
         inbound: in_tx,
         max_message_bytes,
         route,
@@ -138,17 +142,14 @@ impl Shared {
     fn headers(&self, accept: &'static str) -> HeaderMap {
         let mut h = self.extra.clone();
         h.insert(ACCEPT, HeaderValue::from_static(accept));
-        if let Some(id) = lock(&self.session_id)
-            .as_deref()
-            .and_then(|s| HeaderValue::from_str(s).ok())
-        {
-            h.insert(SESSION_HEADER, id);
+        if let Some(id) = self.session_value.of(lock(&self.session_id).as_deref()) {
+            h.insert(&SESSION_HEADER, id);
         }
-        if let Some(v) = lock(&self.protocol_version)
-            .as_deref()
-            .and_then(|s| HeaderValue::from_str(s).ok())
+        if let Some(v) = self
+            .version_value
+            .of(lock(&self.protocol_version).as_deref())
         {
-            h.insert(VERSION_HEADER, v);
+            h.insert(&VERSION_HEADER, v);
         }
         h
     }
@@ -201,7 +202,7 @@ impl Shared {
         if is_initialize
             && let Some(id) = resp
                 .headers()
-                .get(SESSION_HEADER)
+                .get(&SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
         {
             *lock(&self.session_id) = Some(id.to_owned());
@@ -420,9 +421,7 @@ impl Shared {
 
 /// One JSON-RPC message: a JSON answer's body, or an SSE event's data.
 pub fn message_from_body(data: &[u8]) -> Result<Message, String> {
-    serde_json::from_slice::<Value>(data)
-        .map_err(|e| e.to_string())
-        .and_then(|v| Message::from_value(v).map_err(|e| e.to_string()))
+    Message::from_slice(data).map_err(|e| e.to_string())
 }
 
 /// Whether an SSE event carries a message: events with blank data (a server's
@@ -431,6 +430,56 @@ pub fn carries_message(event: &sse::Event) -> bool {
     !event.data.trim().is_empty()
 }
 
+/// A header value kept beside the text it was made from: made again only
+/// when the text changes.
+#[derive(Default)]
+struct CachedValue(Mutex<Option<(String, HeaderValue)>>);
+
+impl CachedValue {
+    /// The value for `text`; `None` for no text, or text no header can carry.
+    fn of(&self, text: Option<&str>) -> Option<HeaderValue> {
+        let text = text?;
+        let mut cached = lock(&self.0);
+        if let Some((made_from, value)) = cached.as_ref()
+            && made_from == text
+        {
+            return Some(value.clone());
+        }
+        let value = HeaderValue::from_str(text).ok()?;
+        *cached = Some((text.to_owned(), value.clone()));
+        Some(value)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_header_value_follows_its_text() {
+        let cached = CachedValue::default();
+        assert_eq!(cached.of(None), None);
+        assert_eq!(
+            cached.of(Some("abc")),
+            Some(HeaderValue::from_static("abc"))
+        );
+        assert_eq!(
+            cached.of(Some("abc")),
+            Some(HeaderValue::from_static("abc"))
+        );
+        assert_eq!(
+            cached.of(Some("def")),
+            Some(HeaderValue::from_static("def"))
+        );
+        // A session id no header can carry is left off, as before.
+        assert_eq!(cached.of(Some("bad\nid")), None);
+        assert_eq!(
+            cached.of(Some("def")),
+            Some(HeaderValue::from_static("def"))
+        );
+    }
 }

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
@@ -38,11 +37,7 @@ pub fn message_from_line(line: &[u8]) -> Option<Result<Message, String>> {
     if line.trim_ascii().is_empty() {
         return None;
     }
-    Some(
-        serde_json::from_slice::<Value>(line)
-            .map_err(|e| e.to_string())
-            .and_then(|v| Message::from_value(v).map_err(|e| e.to_string())),
-    )
+    Some(Message::from_slice(line).map_err(|e| e.to_string()))
 }
 
 pub fn spawn(
