@@ -36,9 +36,9 @@ pub struct Route {
 
 impl Route {
     /// How results of this route are stamped, with the session's `serverInfo`.
-    pub fn stamp(&self, server_info: &Value) -> Stamp {
+    pub fn stamp(&self, server_info: &Arc<Value>) -> Stamp {
         Stamp {
-            server_info: server_info.clone(),
+            server_info: Arc::clone(server_info),
             ttl_ms: u64::try_from(self.cache_ttl.as_millis()).unwrap_or(u64::MAX),
             scope: self.cache_scope,
         }

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::Value;
 use tokio::time::Instant;
 
 use super::pipeline::RequestCx;
 use super::response::EndHook;
 use crate::mrtr::Outcome;
+use crate::mrtr::outgoing::Body;
 use crate::protocol::request::AccessNote;
 use crate::telemetry::access::{AccessLog, Entry};
 
@@ -49,18 +49,14 @@ impl Pending {
         log: &AccessLog,
         status: StatusCode,
         outcome: Outcome,
-        body: Option<&Value>,
+        body: Option<&Body>,
     ) {
         if !log.writes() {
             return;
         }
         let outcome = match outcome {
             Outcome::Error(reason) => reason.as_str(),
-            Outcome::Ok => match body
-                .and_then(|b| b.get("result"))
-                .and_then(|r| r.get("resultType"))
-                .and_then(Value::as_str)
-            {
+            Outcome::Ok => match body.and_then(Body::result_type) {
                 Some("complete") => "complete",
                 Some("input_required") => "input_required",
                 _ => "ok",

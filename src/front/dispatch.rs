@@ -43,7 +43,7 @@ impl Reply {
         let (status, body, reason) = shape::upstream_error_reply(id, error);
         Reply::Json(Outgoing::Final {
             status,
-            body,
+            body: body.into(),
             outcome: Outcome::Error(reason),
         })
     }

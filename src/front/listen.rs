@@ -169,7 +169,7 @@ pub async fn start(
                     let cancelled = notification("notifications/cancelled", Some(json!({"requestId": id.to_value(), "reason": "redmark is shutting down"})));
                     let _ = tx.send(Outgoing::Notification(cancelled)).await;
                     let body = crate::jsonrpc::result_response(&id, json!({"resultType": "complete", "_meta": {meta::SUBSCRIPTION_ID: id.to_value()}}));
-                    let _ = tx.send(Outgoing::Final { status: StatusCode::OK, body, outcome: Outcome::Ok }).await;
+                    let _ = tx.send(Outgoing::Final { status: StatusCode::OK, body: body.into(), outcome: Outcome::Ok }).await;
                     break;
                 }
             }

@@ -9,18 +9,18 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::mrtr::outgoing::Body as FinalBody;
 use crate::mrtr::{Outcome, Outgoing};
 use crate::sse;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
-pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
-    // `to_vec`, not `to_string`: Display writes through `fmt` a token at a
-    // time. A `Value` always serialises (its keys are strings).
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+pub fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Response<Body> {
+    let bytes = json_bytes(body);
     let mut resp = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
@@ -28,6 +28,22 @@ pub fn json(status: StatusCode, body: &Value) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// `to_writer` into a buffer sized for a typical answer, not `to_string`:
+/// Display writes through `fmt` a token at a time, and a growing `Vec`
+/// copies itself at every doubling. A `Value` and redmark's bodies always
+/// serialise (their keys are strings).
+fn json_bytes(body: &(impl Serialize + ?Sized)) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(512);
+    if serde_json::to_writer(&mut bytes, body).is_err() {
+        bytes.clear();
+    }
+    bytes
+}
+
+fn json_text(body: &(impl Serialize + ?Sized)) -> String {
+    String::from_utf8(json_bytes(body)).unwrap_or_default()
 }
 
 pub fn empty(status: StatusCode) -> Response<Body> {
@@ -56,13 +72,13 @@ struct SseState {
 
 /// Told how a stream ended: its final message's outcome and body, or `None`
 /// when it ended without one (the client went away, the sender dropped).
-pub type EndHook = Box<dyn FnOnce(Option<(Outcome, &Value)>) + Send>;
+pub type EndHook = Box<dyn FnOnce(Option<(Outcome, &FinalBody)>) + Send>;
 
 /// Calls its hook once: at the final message, or on drop.
 struct OnEnd(Option<EndHook>);
 
 impl OnEnd {
-    fn fire(&mut self, end: Option<(Outcome, &Value)>) {
+    fn fire(&mut self, end: Option<(Outcome, &FinalBody)>) {
         if let Some(hook) = self.0.take() {
             hook(end);
         }
@@ -113,7 +129,7 @@ pub fn sse_with_end(
                 Some(Outgoing::Final { body, outcome, .. }) => {
                     st.done = true;
                     st.on_end.fire(Some((outcome, &body)));
-                    sse::encode_event(&body.to_string())
+                    sse::encode_event(&json_text(&body))
                 }
                 None => return None,
             },

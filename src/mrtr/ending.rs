@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::outgoing::{Outcome, Outgoing};
 use crate::jsonrpc::{ErrorObject, Id};
-use crate::protocol::shape::{self, Stamp};
+use crate::protocol::shape::{self, Stamp, Stamped};
 use crate::protocol::{Method, Reason, Reject};
 use crate::telemetry::audit;
 
@@ -118,14 +118,14 @@ impl Ending {
     /// (or to a late retry of it): every path that ends an operation answers
     /// through here. `None`: nobody is left to answer (the client went away).
     pub fn reply(&self, method: Method, id: &Id, stamp: &Stamp) -> Option<Outgoing> {
-        let complete = |result: Value| Outgoing::result(id, shape::complete(method, result, stamp));
+        let complete = |result: Value| Outgoing::relayed(id, Stamped::new(method, result, stamp));
         match self {
             Ending::Completed { result, .. } => Some(complete(result.clone())),
             Ending::UpstreamError(e) => {
                 let (status, body, reason) = shape::upstream_error_reply(id, e.clone());
                 Some(Outgoing::Final {
                     status,
-                    body,
+                    body: body.into(),
                     outcome: Outcome::Error(reason),
                 })
             }
@@ -142,9 +142,9 @@ impl Ending {
     /// and `self` keeps only what its outcome label needs.
     pub fn take_reply(&mut self, method: Method, id: &Id, stamp: &Stamp) -> Option<Outgoing> {
         match self {
-            Ending::Completed { result, .. } => Some(Outgoing::result(
+            Ending::Completed { result, .. } => Some(Outgoing::relayed(
                 id,
-                shape::complete(method, std::mem::take(result), stamp),
+                Stamped::new(method, std::mem::take(result), stamp),
             )),
             other => other.reply(method, id, stamp),
         }
@@ -304,7 +304,7 @@ mod tests {
 
     fn stamp() -> Stamp {
         Stamp {
-            server_info: json!({"name": "s", "version": "1"}),
+            server_info: std::sync::Arc::new(json!({"name": "s", "version": "1"})),
             ttl_ms: 0,
             scope: crate::protocol::shape::CacheScope::Public,
         }
@@ -346,6 +346,7 @@ mod tests {
             panic!("a reply")
         };
         assert_eq!(outcome, Outcome::Ok);
+        let body = body.to_value();
         assert_eq!(body["result"]["isError"], true);
         assert_eq!(body["result"]["content"][0]["text"], "pass room_id");
         let Some(Outgoing::Final { body, outcome, .. }) =
@@ -354,7 +355,7 @@ mod tests {
             panic!("a reply")
         };
         assert_eq!(outcome, Outcome::Error(Reason::PolicyModelOwned));
-        assert_eq!(body["error"]["data"]["field"], "room_id");
+        assert_eq!(body.to_value()["error"]["data"]["field"], "room_id");
     }
 
     #[test]
@@ -378,7 +379,7 @@ mod tests {
             panic!("a reply")
         };
         assert_eq!(status, http::StatusCode::NOT_FOUND);
-        assert_eq!(body["error"]["code"], -32601);
+        assert_eq!(body.to_value()["error"]["code"], -32601);
         assert_eq!(outcome, Outcome::Error(Reason::UpstreamError));
     }
 }

@@ -181,7 +181,8 @@ struct Run {
 
 impl Run {
     fn stamp(&self) -> Stamp {
-        self.route.stamp(&self.route.native.server_info())
+        self.route
+            .stamp(&std::sync::Arc::new(self.route.native.server_info()))
     }
 
     /// Ends the operation: metrics, span, log, and the client's reply.

@@ -92,14 +92,17 @@ pub struct Tombstone {
     pub consumed_round: u32,
     pub until: Instant,
     /// The server's `serverInfo`, for a result delivered after the fact.
-    pub server_info: Value,
+    pub server_info: Arc<Value>,
 }
 
 /// What the table keeps of an ending: all of it within the byte bounds,
 /// only its outcome beyond them.
 #[derive(Debug, Clone)]
 enum Kept {
-    Whole { ending: Ending, server_info: Value },
+    Whole {
+        ending: Ending,
+        server_info: Arc<Value>,
+    },
     Outcome(&'static str),
 }
 
@@ -127,7 +130,7 @@ impl Ended {
         &self,
         method: Method,
         id: &Id,
-        stamp: impl FnOnce(&Value) -> Stamp,
+        stamp: impl FnOnce(&Arc<Value>) -> Stamp,
     ) -> Option<Outgoing> {
         match &self.kept {
             Kept::Whole {
@@ -450,13 +453,13 @@ mod tests {
             },
             consumed_round: 0,
             until: Instant::now() + Duration::from_secs(60),
-            server_info: json!({"name": "s", "version": "1"}),
+            server_info: Arc::new(json!({"name": "s", "version": "1"})),
         }
     }
 
-    fn stamp(info: &Value) -> Stamp {
+    fn stamp(info: &Arc<Value>) -> Stamp {
         Stamp {
-            server_info: info.clone(),
+            server_info: Arc::clone(info),
             ttl_ms: 0,
             scope: CacheScope::Public,
         }
@@ -464,7 +467,7 @@ mod tests {
 
     fn body(out: Option<Outgoing>) -> Value {
         match out {
-            Some(Outgoing::Final { body, .. }) => body,
+            Some(Outgoing::Final { body, .. }) => body.to_value(),
             other => panic!("a final answer, got {other:?}"),
         }
     }

@@ -3,8 +3,10 @@
 //! error codes this revision no longer allows rewritten; the notifications
 //! redmark sends.
 
+use std::sync::Arc;
+
 use http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::meta;
@@ -30,38 +32,108 @@ impl CacheScope {
 }
 
 /// How to stamp results of one route.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Stamp {
-    pub server_info: Value,
+    /// The session's `serverInfo`, shared: stamped on every result, copied on none.
+    pub server_info: Arc<Value>,
     pub ttl_ms: u64,
     pub scope: CacheScope,
 }
 
 /// A legacy result for `method`, as a 2026-07-28 result with `resultType: "complete"`.
 pub fn complete(method: Method, result: Value, stamp: &Stamp) -> Value {
-    let mut obj = match result {
-        Value::Object(o) => o,
-        // A non-object result is a server bug; keep it visible rather than guess.
-        other => Map::from_iter([("value".to_owned(), other)]),
-    };
-    // spec 2026-07-28 basic/index.mdx "Result Responses": "The `result` MUST include a `resultType` field".
-    obj.insert("resultType".into(), "complete".into());
-    strip_legacy(method, &mut obj);
-    if method.cacheable() {
-        obj.insert("ttlMs".into(), stamp.ttl_ms.into());
-        obj.insert("cacheScope".into(), stamp.scope.as_str().into());
-    }
-    let meta_obj = obj.entry("_meta").or_insert_with(|| json!({}));
-    if let Value::Object(m) = meta_obj {
-        m.remove(meta::RELATED_TASK);
-        m.insert(meta::SERVER_INFO.into(), stamp.server_info.clone());
-    }
-    Value::Object(obj)
+    Stamped::new(method, result, stamp).to_value()
 }
 
-/// Removes what 2025-11-25 had and 2026-07-28 moved to the tasks extension.
-fn strip_legacy(method: Method, obj: &mut Map<String, Value>) {
-    obj.remove("task");
+/// A legacy server's result with what 2026-07-28 adds, added as it is
+/// written: the relay's hot path neither inserts into the server's map
+/// (each insert and removal hashes its key) nor copies `serverInfo` into it.
+///
+/// Written: the server's members (without `task`, and without the members
+/// redmark sets), then `resultType`, the caching hints of a cacheable
+/// method, and `_meta` with `serverInfo` last (without `relatedTask`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped {
+    method: Method,
+    result: Map<String, Value>,
+    stamp: Stamp,
+}
+
+impl Stamped {
+    pub fn new(method: Method, result: Value, stamp: &Stamp) -> Stamped {
+        let mut result = match result {
+            Value::Object(o) => o,
+            // A non-object result is a server bug; keep it visible rather than guess.
+            other => Map::from_iter([("value".to_owned(), other)]),
+        };
+        strip_tool_execution(method, &mut result);
+        Stamped {
+            method,
+            result,
+            stamp: stamp.clone(),
+        }
+    }
+
+    /// The result as a JSON tree (for the paths that read it back).
+    pub fn to_value(&self) -> Value {
+        // A `Map` of `Value`s always serialises.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Whether `key` of the server's result is written as the server sent it.
+    fn relayed(&self, key: &str) -> bool {
+        match key {
+            // spec 2026-07-28 moved `task` to the tasks extension.
+            "task" | "resultType" | "_meta" => false,
+            "ttlMs" | "cacheScope" => !self.method.cacheable(),
+            _ => true,
+        }
+    }
+}
+
+impl Serialize for Stamped {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (k, v) in self.result.iter().filter(|(k, _)| self.relayed(k)) {
+            map.serialize_entry(k, v)?;
+        }
+        // spec 2026-07-28 basic/index.mdx "Result Responses": "The `result` MUST include a `resultType` field".
+        map.serialize_entry("resultType", "complete")?;
+        if self.method.cacheable() {
+            map.serialize_entry("ttlMs", &self.stamp.ttl_ms)?;
+            map.serialize_entry("cacheScope", self.stamp.scope.as_str())?;
+        }
+        match self.result.get("_meta") {
+            Some(Value::Object(kept)) => {
+                map.serialize_entry("_meta", &StampedMeta(Some(kept), &self.stamp))?;
+            }
+            None => map.serialize_entry("_meta", &StampedMeta(None, &self.stamp))?,
+            // A `_meta` that is not an object is the server's own mistake: relayed as sent.
+            Some(other) => map.serialize_entry("_meta", other)?,
+        }
+        map.end()
+    }
+}
+
+/// A result's `_meta` with `serverInfo` set and the legacy `relatedTask` left out.
+struct StampedMeta<'a>(Option<&'a Map<String, Value>>, &'a Stamp);
+
+impl Serialize for StampedMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        let kept = self.0.into_iter().flatten();
+        for (k, v) in kept.filter(|(k, _)| *k != meta::RELATED_TASK && *k != meta::SERVER_INFO) {
+            map.serialize_entry(k, v)?;
+        }
+        map.serialize_entry(meta::SERVER_INFO, &*self.1.server_info)?;
+        map.end()
+    }
+}
+
+/// `tools/list`: each tool's `execution` moved to the tasks extension.
+fn strip_tool_execution(method: Method, obj: &mut Map<String, Value>) {
     if method == Method::ToolsList
         && let Some(Value::Array(tools)) = obj.get_mut("tools")
     {
@@ -178,7 +250,7 @@ mod tests {
 
     fn stamp() -> Stamp {
         Stamp {
-            server_info: json!({"name": "s", "version": "1"}),
+            server_info: Arc::new(json!({"name": "s", "version": "1"})),
             ttl_ms: 60000,
             scope: CacheScope::Public,
         }
@@ -208,6 +280,53 @@ mod tests {
         assert!(r.get("ttlMs").is_none() && r.get("cacheScope").is_none());
         assert_eq!(r["_meta"]["k"], 1);
         assert!(r["_meta"].get(meta::RELATED_TASK).is_none());
+    }
+
+    #[test]
+    fn what_redmark_sets_replaces_what_the_server_sent_once() {
+        let r = complete(
+            Method::ToolsList,
+            json!({"tools": [], "task": {"taskId": "t"}, "resultType": "incomplete", "ttlMs": 5,
+                   "cacheScope": "private", "_meta": {meta::SERVER_INFO: "forged", "k": 1}}),
+            &stamp(),
+        );
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            json!({"tools": [], "resultType": "complete", "ttlMs": 60000, "cacheScope": "public",
+                   "_meta": {"k": 1, meta::SERVER_INFO: {"name": "s", "version": "1"}}})
+            .to_string()
+        );
+        // A call's result carries no caching hints: the server's own are its business.
+        let r = complete(
+            Method::ToolsCall,
+            json!({"ttlMs": 5, "content": []}),
+            &stamp(),
+        );
+        assert_eq!(r["ttlMs"], 5);
+        assert!(r.get("cacheScope").is_none());
+    }
+
+    #[test]
+    fn an_odd_result_or_meta_stays_visible() {
+        let r = complete(Method::ToolsCall, json!([1, 2]), &stamp());
+        assert_eq!(r["value"], json!([1, 2]));
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["_meta"][meta::SERVER_INFO]["name"], "s");
+        let r = complete(Method::ToolsCall, json!({"_meta": "text"}), &stamp());
+        assert_eq!(r["_meta"], "text");
+    }
+
+    #[test]
+    fn a_stamped_result_writes_what_its_value_holds() {
+        let stamped = Stamped::new(
+            Method::ResourcesRead,
+            json!({"contents": [{"uri": "u", "text": "t"}], "_meta": {"z": 1, "a": 2}}),
+            &stamp(),
+        );
+        assert_eq!(
+            serde_json::to_string(&stamped).unwrap(),
+            serde_json::to_string(&stamped.to_value()).unwrap()
+        );
     }
 
     #[test]

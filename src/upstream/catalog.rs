@@ -27,7 +27,7 @@ pub struct Catalog {
     ttl: Duration,
     lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
     /// The latest answer per profile, with the session (`local_id`) it came from.
-    init: Mutex<HashMap<Profile, (u64, InitInfo)>>,
+    init: Mutex<HashMap<Profile, (u64, Arc<InitInfo>)>>,
     /// Every tool definition per pool key (all pages), for header checks.
     tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
 }
@@ -133,17 +133,23 @@ impl Catalog {
         lock(&self.lists).insert(key, (result, Instant::now()));
     }
 
-    pub fn init(&self, profile: &Profile) -> Option<InitInfo> {
-        lock(&self.init).get(profile).map(|(_, info)| info.clone())
+    pub fn init(&self, profile: &Profile) -> Option<Arc<InitInfo>> {
+        lock(&self.init)
+            .get(profile)
+            .map(|(_, info)| Arc::clone(info))
     }
 
     /// Keeps the `initialize` answer of session `session` (its `local_id`):
-    /// copied only when it comes from another session than the one kept, not
-    /// on every lease of the same session.
-    pub fn put_init(&self, profile: Profile, session: u64, info: &InitInfo) {
+    /// shared with the session, and replaced only when it comes from another
+    /// session than the one kept.
+    pub fn put_init(&self, profile: Profile, session: u64, info: &Arc<InitInfo>) {
         let mut init = lock(&self.init);
-        if init.get(&profile).is_none_or(|(from, _)| *from != session) {
-            init.insert(profile, (session, info.clone()));
+        match init.get_mut(&profile) {
+            Some((from, _)) if *from == session => {}
+            Some(kept) => *kept = (session, Arc::clone(info)),
+            None => {
+                init.insert(profile, (session, Arc::clone(info)));
+            }
         }
     }
 }

@@ -49,7 +49,8 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 pub struct InitInfo {
     pub protocol_version: String,
     pub capabilities: Value,
-    pub server_info: Value,
+    /// Shared with every result it is stamped on.
+    pub server_info: Arc<Value>,
     pub instructions: Option<String>,
 }
 
@@ -108,7 +109,9 @@ pub struct Session {
     pub local_id: u64,
     pub route: Arc<str>,
     pub profile: Profile,
-    pub init: InitInfo,
+    /// Shared: the catalog keeps the latest session's for `server/discover`
+    /// without a copy per lease.
+    pub init: Arc<InitInfo>,
     pub created: Instant,
     outbound: mpsc::Sender<Message>,
     state: Arc<State>,
@@ -186,12 +189,12 @@ impl Session {
             local_id,
             route,
             profile,
-            init: InitInfo {
+            init: Arc::new(InitInfo {
                 protocol_version: String::new(),
                 capabilities: json!({}),
-                server_info: json!({}),
+                server_info: Arc::new(json!({})),
                 instructions: None,
-            },
+            }),
             created: Instant::now(),
             outbound,
             state,
@@ -246,21 +249,23 @@ impl Session {
             return Err(UpstreamError::Incompatible(version));
         }
         *lock(&protocol_version) = Some(version.clone());
-        session.init = InitInfo {
+        session.init = Arc::new(InitInfo {
             protocol_version: version,
             capabilities: result
                 .get("capabilities")
                 .cloned()
                 .unwrap_or_else(|| json!({})),
-            server_info: result
-                .get("serverInfo")
-                .cloned()
-                .unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
+            server_info: Arc::new(
+                result
+                    .get("serverInfo")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
+            ),
             instructions: result
                 .get("instructions")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
-        };
+        });
         // spec 2025-11-25 lifecycle.mdx "Initialization": "the client MUST send an initialized notification".
         session.notify("notifications/initialized", None).await?;
         Ok(Arc::new(session))
