@@ -458,7 +458,7 @@ impl Operation {
             "resultType": "input_required",
             "inputRequests": requests,
             "requestState": state,
-            "_meta": {meta::SERVER_INFO: self.session.init.server_info},
+            "_meta": {meta::SERVER_INFO: *self.session.init.server_info},
         }))
     }
 

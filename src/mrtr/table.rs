@@ -275,7 +275,7 @@ impl Memory {
     }
 
     fn insert(&mut self, op: &str, t: Tombstone) {
-        let bytes = ending_bytes(&t.ending).saturating_add(json_bytes(&t.server_info));
+        let bytes = ending_bytes(&t.ending).saturating_add(json_bytes(&*t.server_info));
         let (kept, bytes) = if bytes > MAX_KEPT_BYTES_EACH {
             (Kept::Outcome(t.ending.outcome()), 0)
         } else {
