@@ -143,6 +143,43 @@ struct Members {
     error: Option<Value>,
 }
 
+/// A message's member name, read without a copy of it (serde's `Cow<str>`
+/// always copies, and most names are one of these).
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            // A name with escapes arrives here unescaped, as a `Value` map would key it.
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
+                Ok(match name {
+                    "jsonrpc" => Member::Jsonrpc,
+                    "id" => Member::Id,
+                    "method" => Member::Method,
+                    "params" => Member::Params,
+                    "result" => Member::Result,
+                    "error" => Member::Error,
+                    _ => Member::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Visit)
+    }
+}
+
 impl<'de> Deserialize<'de> for Members {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visit;
@@ -156,18 +193,21 @@ impl<'de> Deserialize<'de> for Members {
                 mut map: A,
             ) -> Result<Members, A::Error> {
                 let mut m = Members::default();
-                // `Cow`: a key is borrowed from the input unless it has escapes.
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(member) = map.next_key::<Member>()? {
                     // A repeated member replaces the earlier one, as in a `Value` map.
-                    let slot = match key.as_ref() {
-                        "jsonrpc" => &mut m.jsonrpc,
-                        "id" => &mut m.id,
-                        "method" => &mut m.method,
-                        "params" => &mut m.params,
-                        "result" => &mut m.result,
-                        "error" => &mut m.error,
-                        _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
+                    let slot = match member {
+                        Member::Jsonrpc => &mut m.jsonrpc,
+                        Member::Id => &mut m.id,
+                        Member::Method => &mut m.method,
+                        Member::Params => &mut m.params,
+                        Member::Result => &mut m.result,
+                        Member::Error => &mut m.error,
+                        Member::Other => {
+                            // Read as a `Value`, not skipped: `IgnoredAny` checks only the
+                            // syntax, and a member a `Value` refuses (a lone surrogate,
+                            // invalid UTF-8, a number out of range, nesting past the
+                            // limit) must refuse the message as it always did.
+                            map.next_value::<Value>()?;
                             continue;
                         }
                     };
@@ -498,6 +538,27 @@ mod tests {
             Message::from_slice(b"{} trailing"),
             Err(ReadError::Json(_))
         ));
+        // What a `Value` refuses in a member redmark does not read is refused too.
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","x":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let refused: [&[u8]; 5] = [
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":1e400}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":{"\ud800":1}}"#,
+            deep.as_bytes(),
+        ];
+        for bytes in refused {
+            assert!(serde_json::from_slice::<Value>(bytes).is_err());
+            assert!(
+                matches!(Message::from_slice(bytes), Err(ReadError::Json(_))),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 
     #[test]

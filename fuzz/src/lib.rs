@@ -12,7 +12,7 @@
 //! | `request_state` | `mrtr::state::Keyring::open` (and `seal`) | a `requestState` token, or a payload signed with the fuzz key |
 //! | `request` | `front::pipeline::parse_request` (step 6: body, protocol headers, `_meta`, `Mcp-Name`), `params::check` (`Mcp-Param-*`), `Keyring::open` on a continuation's state | HTTP head lines, a blank line, the body |
 //! | `sse` | `sse::Decoder::feed`, `upstream::transport::http::{carries_message, message_from_body}` | an upstream SSE stream, cut into chunks |
-//! | `framing` | `upstream::transport::stdio::{line_codec, message_from_line}`, `http::message_from_body`, `jsonrpc::Message` | a server's stdout, or an HTTP answer's body |
+//! | `framing` | `upstream::transport::stdio::{line_codec, message_from_line}`, `http::message_from_body`, `jsonrpc::Message` (and `Message::from_slice` against parsing a `Value` and classifying it) | a server's stdout, or an HTTP answer's body |
 //! | `guard` | `mrtr::convert::question`, `policy::guard::check` | a server's pushed request params |
 //! | `answer` | `convert::question`, `guard::check`, `convert::answer`, `policy::answer::judge`, `Question::mark` | a push, the client's answer, the call's arguments |
 //! | `config` | `config::Config::parse` | a config file |
@@ -334,6 +334,22 @@ pub fn framing(data: &[u8]) {
     }
     if let Ok(msg) = up_http::message_from_body(stream) {
         round_trips(&msg);
+    }
+    reads_as_a_value_does(stream);
+}
+
+/// `Message::from_slice` reads the members without a tree of the message;
+/// its verdict must be the one of parsing a `Value` and classifying it.
+fn reads_as_a_value_does(bytes: &[u8]) {
+    use redmark::jsonrpc::ReadError;
+    let by_value = serde_json::from_slice::<Value>(bytes).map(Message::from_value);
+    match (by_value, Message::from_slice(bytes)) {
+        (Ok(Ok(a)), Ok(b)) => assert_eq!(a, b, "from_slice read another message"),
+        (Ok(Err(a)), Err(ReadError::Framing { error, .. })) => {
+            assert_eq!(a, error, "from_slice gave another framing error");
+        }
+        (Err(_), Err(ReadError::Json(_))) => {}
+        (a, b) => panic!("from_slice and the Value path disagree: {a:?} vs {b:?}"),
     }
 }
 

@@ -508,7 +508,8 @@ pub fn canonical_json(value: &Value) -> String {
                     if i > 0 {
                         out.push(',');
                     }
-                    out.push_str(&Value::String((*k).clone()).to_string());
+                    // A `str` always serialises; no copy of the key into a `Value` first.
+                    out.push_str(&serde_json::to_string(k.as_str()).unwrap_or_default());
                     out.push(':');
                     write(&o[k.as_str()], out);
                 }

@@ -274,3 +274,15 @@ fn every_position_and_every_byte_value_changed_is_refused() {
         }
     }
 }
+
+#[test]
+fn canonical_json_sorts_keys_at_every_level_and_escapes_them() {
+    let v = json!({"b": 1, "a\"q": {"d": [{"z": 1, "y": 2}], "c": null}, "é": "x"});
+    assert_eq!(
+        canonical_json(&v),
+        r#"{"a\"q":{"c":null,"d":[{"y":2,"z":1}]},"b":1,"é":"x"}"#
+    );
+    // Equal arguments digest equally whatever order they were sent in.
+    let reordered = json!({"é": "x", "a\"q": {"c": null, "d": [{"y": 2, "z": 1}]}, "b": 1});
+    assert_eq!(canonical_json(&v), canonical_json(&reordered));
+}
