@@ -144,7 +144,9 @@ struct Members {
 }
 
 /// A message's member name, read without a copy of it (serde's `Cow<str>`
-/// always copies, and most names are one of these).
+/// always copies; a derived identifier matches the borrowed name).
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
 enum Member {
     Jsonrpc,
     Id,
@@ -152,32 +154,8 @@ enum Member {
     Params,
     Result,
     Error,
+    #[serde(other)]
     Other,
-}
-
-impl<'de> Deserialize<'de> for Member {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl serde::de::Visitor<'_> for Visit {
-            type Value = Member;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-            // A name with escapes arrives here unescaped, as a `Value` map would key it.
-            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
-                Ok(match name {
-                    "jsonrpc" => Member::Jsonrpc,
-                    "id" => Member::Id,
-                    "method" => Member::Method,
-                    "params" => Member::Params,
-                    "result" => Member::Result,
-                    "error" => Member::Error,
-                    _ => Member::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(Visit)
-    }
 }
 
 impl<'de> Deserialize<'de> for Members {
@@ -232,10 +210,6 @@ impl Members {
         }
     }
 
-    fn request_id(&self) -> Option<Id> {
-        self.id.as_ref().and_then(Id::from_value)
-    }
-
     fn classify(self) -> Result<Message, FramingError> {
         if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(FramingError::WrongVersion);
@@ -283,20 +257,16 @@ impl Message {
     /// parsing a `Value` and [`Message::from_value`], without the map of
     /// the whole message in between.
     pub fn from_slice(bytes: &[u8]) -> Result<Message, ReadError> {
-        match serde_json::from_slice::<Members>(bytes) {
-            Ok(members) => {
-                let id = members.request_id();
-                members
-                    .classify()
-                    .map_err(|error| ReadError::Framing { id, error })
-            }
-            // Not an object, or not JSON: the slow path says which, precisely.
-            Err(_) => {
-                let value: Value = serde_json::from_slice(bytes).map_err(ReadError::Json)?;
-                let id = value.get("id").and_then(Id::from_value);
-                Message::from_value(value).map_err(|error| ReadError::Framing { id, error })
-            }
+        if let Ok(members) = serde_json::from_slice::<Members>(bytes)
+            && let Ok(message) = members.classify()
+        {
+            return Ok(message);
         }
+        // Not JSON, not an object, or not a message: the slow path says
+        // which, precisely, with the request's id. Only refusals pay for it.
+        let value: Value = serde_json::from_slice(bytes).map_err(ReadError::Json)?;
+        let id = value.get("id").and_then(Id::from_value);
+        Message::from_value(value).map_err(|error| ReadError::Framing { id, error })
     }
 
     pub fn to_value(&self) -> Value {

@@ -20,7 +20,9 @@ use crate::sse;
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 pub fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Response<Body> {
-    let bytes = json_bytes(body);
+    // `to_vec`, not `to_string`: Display writes through `fmt` a token at a
+    // time. A `Value` and redmark's bodies always serialise (their keys are strings).
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *resp.status_mut() = status;
     resp.headers_mut().insert(
@@ -28,22 +30,6 @@ pub fn json(status: StatusCode, body: &(impl Serialize + ?Sized)) -> Response<Bo
         HeaderValue::from_static("application/json"),
     );
     resp
-}
-
-/// `to_writer` into a buffer sized for a typical answer, not `to_string`:
-/// Display writes through `fmt` a token at a time, and a growing `Vec`
-/// copies itself at every doubling. A `Value` and redmark's bodies always
-/// serialise (their keys are strings).
-fn json_bytes(body: &(impl Serialize + ?Sized)) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(512);
-    if serde_json::to_writer(&mut bytes, body).is_err() {
-        bytes.clear();
-    }
-    bytes
-}
-
-fn json_text(body: &(impl Serialize + ?Sized)) -> String {
-    String::from_utf8(json_bytes(body)).unwrap_or_default()
 }
 
 pub fn empty(status: StatusCode) -> Response<Body> {
@@ -129,7 +115,7 @@ pub fn sse_with_end(
                 Some(Outgoing::Final { body, outcome, .. }) => {
                     st.done = true;
                     st.on_end.fire(Some((outcome, &body)));
-                    sse::encode_event(&json_text(&body))
+                    sse::encode_event(&serde_json::to_string(&body).unwrap_or_default())
                 }
                 None => return None,
             },

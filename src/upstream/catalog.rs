@@ -144,12 +144,8 @@ impl Catalog {
     /// session than the one kept.
     pub fn put_init(&self, profile: Profile, session: u64, info: &Arc<InitInfo>) {
         let mut init = lock(&self.init);
-        match init.get_mut(&profile) {
-            Some((from, _)) if *from == session => {}
-            Some(kept) => *kept = (session, Arc::clone(info)),
-            None => {
-                init.insert(profile, (session, Arc::clone(info)));
-            }
+        if init.get(&profile).is_none_or(|(from, _)| *from != session) {
+            init.insert(profile, (session, Arc::clone(info)));
         }
     }
 }

