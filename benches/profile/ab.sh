@@ -12,6 +12,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="$ROOT/benches/profile"
+# shellcheck source=gateway.sh
+source "$HERE/gateway.sh"
 BIN_A="${BIN_A:?set BIN_A to the redmark binary to compare against}"
 BIN_B="${BIN_B:-$ROOT/target/release/redmark}"
 SCRIPT="${SCRIPT:-echo.lua}" RUNS="${RUNS:-3}" SECONDS_PER="${SECONDS_PER:-5}"
@@ -24,15 +26,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 "$ROOT/target/release/examples/bench_upstream" --http "$UP_PORT" > "$OUT/upstream.log" 2>&1 &
 start_gateway() { # name bin port
-    cat > "$OUT/$1.toml" <<TOML
-[server]
-listen = "127.0.0.1:$3"
-[[route]]
-name = "bench"
-path = "/mcp"
-[route.upstream]
-url = "http://127.0.0.1:$UP_PORT/mcp"
-TOML
+    bench_config "$OUT/$1.toml" "$3" "$UP_PORT"
     RUST_LOG=warn "$2" serve --config "$OUT/$1.toml" > "$OUT/$1.log" 2>&1 &
     for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$3/" && return; sleep 0.1; done
     echo "gateway $1 did not start: $(cat "$OUT/$1.log")" >&2

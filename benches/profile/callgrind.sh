@@ -11,21 +11,15 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="$ROOT/benches/profile"
+# shellcheck source=gateway.sh
+source "$HERE/gateway.sh"
 SCRIPT="${SCRIPT:-echo.lua}"
 BIN="${BIN:-$ROOT/target/release/redmark}"
 OUT="$(mktemp -d)"
 UP_PORT="${UP_PORT:-18555}" PORT="${PORT:-18556}"
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 "$ROOT/target/release/examples/bench_upstream" --http "$UP_PORT" > "$OUT/upstream.log" 2>&1 &
-cat > "$OUT/redmark.toml" <<TOML
-[server]
-listen = "127.0.0.1:$PORT"
-[[route]]
-name = "bench"
-path = "/mcp"
-[route.upstream]
-url = "http://127.0.0.1:$UP_PORT/mcp"
-TOML
+bench_config "$OUT/redmark.toml" "$PORT" "$UP_PORT"
 RUST_LOG="${RUST_LOG:-warn}" valgrind --tool=callgrind --callgrind-out-file="$OUT/cg" \
     "$BIN" serve --config "$OUT/redmark.toml" > "$OUT/redmark.log" 2>&1 &
 VPID=$!
