@@ -18,6 +18,7 @@ mod inbound;
 use super::UpstreamError;
 use super::mode::RouteMode;
 use super::transport::Link;
+use super::transport::http::Direct;
 use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::protocol::profile::Profile;
 use inbound::dispatch;
@@ -114,6 +115,8 @@ pub struct Session {
     pub init: Arc<InitInfo>,
     pub created: Instant,
     outbound: mpsc::Sender<Message>,
+    /// Requests POSTed from the caller's task (HTTP): see [`Direct`].
+    direct: Option<Direct>,
     state: Arc<State>,
     upstream_session_id: Arc<Mutex<Option<String>>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
@@ -157,6 +160,7 @@ impl Session {
     ) -> Result<Arc<Session>, UpstreamError> {
         let init_timeout = timeouts.init;
         let Link {
+            direct,
             outbound,
             inbound,
             session_id,
@@ -197,6 +201,7 @@ impl Session {
             }),
             created: Instant::now(),
             outbound,
+            direct,
             state,
             upstream_session_id: session_id,
             shutdown: Mutex::new(Some(shutdown)),
@@ -337,7 +342,22 @@ impl Session {
         id: Id,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), UpstreamError> {
-        self.send(Message::Response { id, outcome }).await
+        let msg = Message::Response { id, outcome };
+        match self.ready_direct() {
+            Some(direct) => {
+                direct.post(msg);
+                Ok(())
+            }
+            None => self.send(msg).await,
+        }
+    }
+
+    /// The transport's direct requests, once the handshake is over and
+    /// while the session lives.
+    fn ready_direct(&self) -> Option<&Direct> {
+        self.direct
+            .as_ref()
+            .filter(|d| d.ready() && self.is_alive())
     }
 
     fn register(&self) -> (i64, oneshot::Receiver<Result<Value, ErrorObject>>) {
@@ -367,15 +387,33 @@ impl Session {
         on_timeout: OnTimeout,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let (id, rx) = self.register();
-        self.send(Message::Request {
+        let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
             params,
-        })
-        .await?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(outcome)) => Ok(outcome),
-            Ok(Err(_)) => Err(self.lost()),
+        };
+        let posting = match self.ready_direct() {
+            Some(direct) => Some(direct.request(msg, id)),
+            None => {
+                self.send(msg).await?;
+                None
+            }
+        };
+        let answer = async move {
+            if let Some(posting) = posting
+                && let Some(outcome) = posting.await
+            {
+                return Some(outcome);
+            }
+            rx.await.ok()
+        };
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Some(outcome)) => {
+                // Answered on the POST itself: its waiter is still registered.
+                lock(&self.state.pending).remove(&id);
+                Ok(outcome)
+            }
+            Ok(None) => Err(self.lost()),
             Err(_) => {
                 lock(&self.state.pending).remove(&id);
                 if on_timeout == OnTimeout::Cancel {
@@ -402,22 +440,34 @@ impl Session {
                 dropped: dropped.clone(),
             },
         );
-        if let Err(e) = self
-            .send(Message::Request {
-                id: Id::Number(id),
-                method: method.into(),
-                params,
-            })
-            .await
-        {
-            lock(&self.state.calls).remove(&id);
-            lock(&self.state.pending).remove(&id);
-            return Err(e);
-        }
+        let msg = Message::Request {
+            id: Id::Number(id),
+            method: method.into(),
+            params,
+        };
+        let posting = match self.ready_direct() {
+            // Boxed: the POST's future is large, and the call holds it only
+            // until the answer's head (or its JSON body) is in.
+            Some(direct) => {
+                let direct = direct.clone();
+                Some(sync_wrapper::SyncFuture::new(Box::pin(
+                    async move { direct.request(msg, id).await },
+                ) as _))
+            }
+            None => {
+                if let Err(e) = self.send(msg).await {
+                    lock(&self.state.calls).remove(&id);
+                    lock(&self.state.pending).remove(&id);
+                    return Err(e);
+                }
+                None
+            }
+        };
         Ok(Call {
             upstream_id: id,
             dropped,
             events: events_rx,
+            posting,
             response,
             session: self.clone(),
             finished: false,
@@ -473,9 +523,36 @@ pub struct Call {
     /// Notifications dropped because the call's queue was full.
     dropped: Arc<AtomicU64>,
     events: futures::channel::mpsc::Receiver<Box<CallEvent>>,
+    /// The call's POST, in flight in the caller's task ([`Direct`]): it
+    /// gives the outcome of a plain JSON answer; any other answer comes to
+    /// `response` through the dispatcher.
+    posting: Option<Posting>,
     response: oneshot::Receiver<Result<Value, ErrorObject>>,
     session: Arc<Session>,
     finished: bool,
+}
+
+/// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
+/// ever polled through `&mut`, never shared.
+type Posting = sync_wrapper::SyncFuture<
+    std::pin::Pin<Box<dyn Future<Output = Option<Result<Value, ErrorObject>>> + Send>>,
+>;
+
+/// The call's outcome: from its POST when that answers it, else from the
+/// dispatcher. `None`: the session was lost first. Cancel-safe: the POST
+/// stays in `posting` until it is done.
+async fn outcome(
+    posting: &mut Option<Posting>,
+    response: &mut oneshot::Receiver<Result<Value, ErrorObject>>,
+) -> Option<Result<Value, ErrorObject>> {
+    if let Some(post) = posting {
+        let answered = post.await;
+        *posting = None;
+        if answered.is_some() {
+            return answered;
+        }
+    }
+    response.await.ok()
 }
 
 impl Call {
@@ -498,11 +575,15 @@ impl Call {
         tokio::select! {
             biased;
             Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
-            outcome = &mut self.response => {
+            outcome = outcome(&mut self.posting, &mut self.response) => {
                 self.finish();
                 match outcome {
-                    Ok(o) => CallStep::Done(o),
-                    Err(_) => CallStep::Lost(self.session.lost()),
+                    Some(o) => {
+                        // Answered on the POST itself: its waiter is still registered.
+                        lock(&self.session.state.pending).remove(&self.upstream_id);
+                        CallStep::Done(o)
+                    }
+                    None => CallStep::Lost(self.session.lost()),
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! and a standalone GET stream carries what the server sends outside a POST.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use hyper::body::Incoming;
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
@@ -33,6 +35,14 @@ enum Body {
     Spawned,
 }
 
+/// A successful POST's answer, still to be read.
+struct PostAnswer {
+    body: Incoming,
+    is_sse: bool,
+    /// The request the POST carried, if it was one.
+    request_id: Option<Id>,
+}
+
 /// What every request of the session needs; each POST task holds it by `Arc`.
 struct Shared {
     client: HttpClient,
@@ -47,6 +57,82 @@ struct Shared {
     inbound: mpsc::Sender<Inbound>,
     max_message_bytes: usize,
     route: Arc<str>,
+    /// The handshake is over: `initialized` is sent and the standalone
+    /// stream open (or refused), so requests may skip the link's queue.
+    ready: AtomicBool,
+}
+
+/// Requests POSTed from the caller's own task once the session is set up:
+/// no hop through the link's queue and task, and a plain JSON answer comes
+/// straight back instead of through `inbound` and the session's dispatcher
+/// (two of a passthrough call's task hand-offs; benches/WHERE_THE_TIME_GOES.md).
+#[derive(Clone)]
+pub struct Direct(Arc<Shared>);
+
+impl Direct {
+    /// Whether the handshake is over. Until then requests go through the
+    /// link's queue, which keeps them behind `notifications/initialized`
+    /// and the opening of the standalone stream (spec 2025-11-25
+    /// lifecycle.mdx "Initialization": the client sends `initialized`
+    /// before other requests; pushes on the stream must not be missed).
+    pub fn ready(&self) -> bool {
+        self.0.ready.load(Ordering::Acquire)
+    }
+
+    /// POSTs `msg` (an answer to a pushed request) from a task of its own,
+    /// started here instead of by the link's task.
+    pub fn post(&self, msg: Message) {
+        let shared = Arc::clone(&self.0);
+        // Boxed: see the link task's POSTs.
+        tokio::spawn(Box::pin(
+            async move { shared.post(msg, Body::Inline).await },
+        ));
+    }
+
+    /// POSTs the request `msg`, whose id is `expect`, in this task. Its
+    /// outcome is returned when the server answers it with the POST's JSON
+    /// body; `None` when the answer reaches the session through `inbound`
+    /// as it would from [`Link::outbound`]: an SSE stream (read from here on
+    /// by a task of its own, so the call's pushes flow whoever polls), a
+    /// failure, or any other message.
+    pub async fn request(&self, msg: Message, expect: i64) -> Option<Result<Value, ErrorObject>> {
+        let shared = &self.0;
+        let answer = shared.send_post(msg).await?;
+        if answer.is_sse {
+            let this = Arc::clone(shared);
+            tokio::spawn(Box::pin(async move { this.read_answer(answer).await }));
+            return None;
+        }
+        let PostAnswer {
+            body, request_id, ..
+        } = answer;
+        match read_limited(body, shared.max_message_bytes).await {
+            Ok(body) if body.is_empty() => None,
+            Ok(body) => match message_from_body(&body) {
+                Ok(Message::Response {
+                    id: Id::Number(n),
+                    outcome,
+                }) if n == expect => Some(outcome),
+                Ok(other) => {
+                    let _ = shared.inbound.send(Inbound::Message(other)).await;
+                    None
+                }
+                Err(e) => {
+                    shared.not_json_rpc(&e);
+                    None
+                }
+            },
+            Err(e) => {
+                shared
+                    .fail_request(
+                        request_id,
+                        ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
+                    )
+                    .await;
+                None
+            }
+        }
+    }
 }
 
 pub fn connect(
@@ -80,8 +166,10 @@ pub fn connect(
         inbound: in_tx,
         max_message_bytes,
         route,
+        ready: AtomicBool::new(false),
     });
     let link = Link {
+        direct: Some(Direct(Arc::clone(&shared))),
         outbound: out_tx,
         inbound: in_rx,
         session_id: shared.session_id.clone(),
@@ -124,6 +212,7 @@ pub fn connect(
                     }
                     if is_initialized && get_stream.is_none() {
                         get_stream = shared.open_standalone_stream().await;
+                        shared.ready.store(true, Ordering::Release);
                     }
                 }
                 _ = &mut shutdown_rx => break,
@@ -172,6 +261,21 @@ impl Shared {
     }
 
     async fn post(self: &Arc<Self>, msg: Message, body: Body) {
+        let Some(answer) = self.send_post(msg).await else {
+            return;
+        };
+        match body {
+            Body::Inline => self.read_answer(answer).await,
+            Body::Spawned => {
+                let this = Arc::clone(self);
+                tokio::spawn(Box::pin(async move { this.read_answer(answer).await }));
+            }
+        }
+    }
+
+    /// POSTs one message and deals with its answer's head; `None` when
+    /// nothing is left to read (a 202, a failure already handed up).
+    async fn send_post(&self, msg: Message) -> Option<PostAnswer> {
         let (request_id, is_initialize) = match &msg {
             Message::Request { id, method, .. } => (Some(id.clone()), method == "initialize"),
             _ => (None, false),
@@ -184,8 +288,8 @@ impl Shared {
         let mut headers = self.headers("application/json, text/event-stream");
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         // Boxed: the request future is large and done once the head is in,
-        // while this task lives on for as long as the call's stream stays
-        // open (a question waiting for a person).
+        // while the task reading the answer lives on for as long as the
+        // call's stream stays open (a question waiting for a person).
         let sending =
             Box::pin(
                 self.client
@@ -195,7 +299,7 @@ impl Shared {
             Ok(r) => r,
             Err(e) => {
                 self.closed(format!("POST {} failed: {e}", self.url)).await;
-                return;
+                return None;
             }
         };
         let status = resp.status();
@@ -212,38 +316,37 @@ impl Shared {
         if status == StatusCode::NOT_FOUND && had_session {
             self.closed("the server ended the HTTP session (404)".into())
                 .await;
-            return;
+            return None;
         }
         if status == StatusCode::ACCEPTED {
-            return;
+            return None;
         }
         if !status.is_success() {
-            // Boxed, as the other rare or short steps: this task's future is
-            // as large as its largest await, and lives as long as the call.
+            // Boxed, as the other rare or short steps: the reading task's
+            // future is as large as its largest await, and lives as long as the call.
             Box::pin(self.refused(resp, had_session, request_id)).await;
-            return;
+            return None;
         }
-        let is_sse = client::is_event_stream(resp.headers());
-        // The head is done with: only the body is read on, for as long as the call waits.
-        let resp = resp.into_body();
-        match body {
-            Body::Inline => self.read_answer(resp, is_sse, request_id).await,
-            Body::Spawned => {
-                let this = Arc::clone(self);
-                tokio::spawn(Box::pin(async move {
-                    this.read_answer(resp, is_sse, request_id).await;
-                }));
-            }
-        }
+        Some(PostAnswer {
+            is_sse: client::is_event_stream(resp.headers()),
+            // The head is done with: only the body is read on, for as long as the call waits.
+            body: resp.into_body(),
+            request_id,
+        })
     }
 
     /// The answer to a POST: an SSE stream (a tool call's stays open while
     /// the answers to its pushed questions are POSTed) or one JSON message.
-    async fn read_answer(&self, resp: Incoming, is_sse: bool, request_id: Option<Id>) {
+    async fn read_answer(&self, answer: PostAnswer) {
+        let PostAnswer {
+            body,
+            is_sse,
+            request_id,
+        } = answer;
         if is_sse {
-            self.pump_sse(resp, request_id).await;
+            self.pump_sse(body, request_id).await;
         } else {
-            match read_limited(resp, self.max_message_bytes).await {
+            match read_limited(body, self.max_message_bytes).await {
                 Ok(body) if body.is_empty() => {}
                 Ok(body) => self.deliver(&body).await,
                 Err(e) => {
@@ -322,10 +425,12 @@ impl Shared {
                 };
                 let _ = self.inbound.send(item).await;
             }
-            Err(e) => {
-                tracing::warn!(route = %self.route, error = %e, "upstream sent a message that is not JSON-RPC");
-            }
+            Err(e) => self.not_json_rpc(&e),
         }
+    }
+
+    fn not_json_rpc(&self, error: &str) {
+        tracing::warn!(route = %self.route, %error, "upstream sent a message that is not JSON-RPC");
     }
 
     async fn pump_sse(&self, mut body: Incoming, request_id: Option<Id>) {
@@ -458,6 +563,175 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::{BodyExt, Full};
+    use serde_json::json;
+
+    /// A legacy server in the test: `initialize` gives a session id, the
+    /// standalone GET is refused, and `tools/call` answers by its tool's
+    /// name: `json` with its JSON body, `other` with another request's
+    /// answer, `sse` with a notification and then its answer on a stream.
+    async fn server() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        |req: http::Request<Incoming>| async move {
+                            let get = req.method() == Method::GET;
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let mut resp = http::Response::new(Full::new(Bytes::new()));
+                            if get {
+                                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                                return Ok::<_, std::convert::Infallible>(resp);
+                            }
+                            let msg: Value = serde_json::from_slice(&body).unwrap();
+                            let id = msg["id"].clone();
+                            let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+                            let (kind, text) = match (
+                                msg["method"].as_str(),
+                                msg["params"]["name"].as_str(),
+                            ) {
+                                (Some("initialize"), _) => {
+                                    resp.headers_mut()
+                                        .insert("mcp-session-id", HeaderValue::from_static("s-1"));
+                                    (
+                                        "application/json",
+                                        answer(json!({"protocolVersion": "2025-11-25"}))
+                                            .to_string(),
+                                    )
+                                }
+                                (Some("tools/call"), Some("json")) => (
+                                    "application/json",
+                                    answer(json!({"content": []})).to_string(),
+                                ),
+                                (Some("tools/call"), Some("other")) => (
+                                    "application/json",
+                                    json!({"jsonrpc": "2.0", "id": 999, "result": {}}).to_string(),
+                                ),
+                                (Some("tools/call"), Some("sse")) => (
+                                    "text/event-stream",
+                                    format!(
+                                        "data: {}\n\ndata: {}\n\n",
+                                        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}),
+                                        answer(json!({"content": []})),
+                                    ),
+                                ),
+                                _ => {
+                                    *resp.status_mut() = StatusCode::ACCEPTED;
+                                    return Ok(resp);
+                                }
+                            };
+                            resp.headers_mut()
+                                .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+                            *resp.body_mut() = Full::new(Bytes::from(text));
+                            Ok(resp)
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        format!("http://{addr}/mcp")
+    }
+
+    fn call(id: i64, tool: &str) -> Message {
+        Message::Request {
+            id: Id::Number(id),
+            method: "tools/call".into(),
+            params: Some(json!({"name": tool})),
+        }
+    }
+
+    /// A link past its handshake, and its direct requests.
+    async fn ready_link() -> (Link, Direct) {
+        let url = server().await;
+        let mut link = connect(
+            client::for_tests(),
+            &url,
+            &BTreeMap::new(),
+            "r".into(),
+            1 << 20,
+        )
+        .unwrap();
+        let direct = link.direct.clone().unwrap();
+        link.outbound
+            .send(Message::Request {
+                id: Id::Number(0),
+                method: "initialize".into(),
+                params: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            link.inbound.recv().await,
+            Some(Inbound::Message(Message::Response { .. }))
+        ));
+        assert!(!direct.ready(), "requests wait behind the handshake");
+        link.outbound
+            .send(Message::Notification {
+                method: "notifications/initialized".into(),
+                params: None,
+            })
+            .await
+            .unwrap();
+        while !direct.ready() {
+            tokio::task::yield_now().await;
+        }
+        (link, direct)
+    }
+
+    #[tokio::test]
+    async fn a_json_answer_to_a_direct_request_comes_back_to_its_caller() {
+        let (mut link, direct) = ready_link().await;
+        let outcome = direct.request(call(7, "json"), 7).await;
+        assert_eq!(outcome, Some(Ok(json!({"content": []}))));
+        assert!(
+            link.inbound.try_recv().is_err(),
+            "nothing else is handed up"
+        );
+    }
+
+    #[tokio::test]
+    async fn any_other_json_answer_is_handed_up_to_the_session() {
+        let (mut link, direct) = ready_link().await;
+        assert_eq!(direct.request(call(7, "other"), 7).await, None);
+        match link.inbound.recv().await {
+            Some(Inbound::Message(Message::Response { id, .. })) => assert_eq!(id, Id::Number(999)),
+            other => panic!("expected the stray answer handed up, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_reaches_the_session_on_its_requests_stream() {
+        let (mut link, direct) = ready_link().await;
+        assert_eq!(direct.request(call(7, "sse"), 7).await, None);
+        match link.inbound.recv().await {
+            Some(Inbound::OnStream(id, Message::Notification { method, .. })) => {
+                assert_eq!(
+                    (id, method.as_str()),
+                    (Id::Number(7), "notifications/progress")
+                );
+            }
+            other => panic!("expected the notification on call 7's stream, got {other:?}"),
+        }
+        match link.inbound.recv().await {
+            Some(Inbound::OnStream(
+                id,
+                Message::Response {
+                    id: answered,
+                    outcome,
+                },
+            )) => {
+                assert_eq!((id, answered), (Id::Number(7), Id::Number(7)));
+                assert_eq!(outcome, Ok(json!({"content": []})));
+            }
+            other => panic!("expected the answer on call 7's stream, got {other:?}"),
+        }
+    }
 
     #[test]
     fn a_cached_header_value_follows_its_text() {

@@ -24,6 +24,7 @@ pub fn pair() -> (Link, Peer) {
     let (shutdown_tx, shutdown) = oneshot::channel();
     let (ended, ended_rx) = watch::channel(false);
     let link = Link {
+        direct: None,
         outbound,
         inbound,
         session_id: Arc::new(Mutex::new(None)),

@@ -28,6 +28,8 @@ pub const QUEUE_DEPTH: usize = 256;
 
 /// A running transport: send messages with `outbound`, receive on `inbound`.
 pub struct Link {
+    /// Requests the caller's own task may POST (HTTP; `None` elsewhere).
+    pub direct: Option<http::Direct>,
     pub outbound: mpsc::Sender<Message>,
     pub inbound: mpsc::Receiver<Inbound>,
     /// Set once the transport knows its peer-assigned session id (HTTP only).

@@ -158,6 +158,7 @@ pub fn spawn(
     });
 
     Ok(Link {
+        direct: None,
         outbound: out_tx,
         inbound: in_rx,
         session_id: Arc::new(Mutex::new(None)),
