@@ -58,20 +58,24 @@ pub async fn dispatch(
     req: ClientRequest,
     verified: Option<Claims>,
 ) -> Reply {
+    // Every branch but the calls' is boxed: a future is as large as its
+    // largest await, and hyper moves the request's future by value a few
+    // times per request, so an upstream request inlined here (a list's)
+    // was copied on every call too (benches/WHERE_THE_TIME_GOES.md).
     if route.native.is_native().await {
-        return super::native::dispatch(gw, route, principal, req).await;
+        return Box::pin(super::native::dispatch(gw, route, principal, req)).await;
     }
     match req.method {
-        Method::Discover => discover(&route, &principal, &req).await,
+        Method::Discover => Box::pin(discover(&route, &principal, &req)).await,
         Method::ToolsList
         | Method::PromptsList
         | Method::ResourcesList
-        | Method::ResourcesTemplatesList => list(&route, &principal, &req).await,
-        Method::CompletionComplete => simple(&route, &principal, &req).await,
+        | Method::ResourcesTemplatesList => Box::pin(list(&route, &principal, &req)).await,
+        Method::CompletionComplete => Box::pin(simple(&route, &principal, &req)).await,
         Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead => {
             operation(gw, route, principal, req, verified).await
         }
-        Method::SubscriptionsListen => listen::start(gw, route, principal, req).await,
+        Method::SubscriptionsListen => Box::pin(listen::start(gw, route, principal, req)).await,
     }
 }
 

@@ -96,8 +96,13 @@ where
                     serve(&gw, &mut cx, pending).await
                 }
                 Some(to) => {
-                    let (resp, outcome) =
-                        super::forward::forward(&gw, super::forward::Forwarding::of(&cx), to).await;
+                    // Boxed, as the rare branches of `dispatch` are.
+                    let (resp, outcome) = Box::pin(super::forward::forward(
+                        &gw,
+                        super::forward::Forwarding::of(&cx),
+                        to,
+                    ))
+                    .await;
                     if let RequestOutcome::Done(o) = outcome {
                         pending.write(&gw.access, resp.status(), o, None);
                     }

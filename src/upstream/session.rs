@@ -393,7 +393,9 @@ impl Session {
             params,
         };
         let posting = match self.ready_direct() {
-            Some(direct) => Some(direct.request(msg, id)),
+            // Boxed: the POST's future is large, and this one is part of
+            // every future that awaits a request.
+            Some(direct) => Some(Box::pin(direct.request(msg, id))),
             None => {
                 self.send(msg).await?;
                 None
