@@ -89,11 +89,11 @@ async fn operation(
     verified: Option<Claims>,
 ) -> Reply {
     let id = req.id.clone();
-    let started = start::call(gw.engine.clone(), route, principal, req, verified);
-    match started.first().await {
-        (Some(Outgoing::Notification(first)), rx) => Reply::Stream { first, rx },
-        (Some(done), _) => Reply::Json(done),
-        (None, _) => Reply::reject(
+    let mut rx = start::call(gw.engine.clone(), route, principal, req, verified);
+    match rx.recv().await {
+        Some(Outgoing::Notification(first)) => Reply::Stream { first, rx },
+        Some(done) => Reply::Json(done),
+        None => Reply::reject(
             &id,
             &Reject::new(
                 Reason::InternalError,
