@@ -386,13 +386,13 @@ impl Session {
         timeout: Duration,
         on_timeout: OnTimeout,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
-        let (id, rx) = self.register();
+        let (id, mut rx) = self.register();
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
             params,
         };
-        let posting = match self.ready_direct() {
+        let mut posting = match self.ready_direct() {
             // Boxed: the POST's future is large, and this one is part of
             // every future that awaits a request.
             Some(direct) => Some(Box::pin(direct.request(msg, id))),
@@ -401,15 +401,7 @@ impl Session {
                 None
             }
         };
-        let answer = async move {
-            if let Some(posting) = posting
-                && let Some(outcome) = posting.await
-            {
-                return Some(outcome);
-            }
-            rx.await.ok()
-        };
-        match tokio::time::timeout(timeout, answer).await {
+        match tokio::time::timeout(timeout, outcome(&mut posting, &mut rx)).await {
             Ok(Some(outcome)) => {
                 // Answered on the POST itself: its waiter is still registered.
                 lock(&self.state.pending).remove(&id);
@@ -540,13 +532,16 @@ type Posting = sync_wrapper::SyncFuture<
     std::pin::Pin<Box<dyn Future<Output = Option<Result<Value, ErrorObject>>> + Send>>,
 >;
 
-/// The call's outcome: from its POST when that answers it, else from the
+/// A request's outcome: from its POST when that answers it, else from the
 /// dispatcher. `None`: the session was lost first. Cancel-safe: the POST
 /// stays in `posting` until it is done.
-async fn outcome(
-    posting: &mut Option<Posting>,
+async fn outcome<P>(
+    posting: &mut Option<P>,
     response: &mut oneshot::Receiver<Result<Value, ErrorObject>>,
-) -> Option<Result<Value, ErrorObject>> {
+) -> Option<Result<Value, ErrorObject>>
+where
+    P: Future<Output = Option<Result<Value, ErrorObject>>> + Unpin,
+{
     if let Some(post) = posting {
         let answered = post.await;
         *posting = None;

@@ -103,32 +103,13 @@ impl Direct {
             tokio::spawn(Box::pin(async move { this.read_answer(answer).await }));
             return None;
         }
-        let PostAnswer {
-            body, request_id, ..
-        } = answer;
-        match read_limited(body, shared.max_message_bytes).await {
-            Ok(body) if body.is_empty() => None,
-            Ok(body) => match message_from_body(&body) {
-                Ok(Message::Response {
-                    id: Id::Number(n),
-                    outcome,
-                }) if n == expect => Some(outcome),
-                Ok(other) => {
-                    let _ = shared.inbound.send(Inbound::Message(other)).await;
-                    None
-                }
-                Err(e) => {
-                    shared.not_json_rpc(&e);
-                    None
-                }
-            },
-            Err(e) => {
-                shared
-                    .fail_request(
-                        request_id,
-                        ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
-                    )
-                    .await;
+        match shared.read_json(answer.body, answer.request_id).await? {
+            Message::Response {
+                id: Id::Number(n),
+                outcome,
+            } if n == expect => Some(outcome),
+            other => {
+                let _ = shared.inbound.send(Inbound::Message(other)).await;
                 None
             }
         }
@@ -345,17 +326,31 @@ impl Shared {
         } = answer;
         if is_sse {
             self.pump_sse(body, request_id).await;
-        } else {
-            match read_limited(body, self.max_message_bytes).await {
-                Ok(body) if body.is_empty() => {}
-                Ok(body) => self.deliver(&body).await,
+        } else if let Some(msg) = self.read_json(body, request_id).await {
+            let _ = self.inbound.send(Inbound::Message(msg)).await;
+        }
+    }
+
+    /// A JSON answer's one message; `None` for an empty body, or when the
+    /// body could not be read (the request is failed) or is no JSON-RPC
+    /// message (logged).
+    async fn read_json(&self, body: Incoming, request_id: Option<Id>) -> Option<Message> {
+        match read_limited(body, self.max_message_bytes).await {
+            Ok(body) if body.is_empty() => None,
+            Ok(body) => match message_from_body(&body) {
+                Ok(msg) => Some(msg),
                 Err(e) => {
-                    self.fail_request(
-                        request_id,
-                        ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
-                    )
-                    .await;
+                    self.not_json_rpc(&e);
+                    None
                 }
+            },
+            Err(e) => {
+                self.fail_request(
+                    request_id,
+                    ErrorObject::new(code::INTERNAL_ERROR, e.to_string()),
+                )
+                .await;
+                None
             }
         }
     }
@@ -409,10 +404,6 @@ impl Shared {
             ),
         )
         .await;
-    }
-
-    async fn deliver(&self, data: &[u8]) {
-        self.deliver_on(None, data).await;
     }
 
     /// Hands up one message; `stream` is the request whose POST answer carried it.
@@ -678,9 +669,14 @@ mod tests {
             })
             .await
             .unwrap();
-        while !direct.ready() {
-            tokio::task::yield_now().await;
-        }
+        // Bounded: a `ready` that never turns fails the test instead of hanging it.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !direct.ready() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("ready once initialized is sent");
         (link, direct)
     }
 
