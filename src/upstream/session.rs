@@ -387,6 +387,9 @@ impl Session {
         on_timeout: OnTimeout,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
         let (id, mut rx) = self.register();
+        // Whatever way this future ends (answered, lost, timed out, or
+        // dropped by a caller that went away), the waiter goes with it.
+        let waiting = Waiting::new(self, id, on_timeout);
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
@@ -397,22 +400,24 @@ impl Session {
             // every future that awaits a request.
             Some(direct) => Some(Box::pin(direct.request(msg, id))),
             None => {
-                self.send(msg).await?;
+                if let Err(e) = self.send(msg).await {
+                    waiting.settled();
+                    return Err(e);
+                }
                 None
             }
         };
         match tokio::time::timeout(timeout, outcome(&mut posting, &mut rx)).await {
             Ok(Some(outcome)) => {
-                // Answered on the POST itself: its waiter is still registered.
-                lock(&self.state.pending).remove(&id);
+                waiting.settled();
                 Ok(outcome)
             }
-            Ok(None) => Err(self.lost()),
+            Ok(None) => {
+                waiting.settled();
+                Err(self.lost())
+            }
             Err(_) => {
-                lock(&self.state.pending).remove(&id);
-                if on_timeout == OnTimeout::Cancel {
-                    self.cancel(id, "redmark: request timed out");
-                }
+                waiting.timed_out();
                 Err(UpstreamError::Timeout(timeout))
             }
         }
@@ -500,6 +505,49 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// A request's waiter while its caller waits. Settled: removed. Dropped
+/// unsettled (timed out, or the caller's future dropped): removed, and the
+/// request cancelled upstream unless it is `initialize` ([`OnTimeout`]).
+struct Waiting<'a> {
+    session: &'a Session,
+    id: i64,
+    on_abandon: OnTimeout,
+    /// What the cancellation tells the server.
+    reason: &'static str,
+    settled: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(session: &'a Session, id: i64, on_abandon: OnTimeout) -> Self {
+        Waiting {
+            session,
+            id,
+            on_abandon,
+            reason: "redmark: the client went away",
+            settled: false,
+        }
+    }
+
+    /// Answered, or nothing left to cancel: only the waiter goes.
+    fn settled(mut self) {
+        self.settled = true;
+    }
+
+    fn timed_out(mut self) {
+        self.reason = "redmark: request timed out";
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.settled && self.on_abandon == OnTimeout::Cancel {
+            self.session.cancel(self.id, self.reason);
+        } else {
+            lock(&self.session.state.pending).remove(&self.id);
+        }
     }
 }
 
@@ -649,11 +697,8 @@ mod tests {
         assert!(peer.recv().await.is_none(), "nothing after initialize");
     }
 
-    /// A call that does not read its events while the server floods it holds
-    /// at most the queue's depth (plus the one message a sender may park); the
-    /// rest is dropped and counted, and the answer still arrives.
-    #[tokio::test]
-    async fn a_notification_flood_is_bounded_by_the_call_queue() {
+    /// A session past its handshake over an in-process link, and its server's end.
+    async fn started() -> (Arc<Session>, memory::Peer) {
         let (link, mut peer) = memory::pair();
         let (notices, _) = broadcast::channel(4);
         let timeouts = Timeouts {
@@ -693,6 +738,51 @@ mod tests {
             panic!("initialized")
         };
         assert_eq!(method, "notifications/initialized");
+        (session, peer)
+    }
+
+    /// A request whose caller goes away (its future dropped: the client
+    /// left while redmark listed tools) leaves no waiter behind, and the
+    /// server hears that nobody wants the answer any more.
+    #[tokio::test]
+    async fn an_abandoned_request_is_forgotten_and_cancelled_upstream() {
+        let (session, mut peer) = started().await;
+        let asking = {
+            let session = session.clone();
+            tokio::spawn(async move {
+                session
+                    .request("tools/list", None, Duration::from_secs(60))
+                    .await
+            })
+        };
+        let Some(Message::Request { id, method, .. }) = peer.recv().await else {
+            panic!("the request")
+        };
+        assert_eq!(method, "tools/list");
+        assert_eq!(lock(&session.state.pending).len(), 1);
+        asking.abort();
+        assert!(asking.await.is_err_and(|e| e.is_cancelled()));
+        assert!(
+            lock(&session.state.pending).is_empty(),
+            "the waiter went with its caller"
+        );
+        match peer.recv().await {
+            Some(Message::Notification { method, params }) => {
+                assert_eq!(method, "notifications/cancelled");
+                let params = params.unwrap_or_default();
+                assert_eq!(params["requestId"], serde_json::to_value(&id).unwrap());
+                assert_eq!(params["reason"], "redmark: the client went away");
+            }
+            other => panic!("expected notifications/cancelled, got {other:?}"),
+        }
+    }
+
+    /// A call that does not read its events while the server floods it holds
+    /// at most the queue's depth (plus the one message a sender may park); the
+    /// rest is dropped and counted, and the answer still arrives.
+    #[tokio::test]
+    async fn a_notification_flood_is_bounded_by_the_call_queue() {
+        let (session, mut peer) = started().await;
         let mut call = session
             .call("tools/call", Some(json!({"name": "t"})))
             .await

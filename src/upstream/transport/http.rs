@@ -60,6 +60,10 @@ struct Shared {
     /// The handshake is over: `initialized` is sent and the standalone
     /// stream open (or refused), so requests may skip the link's queue.
     ready: AtomicBool,
+    /// The standalone GET stream is open: what the server sends there (a
+    /// call's progress, say) may still be on its way through `inbound`
+    /// when the call's own JSON answer is in.
+    standalone_open: AtomicBool,
 }
 
 /// Requests POSTed from the caller's own task once the session is set up:
@@ -94,7 +98,9 @@ impl Direct {
     /// body; `None` when the answer reaches the session through `inbound`
     /// as it would from [`Link::outbound`]: an SSE stream (read from here on
     /// by a task of its own, so the call's pushes flow whoever polls), a
-    /// failure, or any other message.
+    /// failure, any other message, or any answer while the standalone
+    /// stream is open (behind whatever that stream already handed up for
+    /// the call: its answer must not overtake them).
     pub async fn request(&self, msg: Message, expect: i64) -> Option<Result<Value, ErrorObject>> {
         let shared = &self.0;
         let answer = shared.send_post(msg).await?;
@@ -107,7 +113,7 @@ impl Direct {
             Message::Response {
                 id: Id::Number(n),
                 outcome,
-            } if n == expect => Some(outcome),
+            } if n == expect && !shared.standalone_open.load(Ordering::Acquire) => Some(outcome),
             other => {
                 let _ = shared.inbound.send(Inbound::Message(other)).await;
                 None
@@ -148,6 +154,7 @@ pub fn connect(
         max_message_bytes,
         route,
         ready: AtomicBool::new(false),
+        standalone_open: AtomicBool::new(false),
     });
     let link = Link {
         direct: Some(Direct(Arc::clone(&shared))),
@@ -202,6 +209,11 @@ pub fn connect(
         if let Some(task) = get_stream {
             task.abort();
         }
+        shared.standalone_open.store(false, Ordering::Release);
+        // The session's `Direct` keeps `inbound` open for as long as the
+        // session lives, so its dispatcher must be told: calls still in
+        // flight end as `upstream_lost` now, not at their timeout.
+        shared.closed("the session was closed".into()).await;
         shared.end_session().await;
         ended_tx.send_replace(true);
     });
@@ -470,9 +482,11 @@ impl Shared {
             // 405: the server offers no standalone stream, which is allowed.
             return None;
         }
+        // Flagged before `ready`, not when the pump's task first runs.
+        self.standalone_open.store(true, Ordering::Release);
         let this = Arc::clone(self);
         Some(tokio::spawn(async move {
-            this.pump_sse(resp.into_body(), None).await;
+            this.pump_standalone(resp.into_body()).await;
             let mut failures = 0u32;
             // Servers may close the stream at any time; reopen it while the session lives.
             while failures < 5 && !this.inbound.is_closed() {
@@ -489,12 +503,19 @@ impl Shared {
                 {
                     Ok(resp) if resp.status().is_success() => {
                         failures = 0;
-                        this.pump_sse(resp.into_body(), None).await;
+                        this.pump_standalone(resp.into_body()).await;
                     }
                     _ => failures += 1,
                 }
             }
         }))
+    }
+
+    /// Reads the standalone stream until it ends, flagged open meanwhile.
+    async fn pump_standalone(&self, body: Incoming) {
+        self.standalone_open.store(true, Ordering::Release);
+        self.pump_sse(body, None).await;
+        self.standalone_open.store(false, Ordering::Release);
     }
 
     async fn end_session(&self) {
@@ -554,14 +575,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::BodyExt;
     use serde_json::json;
 
     /// A legacy server in the test: `initialize` gives a session id, the
-    /// standalone GET is refused, and `tools/call` answers by its tool's
-    /// name: `json` with its JSON body, `other` with another request's
-    /// answer, `sse` with a notification and then its answer on a stream.
-    async fn server() -> String {
+    /// standalone GET is refused (or, with `standalone`, kept open and
+    /// silent), and `tools/call` answers by its tool's name: `json` with its
+    /// JSON body, `other` with another request's answer, `sse` with a
+    /// notification and then its answer on a stream, `hang` with a stream
+    /// that never answers.
+    async fn server(standalone: bool) -> String {
+        use http_body_util::combinators::BoxBody;
+        use http_body_util::{Full, StreamBody};
+        type Body = BoxBody<Bytes, std::convert::Infallible>;
+        fn full(text: String) -> Body {
+            BodyExt::boxed(Full::new(Bytes::from(text)))
+        }
+        fn open_forever() -> Body {
+            let never = futures::stream::pending::<
+                Result<hyper::body::Frame<Bytes>, std::convert::Infallible>,
+            >();
+            BodyExt::boxed(StreamBody::new(never))
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -569,12 +604,20 @@ mod tests {
                 let (stream, _) = listener.accept().await.unwrap();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(
-                        |req: http::Request<Incoming>| async move {
-                            let get = req.method() == Method::GET;
+                        move |req: http::Request<Incoming>| async move {
+                            let method = req.method().clone();
                             let body = req.into_body().collect().await.unwrap().to_bytes();
-                            let mut resp = http::Response::new(Full::new(Bytes::new()));
-                            if get {
-                                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                            let mut resp = http::Response::new(full(String::new()));
+                            if method == Method::GET || method == Method::DELETE {
+                                if method == Method::GET && standalone {
+                                    resp.headers_mut().insert(
+                                        CONTENT_TYPE,
+                                        HeaderValue::from_static("text/event-stream"),
+                                    );
+                                    *resp.body_mut() = open_forever();
+                                } else {
+                                    *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                                }
                                 return Ok::<_, std::convert::Infallible>(resp);
                             }
                             let msg: Value = serde_json::from_slice(&body).unwrap();
@@ -609,6 +652,14 @@ mod tests {
                                         answer(json!({"content": []})),
                                     ),
                                 ),
+                                (Some("tools/call"), Some("hang")) => {
+                                    resp.headers_mut().insert(
+                                        CONTENT_TYPE,
+                                        HeaderValue::from_static("text/event-stream"),
+                                    );
+                                    *resp.body_mut() = open_forever();
+                                    return Ok(resp);
+                                }
                                 _ => {
                                     *resp.status_mut() = StatusCode::ACCEPTED;
                                     return Ok(resp);
@@ -616,7 +667,7 @@ mod tests {
                             };
                             resp.headers_mut()
                                 .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-                            *resp.body_mut() = Full::new(Bytes::from(text));
+                            *resp.body_mut() = full(text);
                             Ok(resp)
                         },
                     );
@@ -638,8 +689,8 @@ mod tests {
     }
 
     /// A link past its handshake, and its direct requests.
-    async fn ready_link() -> (Link, Direct) {
-        let url = server().await;
+    async fn ready_link(standalone: bool) -> (Link, Direct) {
+        let url = server(standalone).await;
         let mut link = connect(
             client::for_tests(),
             &url,
@@ -682,7 +733,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_json_answer_to_a_direct_request_comes_back_to_its_caller() {
-        let (mut link, direct) = ready_link().await;
+        let (mut link, direct) = ready_link(false).await;
         let outcome = direct.request(call(7, "json"), 7).await;
         assert_eq!(outcome, Some(Ok(json!({"content": []}))));
         assert!(
@@ -693,7 +744,7 @@ mod tests {
 
     #[tokio::test]
     async fn any_other_json_answer_is_handed_up_to_the_session() {
-        let (mut link, direct) = ready_link().await;
+        let (mut link, direct) = ready_link(false).await;
         assert_eq!(direct.request(call(7, "other"), 7).await, None);
         match link.inbound.recv().await {
             Some(Inbound::Message(Message::Response { id, .. })) => assert_eq!(id, Id::Number(999)),
@@ -703,7 +754,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_streamed_answer_reaches_the_session_on_its_requests_stream() {
-        let (mut link, direct) = ready_link().await;
+        let (mut link, direct) = ready_link(false).await;
         assert_eq!(direct.request(call(7, "sse"), 7).await, None);
         match link.inbound.recv().await {
             Some(Inbound::OnStream(id, Message::Notification { method, .. })) => {
@@ -727,6 +778,38 @@ mod tests {
             }
             other => panic!("expected the answer on call 7's stream, got {other:?}"),
         }
+    }
+
+    /// Whatever the standalone stream handed up for a call is dispatched
+    /// before the call's own answer: the answer goes the same way.
+    #[tokio::test]
+    async fn with_a_standalone_stream_open_a_json_answer_goes_through_the_session() {
+        let (mut link, direct) = ready_link(true).await;
+        assert_eq!(direct.request(call(7, "json"), 7).await, None);
+        match link.inbound.recv().await {
+            Some(Inbound::Message(Message::Response { id, outcome })) => {
+                assert_eq!((id, outcome), (Id::Number(7), Ok(json!({"content": []}))));
+            }
+            other => panic!("expected call 7's answer handed up, got {other:?}"),
+        }
+    }
+
+    /// The session keeps a `Direct` (and so a sender of `inbound`) for as
+    /// long as it lives: closing the link must still tell its dispatcher,
+    /// or a call in flight would wait for its timeout.
+    #[tokio::test]
+    async fn closing_the_link_tells_the_session_while_a_call_waits() {
+        let (mut link, direct) = ready_link(false).await;
+        assert_eq!(direct.request(call(7, "hang"), 7).await, None);
+        let _ = link.shutdown.send(());
+        let closed = tokio::time::timeout(Duration::from_secs(10), link.inbound.recv())
+            .await
+            .expect("the link hands up its end without waiting for the call");
+        match closed {
+            Some(Inbound::Closed(why)) => assert!(why.contains("closed"), "{why}"),
+            other => panic!("expected Closed, got {other:?}"),
+        }
+        drop(direct);
     }
 
     #[test]
