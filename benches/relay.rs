@@ -535,11 +535,48 @@ struct Waiting {
     opened: usize,
     idle_kib: u64,
     full_kib: u64,
+    /// jemalloc's live heap (`redmark_allocator_bytes{kind="allocated"}`), idle and at `n`.
+    idle_heap_kib: u64,
+    full_heap_kib: u64,
     /// RSS of the server processes the gateway started (stdio), at `n`.
     servers_kib: u64,
     p50_idle: f64,
     p50_full: f64,
     error: Option<String>,
+}
+
+/// The gateway's live heap in KiB, from its admin listener's `/metrics`.
+fn heap_kib(rt: &tokio::runtime::Runtime, admin: &str) -> Option<u64> {
+    let text = rt.block_on(async {
+        reqwest::get(format!("http://{admin}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()
+    })?;
+    text.lines()
+        .find(|l| l.starts_with("redmark_allocator_bytes{kind=\"allocated\"}"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map(|bytes| (bytes / 1024.0) as u64)
+}
+
+/// Waits (at most 15 s) until the gateway's live heap stops moving, then
+/// reads (RSS, live heap). What a burst leaves in flight (a replay round's
+/// cancelled upstream call still closing, an answer's POST) is not what
+/// the waiting questions hold, and must be gone before RSS is read.
+fn settled(rt: &tokio::runtime::Runtime, pid: u32, admin: &str) -> (u64, u64) {
+    let mut last = heap_kib(rt, admin).unwrap_or(0);
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = heap_kib(rt, admin).unwrap_or(0);
+        let moved = now.abs_diff(last);
+        last = now;
+        if moved * 200 <= now.max(1) {
+            break;
+        }
+    }
+    (own_kib(pid), last)
 }
 
 /// Starts a gateway, warms it (one complete operation: the route learns its
@@ -553,8 +590,9 @@ fn measure_waiting(
     n: usize,
     concurrency: usize,
 ) -> Waiting {
+    let admin = format!("127.0.0.1:{}", free_port());
     let extra = format!(
-        "[mrtr]\nttl = \"30m\"\nmax_pending_per_principal = {}\n",
+        "admin = \"{admin}\"\n[mrtr]\nttl = \"30m\"\nmax_pending_per_principal = {}\n",
         n + 1000
     );
     let pool = format!(
@@ -571,11 +609,9 @@ fn measure_waiting(
         (1, Duration::ZERO, Duration::from_millis(300)),
     ));
     let idle = rt.block_on(load(&url, Kind::Gateway, Work::Echo, short));
-    std::thread::sleep(Duration::from_millis(300));
-    let idle_kib = own_kib(pid);
+    let (idle_kib, idle_heap_kib) = settled(rt, pid, &admin);
     let (opened, error) = rt.block_on(open_waiting(&url, n, concurrency));
-    std::thread::sleep(Duration::from_millis(500));
-    let full_kib = own_kib(pid);
+    let (full_kib, full_heap_kib) = settled(rt, pid, &admin);
     let servers_kib = mem_kib(pid, "VmRSS").saturating_sub(own_kib(pid));
     let full = rt.block_on(load(&url, Kind::Gateway, Work::Echo, short));
     drop(gw);
@@ -585,6 +621,8 @@ fn measure_waiting(
         opened,
         idle_kib,
         full_kib,
+        idle_heap_kib,
+        full_heap_kib,
         servers_kib,
         p50_idle: idle.pct(50.0),
         p50_full: full.pct(50.0),
@@ -843,20 +881,21 @@ fn main() {
         );
     }
     out!(
-        "\n| waiting questions | N open | gateway RSS idle → with N, MiB | per question | server processes' RSS | passthrough p50 idle → with N, ms | with N vs idle |"
+        "\n| waiting questions | N open | gateway RSS idle → with N, MiB | RSS per question | live heap per question | server processes' RSS | passthrough p50 idle → with N, ms | with N vs idle |"
     );
-    out!("|---|---:|---:|---:|---:|---:|---:|");
+    out!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mib = |k: u64| k as f64 / 1024.0;
     for w in &waits {
-        let per = (w.full_kib.saturating_sub(w.idle_kib) as f64 * 1024.0) / w.opened.max(1) as f64;
+        let per = |full: u64, idle: u64| full.saturating_sub(idle) as f64 / w.opened.max(1) as f64;
         out!(
-            "| {} | {} of {} | {:.1} → {:.1} | {:.1} KiB | {:.1} MiB | {:.2} → {:.2} | {:.2}x |",
+            "| {} | {} of {} | {:.1} → {:.1} | {:.1} KiB | {:.1} KiB | {:.1} MiB | {:.2} → {:.2} | {:.2}x |",
             w.label,
             w.opened,
             w.n,
             mib(w.idle_kib),
             mib(w.full_kib),
-            per / 1024.0,
+            per(w.full_kib, w.idle_kib),
+            per(w.full_heap_kib, w.idle_heap_kib),
             mib(w.servers_kib),
             w.p50_idle,
             w.p50_full,

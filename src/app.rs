@@ -5,7 +5,7 @@
 //! the routes, the operation engine and the request pipeline are wired up and
 //! the listeners bound. The binary and the tests both start through [`start`].
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -143,7 +143,7 @@ impl Reloader {
             })
             .collect();
         let mut out = Reloaded::default();
-        let mut next = HashMap::new();
+        let mut next = foldhash::HashMap::default();
         for r in new.routes.iter().map(toml::Spanned::get_ref) {
             let Some(route) = built.get(&r.path).cloned() else {
                 continue;

@@ -32,7 +32,7 @@ pub mod response;
 pub mod server;
 pub mod tls;
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! caching hints kept), calls handed to the native operation engine
 //! ([`crate::mrtr::native`]), which holds the server's questions to the policy.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use serde_json::{Value, json};

@@ -171,7 +171,7 @@ fn gateway(top: &str, route: &str, connector: Connector) -> Arc<Gateway> {
         .unwrap_or_else(|e| panic!("config: {e}"));
     let options = Options {
         clock: Clock::following_tokio(),
-        connectors: HashMap::from([("r".to_owned(), connector)]),
+        connectors: [("r".to_owned(), connector)].into_iter().collect(),
     };
     app::build(&config, Arc::new(Metrics::new()), options).unwrap_or_else(|e| panic!("build: {e}"))
 }
@@ -193,7 +193,7 @@ fn gateway_with_policy(
         .unwrap_or_else(|e| panic!("config: {e}"));
     let options = Options {
         clock: Clock::following_tokio(),
-        connectors: HashMap::from([("r".to_owned(), connector)]),
+        connectors: [("r".to_owned(), connector)].into_iter().collect(),
     };
     app::build(&config, Arc::new(Metrics::new()), options).unwrap_or_else(|e| panic!("build: {e}"))
 }

@@ -386,7 +386,7 @@ impl Run {
             .and_then(|t| t.get(&self.target).cloned());
         let param_headers = tool
             .as_ref()
-            .and_then(|t| t.get("inputSchema"))
+            .and_then(|t| t.definition.get("inputSchema"))
             .map(|schema| headers::mirrored(schema, req.arguments()))
             .unwrap_or_default();
         let (ntx, mut nrx) = mpsc::channel(QUEUE);

@@ -10,7 +10,9 @@
 //! whose result was let go is its outcome: a late retry that would have got
 //! the result gets `operation_unknown` with `data.outcome` saying how it ended.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 

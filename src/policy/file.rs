@@ -2,7 +2,9 @@
 //! writes, read strictly (unknown keys are errors) and compiled into rules,
 //! with every problem located by file and line.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use serde::Deserialize;

@@ -25,7 +25,9 @@ pub mod guard;
 pub mod lint;
 pub mod reload;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use foldhash::{HashMap, HashMapExt};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -164,16 +164,42 @@ pub struct ClientRequest {
     pub ctx: RequestContext,
     /// `Mcp-Param-*` headers, lower-cased; `None` when the value was not visible ASCII.
     pub param_headers: Vec<(String, Option<String>)>,
+    /// [`ClientRequest::target`], read once: a dozen steps and layers ask
+    /// for it, and each lookup in `params` hashes its key.
+    target: String,
+    /// The called tool as its server lists it, once the known-tool step
+    /// found it (the operation reads its annotations without a second lookup).
+    pub tool: Option<std::sync::Arc<crate::protocol::tool::Tool>>,
 }
 
 impl ClientRequest {
-    /// The tool or prompt name, or resource URI, the request is about ("" for none).
-    pub fn target(&self) -> &str {
-        self.params
+    pub fn new(
+        id: Id,
+        method: Method,
+        params: Map<String, Value>,
+        ctx: RequestContext,
+        param_headers: Vec<(String, Option<String>)>,
+    ) -> Self {
+        let target = params
             .get("name")
-            .or_else(|| self.params.get("uri"))
+            .or_else(|| params.get("uri"))
             .and_then(Value::as_str)
             .unwrap_or_default()
+            .to_owned();
+        ClientRequest {
+            id,
+            method,
+            params,
+            ctx,
+            param_headers,
+            target,
+            tool: None,
+        }
+    }
+
+    /// The tool or prompt name, or resource URI, the request is about ("" for none).
+    pub fn target(&self) -> &str {
+        &self.target
     }
 
     /// `params.arguments`, or an empty object.

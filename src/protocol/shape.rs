@@ -231,16 +231,21 @@ pub fn upstream_params(params: &Map<String, Value>) -> Value {
 }
 
 /// [`upstream_params`], moving the client's params instead of copying them.
+/// One pass over each map, no lookups by name (each would hash the name),
+/// and the order the client wrote is kept.
 pub fn into_upstream_params(params: Map<String, Value>) -> Value {
     let mut out = params;
-    out.remove("inputResponses");
-    out.remove("requestState");
-    if let Some(Value::Object(m)) = out.get_mut("_meta") {
-        m.retain(|k, _| !k.starts_with(meta::RESERVED_PREFIX));
-        if m.is_empty() {
-            out.remove("_meta");
-        }
-    }
+    out.retain(|k, v| match k.as_str() {
+        "inputResponses" | "requestState" => false,
+        "_meta" => match v {
+            Value::Object(m) => {
+                m.retain(|k, _| !k.starts_with(meta::RESERVED_PREFIX));
+                !m.is_empty()
+            }
+            _ => true,
+        },
+        _ => true,
+    });
     Value::Object(out)
 }
 

@@ -2,7 +2,7 @@
 //! or a list-changed notice) and the `initialize` answer per profile, so
 //! `server/discover` and repeated lists do not each cost a round trip.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::pool::{PoolKey, RoutePool};
 use super::session::InitInfo;
 use crate::protocol::profile::Profile;
+use crate::protocol::tool::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ListKey {
@@ -20,8 +21,8 @@ struct ListKey {
     cursor: Option<String>,
 }
 
-/// Tool definitions by name.
-pub type ToolMap = Arc<HashMap<String, Value>>;
+/// Tool definitions by name, each shared with the calls that use it.
+pub type ToolMap = Arc<HashMap<String, Arc<Tool>>>;
 
 pub struct Catalog {
     ttl: Duration,
@@ -98,8 +99,14 @@ impl Catalog {
             .map(|(t, _)| t.clone())
     }
 
+    /// Keeps the tools of a complete listing (definitions by name).
     pub fn put_tools(&self, pool: &PoolKey, tools: HashMap<String, Value>) -> ToolMap {
-        let tools = Arc::new(tools);
+        let tools: ToolMap = Arc::new(
+            tools
+                .into_iter()
+                .map(|(name, definition)| (name, Arc::new(Tool::new(definition))))
+                .collect(),
+        );
         lock(&self.tools).insert(pool.clone(), (tools.clone(), Instant::now()));
         tools
     }

@@ -4,7 +4,7 @@
 //! server names each push's call by its stream ([`super::mode`]); bounded per
 //! route and per principal, reaped when idle, and replaced when they die.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! the stream it came on, or the one call in flight), and list-changed
 //! notices to the route.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -4,12 +4,15 @@
 //! match their headers (spec streamable-http.mdx "Server Behavior for Custom
 //! Headers": 400 and HeaderMismatch otherwise).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use serde_json::{Value, json};
 
 use super::params::{self, ParamMismatch};
 use super::{Halt, RequestCx, Step};
+use std::sync::Arc;
+
+use crate::protocol::tool::Tool;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject};
 use crate::route::Route;
 use crate::upstream::catalog::ToolMap;
@@ -24,43 +27,53 @@ impl Step for KnownTool {
         if req.method != Method::ToolsCall {
             return Ok(());
         }
-        check(&cx.route, &cx.principal, req)
+        let tool = check(&cx.route, &cx.principal, req)
             .await
-            .map_err(|reject| Halt::refuse(Some(&req.id), reject))
+            .map_err(|reject| Halt::refuse(Some(&req.id), reject))?;
+        if let Some(req) = cx.request.as_mut() {
+            req.tool = tool;
+        }
+        Ok(())
     }
 }
 
-async fn check(route: &Route, principal: &Principal, req: &ClientRequest) -> Result<(), Reject> {
+/// The tool, as the server lists it; `None` when the server cannot list its tools.
+async fn check(
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Result<Option<Arc<Tool>>, Reject> {
     let name = req.target();
-    let mut tools = tool_definitions(route, principal, req, false).await?;
-    if tools.as_ref().is_some_and(|t| !t.contains_key(name)) {
-        // The cache may predate the tool; ask once more before refusing.
-        tools = tool_definitions(route, principal, req, true).await?;
-    }
-    // A server that cannot list its tools is left to answer the call itself.
-    let Some(tools) = tools else {
-        return Ok(());
+    let Some(mut tools) = tool_definitions(route, principal, req, false).await? else {
+        // A server that cannot list its tools is left to answer the call itself.
+        return Ok(None);
     };
-    let Some(tool) = tools.get(name) else {
+    let mut tool = tools.get(name).cloned();
+    if tool.is_none() {
+        // The cache may predate the tool; ask once more before refusing.
+        match tool_definitions(route, principal, req, true).await? {
+            Some(fresh) => tools = fresh,
+            None => return Ok(None),
+        }
+        tool = tools.get(name).cloned();
+    }
+    let Some(tool) = tool else {
         return Err(
             Reject::new(Reason::UnknownTool, format!("Unknown tool: `{name}`")).with("tool", name),
         );
     };
-    let mirrored = tool
-        .get("inputSchema")
-        .map(params::mirrored)
-        .unwrap_or_default();
-    if mirrored.is_empty() {
-        return Ok(());
+    if tool.mirrored.is_empty() {
+        return Ok(Some(tool));
     }
-    params::check(&mirrored, &req.param_headers, req.arguments()).map_err(|e| {
+    params::check(&tool.mirrored, &req.param_headers, req.arguments()).map_err(|e| {
         let reason = match e {
             ParamMismatch::Missing(_) => Reason::HeaderMissing,
             ParamMismatch::Invalid(_) => Reason::HeaderInvalid,
             ParamMismatch::Mismatch(_) | ParamMismatch::Conflicting(_) => Reason::HeaderMismatch,
         };
         Reject::new(reason, e.to_string())
-    })
+    })?;
+    Ok(Some(tool))
 }
 
 /// Most pages read when collecting every tool definition.

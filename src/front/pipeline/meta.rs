@@ -48,13 +48,40 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
             )
         })
         .collect();
-    Ok(ClientRequest {
-        id,
-        method,
-        params,
-        ctx,
-        param_headers,
-    })
+    Ok(ClientRequest::new(id, method, params, ctx, param_headers))
+}
+
+/// The members of `_meta` redmark reads, found in one pass over it (each
+/// lookup by name would hash the name again).
+#[derive(Default)]
+struct MetaFields<'a> {
+    version: Option<&'a Value>,
+    capabilities: Option<&'a Value>,
+    client_info: Option<&'a Value>,
+    log_level: Option<&'a Value>,
+    progress_token: Option<&'a Value>,
+    traceparent: Option<&'a Value>,
+    tracestate: Option<&'a Value>,
+}
+
+impl<'a> MetaFields<'a> {
+    fn of(meta_obj: &'a Map<String, Value>) -> Self {
+        let mut f = MetaFields::default();
+        for (k, v) in meta_obj {
+            let slot = match k.as_str() {
+                meta::PROTOCOL_VERSION => &mut f.version,
+                meta::CLIENT_CAPABILITIES => &mut f.capabilities,
+                meta::CLIENT_INFO => &mut f.client_info,
+                meta::LOG_LEVEL => &mut f.log_level,
+                "progressToken" => &mut f.progress_token,
+                "traceparent" => &mut f.traceparent,
+                "tracestate" => &mut f.tracestate,
+                _ => continue,
+            };
+            *slot = Some(v);
+        }
+        f
+    }
 }
 
 /// The required fields first, then the body's version against its header, then the log level.
@@ -69,17 +96,15 @@ fn read_meta(
         .get("_meta")
         .and_then(Value::as_object)
         .ok_or_else(|| invalid("`params._meta` is required".into()))?;
-    let body_version = meta_obj
-        .get(meta::PROTOCOL_VERSION)
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            invalid(format!(
-                "`_meta[\"{}\"]` is required",
-                meta::PROTOCOL_VERSION
-            ))
-        })?;
-    let capabilities = meta_obj
-        .get(meta::CLIENT_CAPABILITIES)
+    let fields = MetaFields::of(meta_obj);
+    let body_version = fields.version.and_then(Value::as_str).ok_or_else(|| {
+        invalid(format!(
+            "`_meta[\"{}\"]` is required",
+            meta::PROTOCOL_VERSION
+        ))
+    })?;
+    let capabilities = fields
+        .capabilities
         .filter(|c| c.is_object())
         .cloned()
         .ok_or_else(|| {
@@ -101,7 +126,7 @@ fn read_meta(
             ),
         ));
     }
-    let log_level = match meta_obj.get(meta::LOG_LEVEL) {
+    let log_level = match fields.log_level {
         None => None,
         Some(Value::String(l)) if log_level_rank(l).is_some() => Some(l.clone()),
         Some(other) => {
@@ -120,7 +145,7 @@ fn read_meta(
     };
     Ok(context(
         headers,
-        meta_obj,
+        &fields,
         body_version,
         capabilities,
         log_level,
@@ -129,15 +154,14 @@ fn read_meta(
 
 fn context(
     headers: &HeaderMap,
-    meta_obj: &Map<String, Value>,
+    fields: &MetaFields<'_>,
     version: &str,
     capabilities: Value,
     log_level: Option<String>,
 ) -> RequestContext {
     // `_meta.traceparent` (SEP-414) wins over the HTTP header.
-    let trace = |name: &HeaderName| {
-        meta_obj
-            .get(name.as_str())
+    let trace = |in_meta: Option<&Value>, name: &HeaderName| {
+        in_meta
             .and_then(Value::as_str)
             .map(str::to_owned)
             .or_else(|| header_text(headers, name).ok().flatten().map(str::to_owned))
@@ -146,14 +170,14 @@ fn context(
         protocol_version: version.to_owned(),
         profile: Profile::from_client_capabilities(&capabilities),
         capabilities,
-        client_info: meta_obj.get(meta::CLIENT_INFO).cloned(),
+        client_info: fields.client_info.cloned(),
         log_level,
-        progress_token: meta_obj
-            .get("progressToken")
+        progress_token: fields
+            .progress_token
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned(),
-        traceparent: trace(&TRACEPARENT),
-        tracestate: trace(&TRACESTATE),
+        traceparent: trace(fields.traceparent, &TRACEPARENT),
+        tracestate: trace(fields.tracestate, &TRACESTATE),
         access: Default::default(),
     }
 }

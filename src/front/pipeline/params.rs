@@ -7,39 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::protocol::decode_header_value;
-
-/// A tool parameter mirrored into a header: its header name and property path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mirrored {
-    pub header: String,
-    pub path: Vec<String>,
-}
-
-/// The `x-mcp-header` annotations of a tool's `inputSchema`, following only
-/// chains of `properties` (the "statically reachable" properties).
-pub fn mirrored(input_schema: &Value) -> Vec<Mirrored> {
-    // The path is borrowed while walking: it is copied only for a property
-    // that has a header, which most tools (and calls) have none of.
-    fn walk<'s>(schema: &'s Value, path: &mut Vec<&'s str>, out: &mut Vec<Mirrored>) {
-        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-            return;
-        };
-        for (name, sub) in props {
-            path.push(name);
-            if let Some(h) = sub.get("x-mcp-header").and_then(Value::as_str) {
-                out.push(Mirrored {
-                    header: h.to_owned(),
-                    path: path.iter().map(|p| (*p).to_owned()).collect(),
-                });
-            }
-            walk(sub, path, out);
-            path.pop();
-        }
-    }
-    let mut out = Vec::new();
-    walk(input_schema, &mut Vec::new(), &mut out);
-    out
-}
+pub use crate::protocol::tool::{Mirrored, mirrored};
 
 /// Why the headers do not match the body.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -89,8 +89,11 @@ impl Start {
 }
 
 /// The mode a fresh call runs in: its policy's, with the tool's annotations
-/// as the server lists them (the known-tool step has just listed them).
+/// as the server lists them (the known-tool step has just found the tool).
 fn mode_of(route: &Route, policy: &Policy, principal: &Principal, req: &ClientRequest) -> Mode {
+    if let Some(tool) = &req.tool {
+        return policy.mode(req.target(), Some(&tool.definition));
+    }
     let tools = (req.method == Method::ToolsCall)
         .then(|| {
             route.catalog.tools(&PoolKey {
@@ -99,8 +102,8 @@ fn mode_of(route: &Route, policy: &Policy, principal: &Principal, req: &ClientRe
             })
         })
         .flatten();
-    let definition = tools.as_ref().and_then(|t| t.get(req.target()));
-    policy.mode(req.target(), definition)
+    let tool = tools.as_ref().and_then(|t| t.get(req.target()));
+    policy.mode(req.target(), tool.map(|t| &t.definition))
 }
 
 async fn start(args: Box<Start>) {

@@ -16,7 +16,9 @@
 //! single channel, clients MUST use this field to correlate notifications"),
 //! and the client leaving sends `notifications/cancelled` for it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};

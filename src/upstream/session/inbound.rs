@@ -4,7 +4,7 @@
 //! list-changed notices to the route, `ping` answered here. Where pushes
 //! arrive teaches the route its [`crate::upstream::mode::Mode`].
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
