@@ -53,8 +53,11 @@ impl Route {
     ) -> Result<Lease, UpstreamError> {
         let lease = self.pool.acquire(&principal.name, profile).await?;
         let session = lease.session();
-        self.catalog
-            .put_init(profile, session.local_id, &session.init);
+        // Once per session, not per lease: the catalog's lock and lookup
+        // were a part of every call.
+        if session.first_lease() {
+            self.catalog.put_init(profile, &session.init);
+        }
         Ok(lease)
     }
 }

@@ -121,7 +121,7 @@ where
             (resp, outcome)
         }
     };
-    let method = cx.method_label.as_deref().unwrap_or("-");
+    let method = crate::telemetry::metrics::method_label(cx.method_label.as_deref());
     gw.metrics.record_request(
         &cx.route.name,
         method,

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
+use super::labelled::Labelled;
 use crate::event_loops::EventLoops;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -126,8 +127,68 @@ struct ClusterMetrics {
     store_errors: Counter,
 }
 
+/// Members a tool-labelled family may grow to: the tool label is the name
+/// a client sent (a server that cannot list its tools vouches for none) or
+/// a resource URI, so past this many distinct label sets new ones count
+/// under `tool="_other"`.
+pub const MAX_TOOL_SERIES: usize = 10_000;
+
+/// The `tool` label of what is counted past [`MAX_TOOL_SERIES`].
+pub const OTHER_TOOL: &str = "_other";
+
+/// The `method` label of a request: the methods a 2026-07-28 client may
+/// send, the notifications it sends, `-` before any was read, and `other`
+/// for anything else (a client must not mint a label value per request).
+pub fn method_label(sent: Option<&str>) -> &'static str {
+    const NOTIFICATIONS: [&str; 4] = [
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/initialized",
+        "notifications/roots/list_changed",
+    ];
+    let Some(sent) = sent else { return "-" };
+    if let Some(m) = crate::protocol::Method::parse(sent) {
+        return m.as_str();
+    }
+    NOTIFICATIONS
+        .into_iter()
+        .find(|n| *n == sent)
+        .unwrap_or("other")
+}
+
+/// Resolved handles of the families recorded on every call.
+struct Handles {
+    /// `requests` and `duration` by (route, method, outcome).
+    requests: Labelled<(Counter, Histogram)>,
+    /// `operations` by (route, tool, outcome).
+    operations: Labelled<Counter>,
+    /// `rounds` by (route, tool).
+    rounds: Labelled<Histogram>,
+    /// `answers` by (route, tool).
+    answers: Labelled<Histogram>,
+    /// `replay_rounds` by (route, tool).
+    replay_rounds: Labelled<Counter>,
+    /// `rejections` by (route, tool, reason).
+    rejections: Labelled<Counter>,
+}
+
+impl Default for Handles {
+    fn default() -> Self {
+        Handles {
+            // Every label is bounded: routes, methods, outcomes.
+            requests: Labelled::new(usize::MAX),
+            operations: Labelled::new(MAX_TOOL_SERIES),
+            rounds: Labelled::new(MAX_TOOL_SERIES),
+            answers: Labelled::new(MAX_TOOL_SERIES),
+            replay_rounds: Labelled::new(MAX_TOOL_SERIES),
+            rejections: Labelled::new(MAX_TOOL_SERIES),
+        }
+    }
+}
+
 pub struct Metrics {
     registry: Registry,
+    handles: Handles,
     cluster: ClusterMetrics,
     rounds: Family<ToolLabels, Histogram>,
     answers: Family<ToolLabels, Histogram>,
@@ -318,6 +379,7 @@ impl Metrics {
             allocator.clone(),
         );
         Self {
+            handles: Handles::default(),
             tasks,
             loops: OnceLock::new(),
             allocator,
@@ -343,30 +405,45 @@ impl Metrics {
         }
     }
 
+    /// `method`: a [`method_label`].
     pub fn record_request(&self, route: &str, method: &str, outcome: &str, seconds: f64) {
-        self.requests
-            .get_or_create(&RequestLabels {
-                route: route.into(),
-                method: method.into(),
-                outcome: outcome.into(),
-            })
-            .inc();
-        self.duration
-            .get_or_create(&MethodLabels {
-                route: route.into(),
-                method: method.into(),
-            })
-            .observe(seconds);
+        self.handles.requests.with(
+            &[route, method, outcome],
+            &[],
+            |v| {
+                let counter = self.requests.get_or_create(&RequestLabels {
+                    route: v[0].into(),
+                    method: v[1].into(),
+                    outcome: v[2].into(),
+                });
+                let histogram = self.duration.get_or_create(&MethodLabels {
+                    route: v[0].into(),
+                    method: v[1].into(),
+                });
+                (counter.clone(), histogram.clone())
+            },
+            |(counter, histogram)| {
+                counter.inc();
+                histogram.observe(seconds);
+            },
+        );
     }
 
     pub fn record_operation(&self, route: &str, tool: &str, outcome: &str) {
-        self.operations
-            .get_or_create(&OperationLabels {
-                route: route.into(),
-                tool: tool.into(),
-                outcome: outcome.into(),
-            })
-            .inc();
+        self.handles.operations.with(
+            &[route, tool, outcome],
+            &[route, OTHER_TOOL, outcome],
+            |v| {
+                self.operations
+                    .get_or_create(&OperationLabels {
+                        route: v[0].into(),
+                        tool: v[1].into(),
+                        outcome: v[2].into(),
+                    })
+                    .clone()
+            },
+            Counter::inc,
+        );
     }
 
     pub fn record_policy_reload(&self, route: &str, ok: bool) {
@@ -380,40 +457,57 @@ impl Metrics {
     }
 
     pub fn record_policy_rejection(&self, route: &str, tool: &str, reason: &str) {
-        self.rejections
-            .get_or_create(&RejectionLabels {
-                route: route.into(),
-                tool: tool.into(),
-                reason: reason.into(),
+        self.handles.rejections.with(
+            &[route, tool, reason],
+            &[route, OTHER_TOOL, reason],
+            |v| {
+                self.rejections
+                    .get_or_create(&RejectionLabels {
+                        route: v[0].into(),
+                        tool: v[1].into(),
+                        reason: v[2].into(),
+                    })
+                    .clone()
+            },
+            Counter::inc,
+        );
+    }
+
+    /// A member of a family labelled by route and tool.
+    fn tool_member<M: Clone>(family: &Family<ToolLabels, M, impl Fn() -> M>, v: &[&str]) -> M {
+        family
+            .get_or_create(&ToolLabels {
+                route: v[0].into(),
+                tool: v[1].into(),
             })
-            .inc();
+            .clone()
     }
 
     pub fn record_rounds(&self, route: &str, tool: &str, rounds: u32) {
-        self.rounds
-            .get_or_create(&ToolLabels {
-                route: route.into(),
-                tool: tool.into(),
-            })
-            .observe(f64::from(rounds));
+        self.handles.rounds.with(
+            &[route, tool],
+            &[route, OTHER_TOOL],
+            |v| Self::tool_member(&self.rounds, v),
+            |h| h.observe(f64::from(rounds)),
+        );
     }
 
     pub fn record_replay_round(&self, route: &str, tool: &str) {
-        self.replay_rounds
-            .get_or_create(&ToolLabels {
-                route: route.into(),
-                tool: tool.into(),
-            })
-            .inc();
+        self.handles.replay_rounds.with(
+            &[route, tool],
+            &[route, OTHER_TOOL],
+            |v| Self::tool_member(&self.replay_rounds, v),
+            Counter::inc,
+        );
     }
 
     pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {
-        self.answers
-            .get_or_create(&ToolLabels {
-                route: route.into(),
-                tool: tool.into(),
-            })
-            .observe(seconds);
+        self.handles.answers.with(
+            &[route, tool],
+            &[route, OTHER_TOOL],
+            |v| Self::tool_member(&self.answers, v),
+            |h| h.observe(seconds),
+        );
     }
 
     /// One client connection opened (`1`) or closed (`-1`).
@@ -587,6 +681,53 @@ mod tests {
         assert!(
             text.contains(r#"redmark_upstream_session_operations{route="rooms"} 3"#),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_method_label_is_a_known_method_or_other() {
+        assert_eq!(method_label(Some("tools/call")), "tools/call");
+        assert_eq!(
+            method_label(Some("notifications/cancelled")),
+            "notifications/cancelled"
+        );
+        assert_eq!(method_label(None), "-");
+        for sent in ["tools/Call", "initialize", "x".repeat(300).as_str(), ""] {
+            assert_eq!(method_label(Some(sent)), "other", "{sent}");
+        }
+    }
+
+    /// Tool names come from clients: however many a client sends, the
+    /// family stops growing at its cap and counts the rest as `_other`.
+    #[test]
+    fn tool_labelled_families_stop_growing_at_their_cap() {
+        let m = Metrics::new();
+        let over = MAX_TOOL_SERIES + 50;
+        for i in 0..over {
+            m.record_operation("r", &format!("tool-{i}"), "completed");
+        }
+        m.record_operation("r", "tool-0", "completed");
+        let text = m.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("redmark_operations_total{"))
+            .count();
+        assert_eq!(
+            series,
+            MAX_TOOL_SERIES + 1,
+            "the cap and the overflow member"
+        );
+        assert!(
+            text.contains(
+                r#"redmark_operations_total{route="r",tool="_other",outcome="completed"} 50"#
+            ),
+            "the calls past the cap are counted, under _other"
+        );
+        assert!(
+            text.contains(
+                r#"redmark_operations_total{route="r",tool="tool-0",outcome="completed"} 2"#
+            ),
+            "a member made before the cap keeps counting"
         );
     }
 

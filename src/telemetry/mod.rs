@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod audit;
+pub mod labelled;
 pub mod logging;
 pub mod metrics;
 pub mod report;

@@ -27,8 +27,8 @@ pub type ToolMap = Arc<HashMap<String, Arc<Tool>>>;
 pub struct Catalog {
     ttl: Duration,
     lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
-    /// The latest answer per profile, with the session (`local_id`) it came from.
-    init: Mutex<HashMap<Profile, (u64, Arc<InitInfo>)>>,
+    /// The answer of the latest session per profile.
+    init: Mutex<HashMap<Profile, Arc<InitInfo>>>,
     /// Every tool definition per pool key (all pages), for header checks.
     tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
 }
@@ -141,18 +141,12 @@ impl Catalog {
     }
 
     pub fn init(&self, profile: &Profile) -> Option<Arc<InitInfo>> {
-        lock(&self.init)
-            .get(profile)
-            .map(|(_, info)| Arc::clone(info))
+        lock(&self.init).get(profile).map(Arc::clone)
     }
 
-    /// Keeps the `initialize` answer of session `session` (its `local_id`):
-    /// shared with the session, and replaced only when it comes from another
-    /// session than the one kept.
-    pub fn put_init(&self, profile: Profile, session: u64, info: &Arc<InitInfo>) {
-        let mut init = lock(&self.init);
-        if init.get(&profile).is_none_or(|(from, _)| *from != session) {
-            init.insert(profile, (session, Arc::clone(info)));
-        }
+    /// Keeps the `initialize` answer of a session of `profile` (shared with
+    /// it), in place of the one kept.
+    pub fn put_init(&self, profile: Profile, info: &Arc<InitInfo>) {
+        lock(&self.init).insert(profile, Arc::clone(info));
     }
 }

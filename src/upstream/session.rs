@@ -123,6 +123,8 @@ pub struct Session {
     ended: tokio::sync::watch::Receiver<bool>,
     /// How long a message may wait for room in the outbound queue.
     write_timeout: Duration,
+    /// Leased at least once ([`Session::first_lease`]).
+    leased: AtomicBool,
 }
 
 /// The bounds of a session's waits on its server.
@@ -207,6 +209,7 @@ impl Session {
             shutdown: Mutex::new(Some(shutdown)),
             ended,
             write_timeout: timeouts.write,
+            leased: AtomicBool::new(false),
         };
         let params = json!({
             "protocolVersion": LEGACY_VERSIONS[0],
@@ -274,6 +277,12 @@ impl Session {
         // spec 2025-11-25 lifecycle.mdx "Initialization": "the client MUST send an initialized notification".
         session.notify("notifications/initialized", None).await?;
         Ok(Arc::new(session))
+    }
+
+    /// True for the first lease of this session only (its route then
+    /// publishes what the session's `initialize` told it).
+    pub fn first_lease(&self) -> bool {
+        !self.leased.load(Ordering::Relaxed) && !self.leased.swap(true, Ordering::Relaxed)
     }
 
     pub fn is_alive(&self) -> bool {
