@@ -122,13 +122,21 @@ fn mem_kib(pid: u32, field: &str) -> u64 {
         .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    own + children
-        .split_whitespace()
-        .filter_map(|c| c.parse::<u32>().ok())
-        .map(|c| mem_kib(c, field))
-        .sum::<u64>()
+    // A child is listed under the thread that spawned it, and redmark
+    // spawns its stdio servers from its event loops, not its main thread.
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    let children: Vec<u32> = threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    own + children.into_iter().map(|c| mem_kib(c, field)).sum::<u64>()
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -561,22 +569,32 @@ fn heap_kib(rt: &tokio::runtime::Runtime, admin: &str) -> Option<u64> {
         .map(|bytes| (bytes / 1024.0) as u64)
 }
 
-/// Waits (at most 15 s) until the gateway's live heap stops moving, then
-/// reads (RSS, live heap). What a burst leaves in flight (a replay round's
-/// cancelled upstream call still closing, an answer's POST) is not what
-/// the waiting questions hold, and must be gone before RSS is read.
+/// Waits until the gateway's live heap stops moving, then until its RSS
+/// does (each at most 15 s), and reads (RSS, live heap). What a burst
+/// leaves in flight (a replay round's cancelled upstream call still
+/// closing, an answer's POST) and the pages the allocator keeps a few
+/// seconds after it (jemalloc's decay) are not what the waiting questions
+/// hold.
 fn settled(rt: &tokio::runtime::Runtime, pid: u32, admin: &str) -> (u64, u64) {
-    let mut last = heap_kib(rt, admin).unwrap_or(0);
-    for _ in 0..60 {
-        std::thread::sleep(Duration::from_millis(250));
-        let now = heap_kib(rt, admin).unwrap_or(0);
-        let moved = now.abs_diff(last);
-        last = now;
-        if moved * 200 <= now.max(1) {
-            break;
+    let steady = |read: &dyn Fn() -> u64, every: Duration| {
+        let mut last = read();
+        for _ in 0..(15_000 / every.as_millis().max(1)) {
+            std::thread::sleep(every);
+            let now = read();
+            let moved = now.abs_diff(last);
+            last = now;
+            if moved * 200 <= now.max(1) {
+                break;
+            }
         }
-    }
-    (own_kib(pid), last)
+        last
+    };
+    let heap = steady(
+        &|| heap_kib(rt, admin).unwrap_or(0),
+        Duration::from_millis(250),
+    );
+    let rss = steady(&|| own_kib(pid), Duration::from_millis(1000));
+    (rss, heap)
 }
 
 /// Starts a gateway, warms it (one complete operation: the route learns its

@@ -2,6 +2,7 @@
 //! requests: which pushes can be asked, what capability each needs, the
 //! stable keys they are asked under, and which answers are well formed.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::Id;
@@ -64,7 +65,8 @@ pub struct Question {
     /// ([`Question::request`] reads it): a question may wait for minutes, ten
     /// thousand at once, and the text is a fraction of a `Value` tree's
     /// size (each object an index table, each entry a hash and a slot).
-    request: Box<str>,
+    /// The round's `InputRequiredResult` writes it as it is.
+    request: Box<RawValue>,
     /// `requiredCapabilities` when the client cannot answer it.
     pub needs: Needs,
     /// The server's own message, before any red mark.
@@ -86,7 +88,12 @@ impl Question {
     /// question known only by its key ([`Question::recorded`]).
     pub fn request(&self) -> Value {
         // Our own serialisation of a `Value`: it always parses.
-        serde_json::from_str(&self.request).unwrap_or(Value::Null)
+        serde_json::from_str(self.request.get()).unwrap_or(Value::Null)
+    }
+
+    /// [`Question::request`] as the JSON text it is kept as.
+    pub fn request_text(&self) -> &RawValue {
+        &self.request
     }
 
     fn set_request(&mut self, request: &Value) {
@@ -141,7 +148,7 @@ impl Question {
         if self.kind != Kind::Elicitation || self.url_mode {
             return None;
         }
-        serde_json::from_str::<Request<S>>(&self.request)
+        serde_json::from_str::<Request<S>>(self.request.get())
             .ok()?
             .params?
             .requested_schema
@@ -149,10 +156,8 @@ impl Question {
 }
 
 /// A question's request as the text it is held as (a `Value` always serialises).
-fn text_of(request: &Value) -> Box<str> {
-    serde_json::to_string(request)
-        .unwrap_or_else(|_| "null".to_owned())
-        .into_boxed_str()
+fn text_of(request: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(request).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// An object's keys in order, its values skipped unread.
@@ -295,7 +300,7 @@ impl Question {
             upstream_id: Id::Number(0),
             kind,
             url_mode,
-            request: "null".into(),
+            request: RawValue::NULL.to_owned(),
             needs: Needs::Unknown,
             base_message: None,
             reasks: 0,

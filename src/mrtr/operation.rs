@@ -12,19 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Engine;
 use super::convert::{self, KeyNamer, Question};
 use super::ending::Ending;
-use super::outgoing::{Outcome, Outgoing};
+use super::outgoing::{InputRequired, Outcome, Outgoing};
 use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest_of};
 use super::table::{Entry, ResumeReceiver, ResumeSender, Tombstone};
 use crate::jsonrpc::{ErrorObject, Id, code};
 use crate::policy::Policy;
-use crate::protocol::{Method, Principal, Reject, RequestContext, meta};
+use crate::protocol::{Method, Principal, Reject, RequestContext};
 use crate::route::Route;
 use crate::telemetry::traces;
 use crate::upstream::pool::Lease;
@@ -280,7 +280,9 @@ impl Operation {
                     tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, round = self.round, keys = ?crate::telemetry::logging::json(&keys), mode = "replay", "asking the client");
                     // Sent or not, nothing waits for the answer here: a
                     // retry runs the call again wherever it lands.
-                    let _ = current.send(Outgoing::result(&current.id, result)).await;
+                    let _ = current
+                        .send(Outgoing::input_required(&current.id, result))
+                        .await;
                     Round::Suspended
                 }
                 Err(ending) => Round::End(ending, Some(current)),
@@ -304,7 +306,10 @@ impl Operation {
             Ok(result) => result,
             Err(ending) => return Round::End(ending, Some(current)),
         };
-        if !current.send(Outgoing::result(&current.id, result)).await {
+        if !current
+            .send(Outgoing::input_required(&current.id, result))
+            .await
+        {
             // Nobody received the questions: nobody will answer them.
             return Round::End(Ending::ClientDisconnected, None);
         }
@@ -399,11 +404,11 @@ impl Operation {
 
     /// The `InputRequiredResult` of this round, or the ending of an
     /// operation whose state would not fit in `[state] max_bytes`.
-    fn input_required(&self) -> Result<Value, Ending> {
-        let requests: Map<String, Value> = self
+    fn input_required(&self) -> Result<InputRequired, Ending> {
+        let requests = self
             .pending
             .iter()
-            .map(|q| (q.key.clone(), q.request()))
+            .map(|q| (q.key.clone(), q.request_text().to_owned()))
             .collect();
         let now = self.engine.clock.unix_now();
         let claims = match &self.replay {
@@ -454,12 +459,11 @@ impl Operation {
                 len: e.len,
                 max: e.max,
             })?;
-        Ok(json!({
-            "resultType": "input_required",
-            "inputRequests": requests,
-            "requestState": state,
-            "_meta": {meta::SERVER_INFO: *self.session.init.server_info},
-        }))
+        Ok(InputRequired {
+            requests,
+            state,
+            server_info: self.session.init.server_info.clone(),
+        })
     }
 
     /// Waits for the client's retry, the TTL, or the server.
