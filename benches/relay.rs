@@ -555,6 +555,12 @@ struct Waiting {
 
 /// The gateway's live heap in KiB, from its admin listener's `/metrics`.
 fn heap_kib(rt: &tokio::runtime::Runtime, admin: &str) -> Option<u64> {
+    allocator_kib(rt, admin, "allocated")
+}
+
+/// `redmark_allocator_bytes{kind}` in KiB.
+fn allocator_kib(rt: &tokio::runtime::Runtime, admin: &str, kind: &str) -> Option<u64> {
+    let wanted = format!("redmark_allocator_bytes{{kind=\"{kind}\"}}");
     let text = rt.block_on(async {
         reqwest::get(format!("http://{admin}/metrics"))
             .await
@@ -564,7 +570,7 @@ fn heap_kib(rt: &tokio::runtime::Runtime, admin: &str) -> Option<u64> {
             .ok()
     })?;
     text.lines()
-        .find(|l| l.starts_with("redmark_allocator_bytes{kind=\"allocated\"}"))
+        .find(|l| l.starts_with(&wanted))
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         .map(|bytes| (bytes / 1024.0) as u64)
 }
@@ -589,11 +595,17 @@ fn settled(rt: &tokio::runtime::Runtime, pid: u32, admin: &str) -> (u64, u64) {
         }
         last
     };
+    let began = Instant::now();
     let heap = steady(
         &|| heap_kib(rt, admin).unwrap_or(0),
         Duration::from_millis(250),
     );
     let rss = steady(&|| own_kib(pid), Duration::from_millis(1000));
+    eprintln!(
+        "[bench] settled after {:.1}s: live heap {heap} KiB, allocator resident {} KiB, RSS {rss} KiB",
+        began.elapsed().as_secs_f64(),
+        allocator_kib(rt, admin, "resident").unwrap_or(0)
+    );
     (rss, heap)
 }
 

@@ -184,7 +184,7 @@ struct RetryOnly;
 impl Step for RetryOnly {
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
-        if req.method.is_operation() && req.params.contains_key("requestState") {
+        if req.method.is_operation() && req.is_retry() {
             Ok(())
         } else {
             Err(Halt::refuse(

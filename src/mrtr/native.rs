@@ -80,7 +80,7 @@ pub async fn call(
     to_client: Option<mpsc::Sender<Outgoing>>,
 ) -> Outgoing {
     let target = req.target().to_owned();
-    let retry = req.params.contains_key("requestState");
+    let retry = req.is_retry();
     let opened = if retry {
         match open(&engine, &route, &principal, &req).await {
             Ok(c) => Some(c),

@@ -31,7 +31,7 @@ pub fn call(
     // several times (into the task cell, and its stage when it completes);
     // moving a pointer instead was a quarter of a passthrough call's
     // instructions (benches/WHERE_THE_TIME_GOES.md).
-    if req.params.contains_key("requestState") {
+    if req.is_retry() {
         tokio::spawn(Box::pin(resume::resume(
             engine, route, principal, req, verified, tx,
         )));

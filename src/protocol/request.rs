@@ -167,6 +167,8 @@ pub struct ClientRequest {
     /// [`ClientRequest::target`], read once: a dozen steps and layers ask
     /// for it, and each lookup in `params` hashes its key.
     target: String,
+    /// [`ClientRequest::is_retry`], read once with the target.
+    retry: bool,
     /// The called tool as its server lists it, once the known-tool step
     /// found it (the operation reads its annotations without a second lookup).
     pub tool: Option<std::sync::Arc<crate::protocol::tool::Tool>>,
@@ -180,9 +182,18 @@ impl ClientRequest {
         ctx: RequestContext,
         param_headers: Vec<(String, Option<String>)>,
     ) -> Self {
-        let target = params
-            .get("name")
-            .or_else(|| params.get("uri"))
+        // One pass over the members: each lookup by name hashes the name.
+        let (mut name, mut uri, mut retry) = (None, None, false);
+        for (k, v) in &params {
+            match k.as_str() {
+                "name" => name = Some(v),
+                "uri" => uri = Some(v),
+                "requestState" => retry = true,
+                _ => {}
+            }
+        }
+        let target = name
+            .or(uri)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
@@ -193,8 +204,14 @@ impl ClientRequest {
             ctx,
             param_headers,
             target,
+            retry,
             tool: None,
         }
+    }
+
+    /// Whether the request carries a `requestState`: a retry of an operation.
+    pub fn is_retry(&self) -> bool {
+        self.retry
     }
 
     /// The tool or prompt name, or resource URI, the request is about ("" for none).

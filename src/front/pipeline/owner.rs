@@ -47,7 +47,7 @@ impl Step for Owner {
         if !req.method.is_operation() {
             return Ok(());
         }
-        if !req.params.contains_key("requestState") {
+        if !req.is_retry() {
             if self.engine.is_draining() {
                 return Err(Halt::refuse(
                     Some(&req.id),

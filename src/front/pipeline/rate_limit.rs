@@ -22,7 +22,7 @@ impl Step for RateLimit {
             .flatten();
         let request = Request {
             principal: &cx.principal.name,
-            retry: req.params.contains_key("requestState"),
+            retry: req.is_retry(),
             tool: tool_rate.map(|rate| (req.target(), rate)),
         };
         cx.route

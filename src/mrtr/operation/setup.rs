@@ -129,6 +129,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
     let target = req.target().to_owned();
     let access = req.ctx.access.clone();
     let policy = route.policy.current();
+    let responses = input_responses(&req.params);
     let (id, round, replay, advance) = match resumed {
         // The retry's answers go to the questions its state says were asked, nothing else.
         Some(run) => (
@@ -140,8 +141,8 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         None => {
             let replay =
                 (mode_of(&route, &policy, &principal, &req) == Mode::Replay).then(Replay::default);
-            let advance = input_responses(&req.params);
-            (operation_id(), 0, replay, advance.unwrap_or_default())
+            let advance = responses.as_ref().map(Clone::clone).unwrap_or_default();
+            (operation_id(), 0, replay, advance)
         }
     };
     // A replayed run joins the trace of the operation's first run.
@@ -155,7 +156,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         round + 1,
         &req.ctx.protocol_version,
     );
-    if let Err(r) = input_responses(&req.params) {
+    if let Err(r) = responses {
         Client {
             id: req.id,
             ctx: req.ctx,
