@@ -600,6 +600,22 @@ fn settled(rt: &tokio::runtime::Runtime, pid: u32, admin: &str) -> (u64, u64) {
         &|| heap_kib(rt, admin).unwrap_or(0),
         Duration::from_millis(250),
     );
+    // jemalloc gives freed pages back over its decay time (10 s by
+    // default, by a background thread): wait until what it keeps resident
+    // beyond the live heap stops shrinking for 2 s.
+    let kept = || {
+        allocator_kib(rt, admin, "resident")
+            .unwrap_or(0)
+            .saturating_sub(heap_kib(rt, admin).unwrap_or(0))
+    };
+    let (mut least, mut since) = (kept(), Instant::now());
+    while began.elapsed() < Duration::from_secs(20) && since.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = kept();
+        if now + 64 < least {
+            (least, since) = (now, Instant::now());
+        }
+    }
     let rss = steady(&|| own_kib(pid), Duration::from_millis(1000));
     eprintln!(
         "[bench] settled after {:.1}s: live heap {heap} KiB, allocator resident {} KiB, RSS {rss} KiB",

@@ -1,10 +1,15 @@
 //! JSON-RPC 2.0 framing shared by both sides: ids, messages and error objects.
 //!
 //! Payloads stay `serde_json::Value`: a gateway relays fields it does not know,
-//! so only the envelope is typed.
+//! so only the envelope is typed. A call's result, which redmark only
+//! relays, may stay the text it came as ([`Payload`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+mod payload;
+
+pub use payload::{Payload, Relayable};
 
 /// A JSON-RPC request id. MCP forbids `null` ids (spec 2026-07-28
 /// `basic/index.mdx` "Requests": "the ID **MUST NOT** be `null`").

@@ -12,7 +12,7 @@
 //! | `request_state` | `mrtr::state::Keyring::open` (and `seal`) | a `requestState` token, or a payload signed with the fuzz key |
 //! | `request` | `front::pipeline::parse_request` (step 6: body, protocol headers, `_meta`, `Mcp-Name`), `params::check` (`Mcp-Param-*`), `Keyring::open` on a continuation's state | HTTP head lines, a blank line, the body |
 //! | `sse` | `sse::Decoder::feed`, `upstream::transport::http::{carries_message, message_from_body}` | an upstream SSE stream, cut into chunks |
-//! | `framing` | `upstream::transport::stdio::{line_codec, message_from_line}`, `http::message_from_body`, `jsonrpc::Message` (and `Message::from_slice` against parsing a `Value` and classifying it) | a server's stdout, or an HTTP answer's body |
+//! | `framing` | `upstream::transport::stdio::{line_codec, message_from_line}`, `http::message_from_body`, `jsonrpc::Message` (and `Message::from_slice` against parsing a `Value` and classifying it; `jsonrpc::Relayable` against `Message::from_slice`) | a server's stdout, or an HTTP answer's body |
 //! | `guard` | `mrtr::convert::question`, `policy::guard::check` | a server's pushed request params |
 //! | `answer` | `convert::question`, `guard::check`, `convert::answer`, `policy::answer::judge`, `Question::mark` | a push, the client's answer, the call's arguments |
 //! | `config` | `config::Config::parse` | a config file |
@@ -336,6 +336,55 @@ pub fn framing(data: &[u8]) {
         round_trips(&msg);
     }
     reads_as_a_value_does(stream);
+    relays_what_it_reads(stream);
+}
+
+/// `Relayable::from_slice` keeps a result as text and reads everything
+/// else as `Message::from_slice` does. Where the message path reads the
+/// result, the text is that result; the message path may refuse what the
+/// text keeps only for the result's own content (a `Value` cannot hold it:
+/// the relay passes it on, see `jsonrpc::payload`).
+fn relays_what_it_reads(bytes: &[u8]) {
+    use redmark::jsonrpc::{Payload, Relayable};
+    let relayed = Relayable::from_slice(bytes);
+    let read = Message::from_slice(bytes);
+    match (relayed, read) {
+        (
+            Ok(Relayable::Response { id, outcome }),
+            Ok(Message::Response {
+                id: m_id,
+                outcome: m,
+            }),
+        ) => {
+            assert_eq!(id, m_id, "the relay read another id");
+            match (outcome, m) {
+                (Ok(Payload::Text(text)), Ok(value)) => {
+                    let reread: Value =
+                        serde_json::from_str(text.get()).expect("the text is the result");
+                    assert_eq!(reread, value, "the text is another result");
+                }
+                (Ok(Payload::Tree(a)), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => assert_eq!(a, b),
+                (a, b) => panic!("the relay and the message path disagree: {a:?} vs {b:?}"),
+            }
+        }
+        (Ok(Relayable::Message(a)), Ok(b)) => assert_eq!(a, b, "the relay read another message"),
+        (Err(_), Err(_)) => {}
+        (
+            Ok(Relayable::Response {
+                outcome: Ok(Payload::Text(text)),
+                ..
+            }),
+            Err(_),
+        ) => {
+            // Only a result a `Value` cannot hold may be kept where the message path refuses.
+            assert!(
+                serde_json::from_str::<Value>(text.get()).is_err(),
+                "the relay kept a result the message path refuses for another reason"
+            );
+        }
+        (a, b) => panic!("the relay and the message path disagree: {a:?} vs {b:?}"),
+    }
 }
 
 /// `Message::from_slice` reads the members without a tree of the message;

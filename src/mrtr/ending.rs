@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::outgoing::{Outcome, Outgoing};
-use crate::jsonrpc::{ErrorObject, Id};
+use crate::jsonrpc::{ErrorObject, Id, Payload};
 use crate::protocol::shape::{self, Stamp, Stamped};
 use crate::protocol::{Method, Reason, Reject};
 use crate::telemetry::audit;
@@ -15,7 +15,8 @@ use crate::telemetry::audit;
 pub enum Ending {
     /// The server answered. `declined`/`cancelled`: some question was answered so.
     Completed {
-        result: Value,
+        /// As the server sent it, where the call's answer could be kept so.
+        result: Payload,
         declined: bool,
         cancelled: bool,
     },
@@ -118,7 +119,7 @@ impl Ending {
     /// (or to a late retry of it): every path that ends an operation answers
     /// through here. `None`: nobody is left to answer (the client went away).
     pub fn reply(&self, method: Method, id: &Id, stamp: &Stamp) -> Option<Outgoing> {
-        let complete = |result: Value| Outgoing::relayed(id, Stamped::new(method, result, stamp));
+        let complete = |result: Payload| Outgoing::relayed(id, Stamped::new(method, result, stamp));
         match self {
             Ending::Completed { result, .. } => Some(complete(result.clone())),
             Ending::UpstreamError(e) => {
@@ -131,7 +132,7 @@ impl Ending {
             }
             // A tool's model-owned value is a tool error the model can act on (seed 003).
             Ending::ModelOwned { guidance, .. } if method == Method::ToolsCall => Some(complete(
-                json!({"content": [{"type": "text", "text": guidance}], "isError": true}),
+                json!({"content": [{"type": "text", "text": guidance}], "isError": true}).into(),
             )),
             other => other.reject().map(|r| Outgoing::reject(Some(id), &r)),
         }
@@ -144,7 +145,7 @@ impl Ending {
         match self {
             Ending::Completed { result, .. } => Some(Outgoing::relayed(
                 id,
-                Stamped::new(method, std::mem::take(result), stamp),
+                Stamped::new(method, std::mem::replace(result, Value::Null.into()), stamp),
             )),
             other => other.reply(method, id, stamp),
         }
@@ -242,17 +243,17 @@ mod tests {
     fn outcomes_are_distinct() {
         let all = [
             Ending::Completed {
-                result: json!({}),
+                result: json!({}).into(),
                 declined: false,
                 cancelled: false,
             },
             Ending::Completed {
-                result: json!({}),
+                result: json!({}).into(),
                 declined: true,
                 cancelled: false,
             },
             Ending::Completed {
-                result: json!({}),
+                result: json!({}).into(),
                 declined: false,
                 cancelled: true,
             },
@@ -315,7 +316,8 @@ mod tests {
         let id = Id::Number(3);
         for (declined, cancelled) in [(false, false), (true, false), (false, true)] {
             let ending = Ending::Completed {
-                result: json!({"content": [{"type": "text", "text": "hi"}], "isError": false}),
+                result: json!({"content": [{"type": "text", "text": "hi"}], "isError": false})
+                    .into(),
                 declined,
                 cancelled,
             };

@@ -220,7 +220,7 @@ impl Run {
         match ending {
             // The server's own result, with its own caching hints.
             Ending::Completed { result, .. } => {
-                let mut result = result.clone();
+                let mut result = result.clone().into_value();
                 if let Some(o) = result.as_object_mut() {
                     o.entry("resultType").or_insert_with(|| "complete".into());
                 }
@@ -440,7 +440,7 @@ impl Run {
                     Box::pin(self.questions(req, result, asked)).await
                 } else {
                     let ending = Ending::Completed {
-                        result,
+                        result: result.into(),
                         declined: self.declined,
                         cancelled: self.cancelled,
                     };

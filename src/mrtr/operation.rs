@@ -22,7 +22,7 @@ use super::ending::Ending;
 use super::outgoing::{InputRequired, Outcome, Outgoing};
 use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest_of};
 use super::table::{Entry, ResumeReceiver, ResumeSender, Tombstone};
-use crate::jsonrpc::{ErrorObject, Id, code};
+use crate::jsonrpc::{ErrorObject, Id, Payload, code};
 use crate::policy::Policy;
 use crate::protocol::{Method, Principal, Reject, RequestContext};
 use crate::route::Route;
@@ -391,7 +391,7 @@ impl Operation {
         self.dropped += 1;
     }
 
-    fn completed(&self, outcome: Result<Value, ErrorObject>) -> Ending {
+    fn completed(&self, outcome: Result<Payload, ErrorObject>) -> Ending {
         match outcome {
             Ok(result) => Ending::Completed {
                 result,

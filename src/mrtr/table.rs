@@ -449,7 +449,7 @@ mod tests {
     fn completed(text: &str) -> Tombstone {
         Tombstone {
             ending: Ending::Completed {
-                result: json!({"content": [{"type": "text", "text": text}]}),
+                result: json!({"content": [{"type": "text", "text": text}]}).into(),
                 declined: false,
                 cancelled: false,
             },

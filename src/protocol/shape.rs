@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::meta;
 use super::reason::Reason;
 use super::request::Method;
-use crate::jsonrpc::{ErrorObject, Id, code, error_response};
+use crate::jsonrpc::{ErrorObject, Id, Payload, code, error_response};
 
 /// The `cacheScope` hint (spec 2026-07-28 `server/utilities/caching.mdx`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -48,25 +49,44 @@ pub fn complete(method: Method, result: Value, stamp: &Stamp) -> Value {
 /// A legacy server's result with what 2026-07-28 adds, added as it is
 /// written: the relay's hot path neither inserts into the server's map
 /// (each insert and removal hashes its key) nor copies `serverInfo` into it.
+/// A result kept as the server's text ([`Payload::Text`]) is written member
+/// by member from that text; only its `_meta` is read.
 ///
 /// Written: the server's members (without `task`, and without the members
 /// redmark sets), then `resultType`, the caching hints of a cacheable
 /// method, and `_meta` with `serverInfo` last (without `relatedTask`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Stamped {
     method: Method,
-    result: Map<String, Value>,
+    result: Members,
     stamp: Stamp,
 }
 
+/// The server's result object.
+#[derive(Debug, Clone)]
+enum Members {
+    Tree(Map<String, Value>),
+    /// An object, as the server sent it.
+    Text(Box<RawValue>),
+}
+
 impl Stamped {
-    pub fn new(method: Method, result: Value, stamp: &Stamp) -> Stamped {
-        let mut result = match result {
-            Value::Object(o) => o,
-            // A non-object result is a server bug; keep it visible rather than guess.
-            other => Map::from_iter([("value".to_owned(), other)]),
+    pub fn new(method: Method, result: impl Into<Payload>, stamp: &Stamp) -> Stamped {
+        let result = match result.into() {
+            // A list's tools lose their `execution`: read them.
+            Payload::Text(raw) if method != Method::ToolsList && is_object(&raw) => {
+                Members::Text(raw)
+            }
+            other => {
+                let mut result = match other.into_value() {
+                    Value::Object(o) => o,
+                    // A non-object result is a server bug; keep it visible rather than guess.
+                    other => Map::from_iter([("value".to_owned(), other)]),
+                };
+                strip_tool_execution(method, &mut result);
+                Members::Tree(result)
+            }
         };
-        strip_tool_execution(method, &mut result);
         Stamped {
             method,
             result,
@@ -76,7 +96,7 @@ impl Stamped {
 
     /// The result as a JSON tree (for the paths that read it back).
     pub fn to_value(&self) -> Value {
-        // A `Map` of `Value`s always serialises.
+        // A `Map` of `Value`s, or checked JSON text, always serialises.
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
@@ -89,28 +109,86 @@ impl Stamped {
             _ => true,
         }
     }
-}
 
-impl Serialize for Stamped {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        for (k, v) in self.result.iter().filter(|(k, _)| self.relayed(k)) {
-            map.serialize_entry(k, v)?;
-        }
+    /// Writes `resultType`, the caching hints and `_meta` after the server's members.
+    fn stamp_into<M, T>(&self, map: &mut M, meta: MetaOf<'_, T>) -> Result<(), M::Error>
+    where
+        M: serde::ser::SerializeMap,
+        T: Serialize + ?Sized,
+    {
         // spec 2026-07-28 basic/index.mdx "Result Responses": "The `result` MUST include a `resultType` field".
         map.serialize_entry("resultType", "complete")?;
         if self.method.cacheable() {
             map.serialize_entry("ttlMs", &self.stamp.ttl_ms)?;
             map.serialize_entry("cacheScope", self.stamp.scope.as_str())?;
         }
-        match self.result.get("_meta") {
-            Some(Value::Object(kept)) => {
-                map.serialize_entry("_meta", &StampedMeta(Some(kept), &self.stamp))?;
+        match meta {
+            MetaOf::Object(kept) => {
+                map.serialize_entry("_meta", &StampedMeta(Some(kept), &self.stamp))
             }
-            None => map.serialize_entry("_meta", &StampedMeta(None, &self.stamp))?,
+            MetaOf::Absent => map.serialize_entry("_meta", &StampedMeta(None, &self.stamp)),
             // A `_meta` that is not an object is the server's own mistake: relayed as sent.
-            Some(other) => map.serialize_entry("_meta", other)?,
+            MetaOf::Other(other) => map.serialize_entry("_meta", other),
+        }
+    }
+}
+
+/// The server's own `_meta`, as found in its result.
+enum MetaOf<'a, T: ?Sized> {
+    Absent,
+    Object(&'a Map<String, Value>),
+    Other(&'a T),
+}
+
+/// Whether the text is an object (checked JSON: its first byte tells).
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().trim_start().starts_with('{')
+}
+
+/// Equal when the same JSON would be written.
+impl PartialEq for Stamped {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_value() == other.to_value()
+    }
+}
+
+impl Serialize for Stamped {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let mut map = serializer.serialize_map(None)?;
+        match &self.result {
+            Members::Tree(result) => {
+                for (k, v) in result.iter().filter(|(k, _)| self.relayed(k)) {
+                    map.serialize_entry(k, v)?;
+                }
+                let meta = match result.get("_meta") {
+                    Some(Value::Object(kept)) => MetaOf::Object(kept),
+                    None => MetaOf::Absent,
+                    Some(other) => MetaOf::Other(other),
+                };
+                self.stamp_into(&mut map, meta)?;
+            }
+            Members::Text(raw) => {
+                let members = Payload::text_members(raw)
+                    .ok_or_else(|| S::Error::custom("a relayed result is not an object"))?;
+                let mut meta = None;
+                for (k, v) in &members {
+                    if k == "_meta" {
+                        meta = Some(*v);
+                    } else if self.relayed(k) {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                // Only `_meta` is read: redmark edits it.
+                let kept = meta.map(|raw| serde_json::from_str::<Map<String, Value>>(raw.get()));
+                match (&kept, meta) {
+                    (Some(Ok(kept)), _) => {
+                        self.stamp_into::<_, Value>(&mut map, MetaOf::Object(kept))?;
+                    }
+                    (_, Some(raw)) => self.stamp_into(&mut map, MetaOf::Other(raw))?,
+                    (_, None) => self.stamp_into::<_, Value>(&mut map, MetaOf::Absent)?,
+                }
+            }
         }
         map.end()
     }
@@ -331,6 +409,61 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&stamped).unwrap(),
             serde_json::to_string(&stamped.to_value()).unwrap()
+        );
+    }
+
+    /// A result kept as the server's text is written exactly as the same
+    /// result read into a tree would be, byte for byte.
+    #[test]
+    fn a_result_kept_as_text_is_stamped_as_its_tree_is() {
+        let results = [
+            (
+                Method::ToolsCall,
+                json!({"content": [{"type": "text", "text": "hé \" \n"}], "isError": false}),
+            ),
+            (
+                Method::ToolsCall,
+                json!({"content": [], "_meta": {meta::RELATED_TASK: {"taskId": "x"}, "k": 1, meta::SERVER_INFO: "forged"}}),
+            ),
+            (
+                Method::ToolsCall,
+                json!({"ttlMs": 5, "task": {"taskId": "t"}, "resultType": "incomplete", "z": null}),
+            ),
+            (
+                Method::ResourcesRead,
+                json!({"contents": [{"uri": "u", "text": "t"}], "ttlMs": 5, "cacheScope": "private"}),
+            ),
+            (Method::PromptsGet, json!({"messages": [], "_meta": "text"})),
+            (Method::PromptsGet, json!({"_meta": [1]})),
+            (Method::ToolsCall, json!([1, 2])),
+            (Method::ToolsCall, json!("x")),
+            (
+                Method::ToolsList,
+                json!({"tools": [{"name": "t", "execution": {}}]}),
+            ),
+        ];
+        for (method, result) in results {
+            let raw = serde_json::value::to_raw_value(&result).unwrap();
+            let from_text = Stamped::new(method, Payload::Text(raw), &stamp());
+            let from_tree = Stamped::new(method, result.clone(), &stamp());
+            assert_eq!(
+                serde_json::to_string(&from_text).unwrap(),
+                serde_json::to_string(&from_tree).unwrap(),
+                "{method} {result}"
+            );
+            assert_eq!(from_text, from_tree);
+        }
+    }
+
+    /// What a `Value` cannot hold (module note of `jsonrpc::payload`) still
+    /// goes out as the server wrote it.
+    #[test]
+    fn a_result_kept_as_text_is_relayed_as_sent() {
+        let raw = RawValue::from_string(r#"{"n":1e400,"content":[]}"#.to_owned()).unwrap();
+        let stamped = Stamped::new(Method::ToolsCall, Payload::Text(raw), &stamp());
+        assert_eq!(
+            serde_json::to_string(&stamped).unwrap(),
+            r#"{"n":1e400,"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#
         );
     }
 

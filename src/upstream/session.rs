@@ -19,7 +19,7 @@ use super::UpstreamError;
 use super::mode::RouteMode;
 use super::transport::Link;
 use super::transport::http::Direct;
-use crate::jsonrpc::{ErrorObject, Id, Message};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::profile::Profile;
 use inbound::dispatch;
 
@@ -78,7 +78,7 @@ pub struct Notice {
     pub params: Option<Value>,
 }
 
-type Waiter = oneshot::Sender<Result<Value, ErrorObject>>;
+type Waiter = oneshot::Sender<Result<Payload, ErrorObject>>;
 
 /// What a timed-out request leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,7 +369,7 @@ impl Session {
             .filter(|d| d.ready() && self.is_alive())
     }
 
-    fn register(&self) -> (i64, oneshot::Receiver<Result<Value, ErrorObject>>) {
+    fn register(&self) -> (i64, oneshot::Receiver<Result<Payload, ErrorObject>>) {
         let id = self.state.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.state.pending).insert(id, tx);
@@ -419,7 +419,8 @@ impl Session {
         match tokio::time::timeout(timeout, outcome(&mut posting, &mut rx)).await {
             Ok(Some(outcome)) => {
                 waiting.settled();
-                Ok(outcome)
+                // Read here: a request's result is read by redmark, not relayed.
+                Ok(outcome.map(Payload::into_value))
             }
             Ok(None) => {
                 waiting.settled();
@@ -564,7 +565,8 @@ impl Drop for Waiting<'_> {
 #[derive(Debug)]
 pub enum CallStep {
     Event(CallEvent),
-    Done(Result<Value, ErrorObject>),
+    /// The call's answer: a result as the server sent it where it could be kept so.
+    Done(Result<Payload, ErrorObject>),
     Lost(UpstreamError),
 }
 
@@ -578,7 +580,7 @@ pub struct Call {
     /// gives the outcome of a plain JSON answer; any other answer comes to
     /// `response` through the dispatcher.
     posting: Option<Posting>,
-    response: oneshot::Receiver<Result<Value, ErrorObject>>,
+    response: oneshot::Receiver<Result<Payload, ErrorObject>>,
     session: Arc<Session>,
     finished: bool,
 }
@@ -586,7 +588,7 @@ pub struct Call {
 /// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
 /// ever polled through `&mut`, never shared.
 type Posting = sync_wrapper::SyncFuture<
-    std::pin::Pin<Box<dyn Future<Output = Option<Result<Value, ErrorObject>>> + Send>>,
+    std::pin::Pin<Box<dyn Future<Output = Option<Result<Payload, ErrorObject>>> + Send>>,
 >;
 
 /// A request's outcome: from its POST when that answers it, else from the
@@ -594,10 +596,10 @@ type Posting = sync_wrapper::SyncFuture<
 /// stays in `posting` until it is done.
 async fn outcome<P>(
     posting: &mut Option<P>,
-    response: &mut oneshot::Receiver<Result<Value, ErrorObject>>,
-) -> Option<Result<Value, ErrorObject>>
+    response: &mut oneshot::Receiver<Result<Payload, ErrorObject>>,
+) -> Option<Result<Payload, ErrorObject>>
 where
-    P: Future<Output = Option<Result<Value, ErrorObject>>> + Unpin,
+    P: Future<Output = Option<Result<Payload, ErrorObject>>> + Unpin,
 {
     if let Some(post) = posting {
         let answered = post.await;
@@ -832,7 +834,7 @@ mod tests {
                 CallStep::Lost(e) => panic!("lost: {e}"),
             }
         };
-        assert_eq!(answer, Ok(json!({"content": []})));
+        assert_eq!(answer, Ok(Payload::Tree(json!({"content": []}))));
         assert!(
             (1..=CALL_QUEUE_DEPTH + 1).contains(&events),
             "{events} events queued for a call that did not read (depth {CALL_QUEUE_DEPTH}), dropped {}",

@@ -141,7 +141,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         None => {
             let replay =
                 (mode_of(&route, &policy, &principal, &req) == Mode::Replay).then(Replay::default);
-            let advance = responses.as_ref().map(Clone::clone).unwrap_or_default();
+            let advance = responses.as_ref().ok().cloned().unwrap_or_default();
             (operation_id(), 0, replay, advance)
         }
     };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::{CallEvent, CallSink, Notice, State, lock};
-use crate::jsonrpc::{ErrorObject, Id, Message};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::Reason;
 use crate::upstream::transport::Inbound;
 
@@ -62,6 +62,16 @@ fn on_call_stream(state: &State, stream: Option<&Id>) -> bool {
     matches!(stream, Some(Id::Number(n)) if lock(&state.calls).contains_key(n))
 }
 
+/// Hands an answer to the request waiting for it (none: a late answer to a
+/// request given up on, or an id redmark never used).
+fn answered(state: &State, id: &Id, outcome: Result<Payload, ErrorObject>) {
+    if let Id::Number(n) = id
+        && let Some(waiter) = lock(&state.pending).remove(n)
+    {
+        let _ = waiter.send(outcome);
+    }
+}
+
 /// Routes everything the server sends until the transport ends, then marks
 /// the session lost and releases every waiter.
 pub(super) async fn dispatch(
@@ -78,18 +88,16 @@ pub(super) async fn dispatch(
         let (stream, msg) = match item {
             Inbound::Message(m) => (None, m),
             Inbound::OnStream(id, m) => (Some(id), m),
+            Inbound::Answer(id, outcome) => {
+                answered(&state, &id, outcome);
+                continue;
+            }
             Inbound::Closed(why) => break why,
         };
         match msg {
-            Message::Response {
-                id: Id::Number(n),
-                outcome,
-            } => {
-                if let Some(waiter) = lock(&state.pending).remove(&n) {
-                    let _ = waiter.send(outcome);
-                }
+            Message::Response { id, outcome } => {
+                answered(&state, &id, outcome.map(Payload::Tree));
             }
-            Message::Response { .. } => {}
             Message::Request { id, method, .. } if method == "ping" => {
                 answer(&outbound, id, Ok(json!({}))).await;
             }

@@ -12,11 +12,10 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use hyper::body::Incoming;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
-use crate::jsonrpc::{ErrorObject, Id, Message, code};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload, Relayable, code};
 use crate::sse;
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, HttpClient, next_chunk, read_limited};
@@ -101,7 +100,8 @@ impl Direct {
     /// failure, any other message, or any answer while the standalone
     /// stream is open (behind whatever that stream already handed up for
     /// the call: its answer must not overtake them).
-    pub async fn request(&self, msg: Message, expect: i64) -> Option<Result<Value, ErrorObject>> {
+    /// A result comes back as the text the server sent ([`Payload::Text`]).
+    pub async fn request(&self, msg: Message, expect: i64) -> Option<Result<Payload, ErrorObject>> {
         let shared = &self.0;
         let answer = shared.send_post(msg).await?;
         if answer.is_sse {
@@ -109,16 +109,26 @@ impl Direct {
             tokio::spawn(Box::pin(async move { this.read_answer(answer).await }));
             return None;
         }
-        match shared.read_json(answer.body, answer.request_id).await? {
-            Message::Response {
+        let body = shared.read_body(answer.body, answer.request_id).await?;
+        let other = match Relayable::from_slice(&body) {
+            Ok(Relayable::Response {
                 id: Id::Number(n),
                 outcome,
-            } if n == expect && !shared.standalone_open.load(Ordering::Acquire) => Some(outcome),
-            other => {
-                let _ = shared.inbound.send(Inbound::Message(other)).await;
-                None
+            }) if n == expect && !shared.standalone_open.load(Ordering::Acquire) => {
+                return Some(outcome);
             }
-        }
+            Ok(Relayable::Response { id, outcome }) => Message::Response {
+                id,
+                outcome: outcome.map(Payload::into_value),
+            },
+            Ok(Relayable::Message(m)) => m,
+            Err(e) => {
+                shared.not_json_rpc(&e.to_string());
+                return None;
+            }
+        };
+        let _ = shared.inbound.send(Inbound::Message(other)).await;
+        None
     }
 }
 
@@ -347,15 +357,22 @@ impl Shared {
     /// body could not be read (the request is failed) or is no JSON-RPC
     /// message (logged).
     async fn read_json(&self, body: Incoming, request_id: Option<Id>) -> Option<Message> {
+        let body = self.read_body(body, request_id).await?;
+        match message_from_body(&body) {
+            Ok(msg) => Some(msg),
+            Err(e) => {
+                self.not_json_rpc(&e);
+                None
+            }
+        }
+    }
+
+    /// A JSON answer's bytes; `None` for an empty body, or when the body
+    /// could not be read (the request is failed).
+    async fn read_body(&self, body: Incoming, request_id: Option<Id>) -> Option<Vec<u8>> {
         match read_limited(body, self.max_message_bytes).await {
             Ok(body) if body.is_empty() => None,
-            Ok(body) => match message_from_body(&body) {
-                Ok(msg) => Some(msg),
-                Err(e) => {
-                    self.not_json_rpc(&e);
-                    None
-                }
-            },
+            Ok(body) => Some(body),
             Err(e) => {
                 self.fail_request(
                     request_id,
@@ -418,18 +435,18 @@ impl Shared {
         .await;
     }
 
-    /// Hands up one message; `stream` is the request whose POST answer carried it.
+    /// Hands up one message; `stream` is the request whose POST answer
+    /// carried it. A result is handed up as the server sent it.
     async fn deliver_on(&self, stream: Option<&Id>, data: &[u8]) {
-        match message_from_body(data) {
-            Ok(msg) => {
-                let item = match stream {
-                    Some(id) => Inbound::OnStream(id.clone(), msg),
-                    None => Inbound::Message(msg),
-                };
-                let _ = self.inbound.send(item).await;
-            }
-            Err(e) => self.not_json_rpc(&e),
-        }
+        let item = match Relayable::from_slice(data) {
+            Ok(Relayable::Response { id, outcome }) => Inbound::Answer(id, outcome),
+            Ok(Relayable::Message(msg)) => match stream {
+                Some(id) => Inbound::OnStream(id.clone(), msg),
+                None => Inbound::Message(msg),
+            },
+            Err(e) => return self.not_json_rpc(&e.to_string()),
+        };
+        let _ = self.inbound.send(item).await;
     }
 
     fn not_json_rpc(&self, error: &str) {
@@ -576,7 +593,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     /// A legacy server in the test: `initialize` gives a session id, the
     /// standalone GET is refused (or, with `standalone`, kept open and
@@ -735,7 +752,14 @@ mod tests {
     async fn a_json_answer_to_a_direct_request_comes_back_to_its_caller() {
         let (mut link, direct) = ready_link(false).await;
         let outcome = direct.request(call(7, "json"), 7).await;
-        assert_eq!(outcome, Some(Ok(json!({"content": []}))));
+        assert!(
+            matches!(&outcome, Some(Ok(Payload::Text(_)))),
+            "kept as the server's text: {outcome:?}"
+        );
+        assert_eq!(
+            outcome.map(|o| o.map(Payload::into_value)),
+            Some(Ok(json!({"content": []})))
+        );
         assert!(
             link.inbound.try_recv().is_err(),
             "nothing else is handed up"
@@ -766,17 +790,11 @@ mod tests {
             other => panic!("expected the notification on call 7's stream, got {other:?}"),
         }
         match link.inbound.recv().await {
-            Some(Inbound::OnStream(
-                id,
-                Message::Response {
-                    id: answered,
-                    outcome,
-                },
-            )) => {
-                assert_eq!((id, answered), (Id::Number(7), Id::Number(7)));
-                assert_eq!(outcome, Ok(json!({"content": []})));
+            Some(Inbound::Answer(answered, Ok(Payload::Text(result)))) => {
+                assert_eq!(answered, Id::Number(7));
+                assert_eq!(result.get(), r#"{"content":[]}"#, "as the server sent it");
             }
-            other => panic!("expected the answer on call 7's stream, got {other:?}"),
+            other => panic!("expected call 7's answer, kept as text, got {other:?}"),
         }
     }
 

@@ -19,6 +19,12 @@ pub enum Inbound {
     /// A message that arrived on the response stream of our request `Id`
     /// (HTTP: the SSE answer to its POST), so it belongs to that request.
     OnStream(Id, Message),
+    /// The answer to our request `id`, its result kept as the server sent
+    /// it ([`crate::jsonrpc::Payload`]): a call's answer on its SSE stream.
+    Answer(
+        Id,
+        Result<crate::jsonrpc::Payload, crate::jsonrpc::ErrorObject>,
+    ),
     /// The peer is gone; no more messages will arrive.
     Closed(String),
 }
