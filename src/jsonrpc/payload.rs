@@ -109,13 +109,13 @@ impl Relayable {
 
 /// The envelope of a response with a result: every other member read as
 /// [`Message::from_slice`] reads it (an unknown one as a `Value`, so that
-/// what refuses a message there refuses it here).
+/// what refuses a message there refuses it here). At `method`, `params` or
+/// `error` it stops: a request, a notification or an error goes to the
+/// message path without being read twice.
 #[derive(Default)]
 struct Envelope<'a> {
     jsonrpc: Option<Cow<'a, str>>,
     id: Option<Value>,
-    /// `method`, `params` or `error`: not a response with a result.
-    other_kind: bool,
     result: Option<&'a RawValue>,
     /// A member seen twice: left to the `Value` path, where the last wins.
     repeated: bool,
@@ -123,7 +123,7 @@ struct Envelope<'a> {
 
 impl Envelope<'_> {
     fn response(self) -> Option<Relayable> {
-        if self.repeated || self.other_kind || self.jsonrpc.as_deref() != Some("2.0") {
+        if self.repeated || self.jsonrpc.as_deref() != Some("2.0") {
             return None;
         }
         let id = Id::from_value(self.id.as_ref()?)?;
@@ -177,9 +177,8 @@ impl<'de> Deserialize<'de> for Envelope<'de> {
                             2
                         }
                         Member::Method | Member::Params | Member::Error => {
-                            e.other_kind = true;
-                            map.next_value::<Value>()?;
-                            continue;
+                            // Not a result: stop here, the message path reads it.
+                            return Err(serde::de::Error::custom("not a result"));
                         }
                         Member::Other => {
                             map.next_value::<Value>()?;
