@@ -110,24 +110,22 @@ impl Direct {
             return None;
         }
         let body = shared.read_body(answer.body, answer.request_id).await?;
-        let other = match Relayable::from_slice(&body) {
+        let up = match Relayable::from_slice(&body) {
             Ok(Relayable::Response {
                 id: Id::Number(n),
                 outcome,
             }) if n == expect && !shared.standalone_open.load(Ordering::Acquire) => {
                 return Some(outcome);
             }
-            Ok(Relayable::Response { id, outcome }) => Message::Response {
-                id,
-                outcome: outcome.map(Payload::into_value),
-            },
-            Ok(Relayable::Message(m)) => m,
+            // Still the server's text: the session hands it to its waiter as it is.
+            Ok(Relayable::Response { id, outcome }) => Inbound::Answer(id, outcome),
+            Ok(Relayable::Message(m)) => Inbound::Message(m),
             Err(e) => {
                 shared.not_json_rpc(&e.to_string());
                 return None;
             }
         };
-        let _ = shared.inbound.send(Inbound::Message(other)).await;
+        let _ = shared.inbound.send(up).await;
         None
     }
 }
@@ -771,7 +769,7 @@ mod tests {
         let (mut link, direct) = ready_link(false).await;
         assert_eq!(direct.request(call(7, "other"), 7).await, None);
         match link.inbound.recv().await {
-            Some(Inbound::Message(Message::Response { id, .. })) => assert_eq!(id, Id::Number(999)),
+            Some(Inbound::Answer(id, _)) => assert_eq!(id, Id::Number(999)),
             other => panic!("expected the stray answer handed up, got {other:?}"),
         }
     }
@@ -805,8 +803,9 @@ mod tests {
         let (mut link, direct) = ready_link(true).await;
         assert_eq!(direct.request(call(7, "json"), 7).await, None);
         match link.inbound.recv().await {
-            Some(Inbound::Message(Message::Response { id, outcome })) => {
-                assert_eq!((id, outcome), (Id::Number(7), Ok(json!({"content": []}))));
+            Some(Inbound::Answer(id, Ok(Payload::Text(result)))) => {
+                assert_eq!(id, Id::Number(7));
+                assert_eq!(result.get(), r#"{"content":[]}"#, "as the server sent it");
             }
             other => panic!("expected call 7's answer handed up, got {other:?}"),
         }
