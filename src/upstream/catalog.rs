@@ -13,6 +13,7 @@ use super::pool::{PoolKey, RoutePool};
 use super::session::InitInfo;
 use crate::protocol::profile::Profile;
 use crate::protocol::tool::Tool;
+use crate::upstream::lock;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ListKey {
@@ -31,10 +32,6 @@ pub struct Catalog {
     init: Mutex<HashMap<Profile, Arc<InitInfo>>>,
     /// Every tool definition per pool key (all pages), for header checks.
     tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The list methods a list-changed notice makes stale.

@@ -14,3 +14,10 @@ pub mod session;
 pub mod transport;
 
 pub use error::UpstreamError;
+
+/// A mutex's guard, poisoned or not: upstream state behind a lock stays
+/// usable after a panic elsewhere (every holder leaves it consistent
+/// between statements), and a request path never unwraps.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -19,6 +19,7 @@ use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
 use crate::protocol::profile::Profile;
 use crate::telemetry::metrics::{Metrics, SessionGauges};
+use crate::upstream::lock;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PoolKey {
@@ -205,10 +206,6 @@ fn address_of(target: &Connect) -> (&'static str, String) {
                 .unwrap_or_default(),
         ),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RoutePool {

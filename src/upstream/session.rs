@@ -21,6 +21,7 @@ use super::transport::Link;
 use super::transport::http::Direct;
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::profile::Profile;
+use crate::upstream::lock;
 use inbound::dispatch;
 
 /// Legacy protocol versions redmark speaks to servers, newest first
@@ -144,10 +145,6 @@ impl std::fmt::Debug for Session {
             .field("route", &self.route)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Session {

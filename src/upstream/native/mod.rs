@@ -24,6 +24,7 @@ use crate::config::{UpstreamConfig, UpstreamProtocol, UpstreamTarget};
 use crate::jsonrpc::{ErrorObject, code};
 use crate::protocol::meta;
 use crate::telemetry::metrics::Metrics;
+use crate::upstream::lock;
 
 /// The longest `auto` waits for an answer to `server/discover` (bounded
 /// further by `init_timeout`); no answer means a legacy server.
@@ -86,10 +87,6 @@ pub struct NativeUpstream {
     probing: tokio::sync::Mutex<()>,
     init_timeout: Duration,
     metrics: Arc<Metrics>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl NativeUpstream {

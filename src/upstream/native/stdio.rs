@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::upstream::UpstreamError;
+use crate::upstream::lock;
 use crate::upstream::transport::{Inbound, stdio};
 
 /// A request in flight: where its answer goes, and where its progress goes
@@ -67,10 +68,6 @@ pub struct StdioNative {
     max_message_bytes: usize,
     process: tokio::sync::Mutex<Option<Arc<Process>>>,
     next_id: AtomicI64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl StdioNative {
