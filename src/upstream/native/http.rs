@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::upstream::client::ResponseBody;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, StatusCode, Uri};
-use hyper::body::Incoming;
+use http::{Method, StatusCode};
 use serde_json::Value;
 
 use super::{NATIVE_VERSION, NativeRequest, headers};
@@ -26,7 +26,7 @@ pub struct HttpNative {
     url: String,
     /// Parsed once, for every request. `None` if it does not parse (config
     /// loading has checked it).
-    parsed: Option<Uri>,
+    parsed: Option<client::Url>,
     extra: HeaderMap,
     max_message_bytes: usize,
     next_id: std::sync::atomic::AtomicI64,
@@ -184,7 +184,7 @@ impl HttpNative {
         &self,
         headers: HeaderMap,
         body: &Value,
-    ) -> Result<(StatusCode, Incoming, bool), UpstreamError> {
+    ) -> Result<(StatusCode, ResponseBody, bool), UpstreamError> {
         let url = self.parsed.as_ref().ok_or_else(|| {
             UpstreamError::Unavailable(format!("url `{}` is not a valid URL", self.url))
         })?;
@@ -200,7 +200,7 @@ impl HttpNative {
 
     async fn answer_on_stream(
         &self,
-        mut body: Incoming,
+        mut body: ResponseBody,
         want: &Id,
         notify: Option<&tokio::sync::mpsc::Sender<Value>>,
     ) -> Result<Result<Value, ErrorObject>, UpstreamError> {
@@ -239,7 +239,7 @@ fn unsendable(what: &str) -> UpstreamError {
 }
 
 /// The whole body, refused past `max` bytes with the setting's name.
-async fn read_limited(body: Incoming, max: usize) -> Result<Vec<u8>, UpstreamError> {
+async fn read_limited(body: ResponseBody, max: usize) -> Result<Vec<u8>, UpstreamError> {
     client::read_limited(body, max).await.map_err(|e| match e {
         client::BodyError::TooLarge(_) => UpstreamError::Lost(format!(
             "the server's answer is larger than max_message_bytes ({max})"

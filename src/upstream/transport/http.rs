@@ -5,20 +5,20 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, StatusCode, Uri};
-use hyper::body::Incoming;
+use http::{Method, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Inbound, Link, QUEUE_DEPTH};
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload, Relayable, code};
 use crate::sse;
 use crate::upstream::UpstreamError;
-use crate::upstream::client::{self, HttpClient, next_chunk, read_limited};
+use crate::upstream::client::{self, HttpClient, ResponseBody, next_chunk, read_limited};
+use crate::upstream::lock;
 
 static SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 static VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -36,7 +36,7 @@ enum Body {
 
 /// A successful POST's answer, still to be read.
 struct PostAnswer {
-    body: Incoming,
+    body: ResponseBody,
     is_sse: bool,
     /// The request the POST carried, if it was one.
     request_id: Option<Id>,
@@ -46,13 +46,16 @@ struct PostAnswer {
 struct Shared {
     client: HttpClient,
     /// Parsed once, for every request of the session.
-    url: Uri,
+    url: client::Url,
     extra: HeaderMap,
     session_id: Arc<Mutex<Option<String>>>,
     protocol_version: Arc<Mutex<Option<String>>>,
     /// The two as header values, made once rather than on every POST.
     session_value: CachedValue,
     version_value: CachedValue,
+    /// A POST's headers once the handshake is over, when the session id and
+    /// version no longer change: cloned, not rebuilt, for every call.
+    post_headers: OnceLock<HeaderMap>,
     inbound: mpsc::Sender<Inbound>,
     max_message_bytes: usize,
     route: Arc<str>,
@@ -158,6 +161,7 @@ pub fn connect(
         protocol_version: Arc::new(Mutex::new(None)),
         session_value: CachedValue::default(),
         version_value: CachedValue::default(),
+        post_headers: OnceLock::new(),
         inbound: in_tx,
         max_message_bytes,
         route,
@@ -208,6 +212,7 @@ pub fn connect(
                     }
                     if is_initialized && get_stream.is_none() {
                         get_stream = shared.open_standalone_stream().await;
+                        let _ = shared.post_headers.set(shared.post_headers_now());
                         shared.ready.store(true, Ordering::Release);
                     }
                 }
@@ -242,6 +247,13 @@ impl Shared {
             h.insert(&VERSION_HEADER, v);
         }
         h
+    }
+
+    /// The headers of a POST as the session stands now.
+    fn post_headers_now(&self) -> HeaderMap {
+        let mut headers = self.headers("application/json, text/event-stream");
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers
     }
 
     async fn closed(&self, why: String) {
@@ -286,8 +298,10 @@ impl Shared {
         let bytes = serde_json::to_vec(&msg).unwrap_or_default();
         drop(msg);
         let had_session = lock(&self.session_id).is_some();
-        let mut headers = self.headers("application/json, text/event-stream");
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let headers = match self.post_headers.get() {
+            Some(ready) => ready.clone(),
+            None => self.post_headers_now(),
+        };
         // Boxed: the request future is large and done once the head is in,
         // while the task reading the answer lives on for as long as the
         // call's stream stays open (a question waiting for a person).
@@ -354,7 +368,7 @@ impl Shared {
     /// A JSON answer's one message; `None` for an empty body, or when the
     /// body could not be read (the request is failed) or is no JSON-RPC
     /// message (logged).
-    async fn read_json(&self, body: Incoming, request_id: Option<Id>) -> Option<Message> {
+    async fn read_json(&self, body: ResponseBody, request_id: Option<Id>) -> Option<Message> {
         let body = self.read_body(body, request_id).await?;
         match message_from_body(&body) {
             Ok(msg) => Some(msg),
@@ -367,7 +381,7 @@ impl Shared {
 
     /// A JSON answer's bytes; `None` for an empty body, or when the body
     /// could not be read (the request is failed).
-    async fn read_body(&self, body: Incoming, request_id: Option<Id>) -> Option<Vec<u8>> {
+    async fn read_body(&self, body: ResponseBody, request_id: Option<Id>) -> Option<Vec<u8>> {
         match read_limited(body, self.max_message_bytes).await {
             Ok(body) if body.is_empty() => None,
             Ok(body) => Some(body),
@@ -386,7 +400,7 @@ impl Shared {
     /// JSON-RPC error, or an HTTP failure of the request.
     async fn refused(
         &self,
-        resp: http::Response<Incoming>,
+        resp: http::Response<ResponseBody>,
         had_session: bool,
         request_id: Option<Id>,
     ) {
@@ -451,7 +465,7 @@ impl Shared {
         tracing::warn!(route = %self.route, %error, "upstream sent a message that is not JSON-RPC");
     }
 
-    async fn pump_sse(&self, mut body: Incoming, request_id: Option<Id>) {
+    async fn pump_sse(&self, mut body: ResponseBody, request_id: Option<Id>) {
         let mut decoder = sse::Decoder::new(self.max_message_bytes);
         while let Some(chunk) = next_chunk(&mut body).await {
             let chunk = match chunk {
@@ -527,7 +541,7 @@ impl Shared {
     }
 
     /// Reads the standalone stream until it ends, flagged open meanwhile.
-    async fn pump_standalone(&self, body: Incoming) {
+    async fn pump_standalone(&self, body: ResponseBody) {
         self.standalone_open.store(true, Ordering::Release);
         self.pump_sse(body, None).await;
         self.standalone_open.store(false, Ordering::Release);
@@ -583,10 +597,6 @@ impl CachedValue {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,7 +629,7 @@ mod tests {
                 let (stream, _) = listener.accept().await.unwrap();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(
-                        move |req: http::Request<Incoming>| async move {
+                        move |req: http::Request<hyper::body::Incoming>| async move {
                             let method = req.method().clone();
                             let body = req.into_body().collect().await.unwrap().to_bytes();
                             let mut resp = http::Response::new(full(String::new()));

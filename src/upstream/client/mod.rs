@@ -9,6 +9,10 @@
 //! passthrough call and a part of every waiting call's memory
 //! (`benches/WHERE_THE_TIME_GOES.md`).
 //!
+//! `http://` upstreams spoken to over HTTP/1.1 (most servers behind a
+//! gateway, on its own network) skip hyper-util's pool for redmark's own
+//! ([`plain_h1`]); TLS and HTTP/2 keep hyper-util's.
+//!
 //! HTTP/2 multiplexes, so a hold-mode call waiting for a person is one stream
 //! instead of one HTTP/1.1 connection (its socket, buffers and connection
 //! task). But hyper's client never opens a second HTTP/2 connection to a host
@@ -26,12 +30,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::UpstreamHttp2;
+
+mod plain_h1;
+
+use plain_h1::PlainH1;
+pub use plain_h1::ResponseBody;
 
 /// Idle keep-alive connections kept per upstream host and client, at most.
 pub const IDLE_CONNECTIONS: usize = 64;
@@ -84,11 +92,25 @@ pub struct HttpClient {
 struct Clients {
     off_loop: Inner,
     per_loop: Box<[std::sync::OnceLock<Inner>]>,
+    /// `http://` over HTTP/1.1 ([`plain_h1`]): off the loops, and one per loop.
+    plain_off_loop: Arc<PlainH1>,
+    plain_per_loop: Box<[Arc<PlainH1>]>,
     http2: UpstreamHttp2,
     idle: usize,
 }
 
 impl Clients {
+    /// The plain HTTP/1.1 pool of this event loop, when `uri` goes through one.
+    fn plain_here(&self, uri: &Uri) -> Option<&Arc<PlainH1>> {
+        if self.http2 == UpstreamHttp2::PriorKnowledge
+            || uri.scheme() != Some(&http::uri::Scheme::HTTP)
+        {
+            return None;
+        }
+        let here = crate::event_loops::current().and_then(|i| self.plain_per_loop.get(i));
+        Some(here.unwrap_or(&self.plain_off_loop))
+    }
+
     fn here(&self) -> &Inner {
         let Some(slot) = crate::event_loops::current().and_then(|i| self.per_loop.get(i)) else {
             return &self.off_loop;
@@ -122,20 +144,56 @@ impl HttpClient {
     pub async fn send(
         &self,
         method: Method,
-        uri: &Uri,
+        url: &Url,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<http::Response<Incoming>, ClientError> {
+    ) -> Result<http::Response<ResponseBody>, ClientError> {
         let mut req = http::Request::new(Full::new(body));
         *req.method_mut() = method;
-        *req.uri_mut() = uri.clone();
         *req.headers_mut() = headers;
-        self.inner
+        if let Some(plain) = self.inner.plain_here(&url.uri) {
+            // What hyper-util would add, made once with the URL: the
+            // origin-form target, the `Host`.
+            *req.uri_mut() = url.origin.clone();
+            if let http::header::Entry::Vacant(host) = req.headers_mut().entry(http::header::HOST)
+                && let Some(value) = &url.host
+            {
+                host.insert(value.clone());
+            }
+            return plain.send(&url.uri, req).await;
+        }
+        *req.uri_mut() = url.uri.clone();
+        let resp = self
+            .inner
             .here()
             .request(req)
             .await
-            .map_err(|e| ClientError(causes(&e)))
+            .map_err(|e| ClientError(causes(&e)))?;
+        Ok(resp.map(ResponseBody::of))
     }
+}
+
+/// `uri` as an HTTP/1.1 request target: its path and query only (RFC 9112
+/// section 3.2.1), `/` for none.
+fn origin_form(uri: &Uri) -> Uri {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    path.parse().unwrap_or_else(|_| Uri::from_static("/"))
+}
+
+/// `host[:port]` of `uri`, the port only when it is not the scheme's default
+/// (as hyper-util writes it).
+fn host_value(uri: &Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let default_port = match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    };
+    let text = match uri.port_u16() {
+        Some(port) if Some(port) != default_port => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    http::HeaderValue::from_str(&text).ok()
 }
 
 /// An error and its sources, one after the other: hyper-util's own text
@@ -164,7 +222,7 @@ pub enum BodyError {
 }
 
 /// Reads a whole body, refusing one larger than `limit` bytes as soon as it is.
-pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
+pub async fn read_limited(mut body: ResponseBody, limit: usize) -> Result<Vec<u8>, BodyError> {
     let mut out = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Broken(causes(&e)))?;
@@ -181,7 +239,7 @@ pub async fn read_limited(mut body: Incoming, limit: usize) -> Result<Vec<u8>, B
 
 /// The next data chunk of a streamed body (an SSE stream); `None` at its
 /// end, `Err` when it broke.
-pub async fn next_chunk(body: &mut Incoming) -> Option<Result<Bytes, String>> {
+pub async fn next_chunk(body: &mut ResponseBody) -> Option<Result<Bytes, String>> {
     loop {
         match body.frame().await? {
             Ok(frame) => {
@@ -202,11 +260,38 @@ pub fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|ct| ct.starts_with("text/event-stream"))
 }
 
+/// An upstream URL, parsed once for every request of a session or route,
+/// with what an HTTP/1.1 request to it needs made once too: the
+/// origin-form target and the `Host` value (hyper-util formatted both on
+/// every request, about 2k instructions a call).
+#[derive(Debug, Clone)]
+pub struct Url {
+    uri: Uri,
+    origin: Uri,
+    host: Option<http::HeaderValue>,
+}
+
+impl Url {
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+}
+
+impl std::fmt::Display for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.uri.fmt(f)
+    }
+}
+
 /// Parses an upstream URL once, for every request of a session or route.
-pub fn parse_url(url: &str) -> Result<Uri, String> {
+pub fn parse_url(url: &str) -> Result<Url, String> {
     let uri: Uri = url.parse().map_err(|e| format!("url `{url}`: {e}"))?;
     match uri.scheme_str() {
-        Some("http" | "https") if uri.authority().is_some() => Ok(uri),
+        Some("http" | "https") if uri.authority().is_some() => Ok(Url {
+            origin: origin_form(&uri),
+            host: host_value(&uri),
+            uri,
+        }),
         _ => Err(format!("url `{url}`: not an http:// or https:// URL")),
     }
 }
@@ -246,6 +331,8 @@ fn build(http2: UpstreamHttp2, idle: usize, loops: usize) -> Result<HttpClient, 
         inner: Arc::new(Clients {
             off_loop: build_one(http2, idle)?,
             per_loop: (0..loops).map(|_| std::sync::OnceLock::new()).collect(),
+            plain_off_loop: PlainH1::new(idle),
+            plain_per_loop: (0..loops).map(|_| PlainH1::new(idle)).collect(),
             http2,
             idle,
         }),
@@ -302,6 +389,104 @@ mod tests {
         assert!(own(UpstreamHttp2::Auto, "HTTPS://example.com/mcp"));
         assert!(!own(UpstreamHttp2::Auto, "http://127.0.0.1:1/mcp"));
         assert!(!own(UpstreamHttp2::Off, "https://example.com/mcp"));
+    }
+
+    #[test]
+    fn the_host_header_has_the_port_unless_default_and_is_added_only_on_plain_http1() {
+        let host = |url: &str| {
+            parse_url(url)
+                .unwrap()
+                .host
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        for (url, want) in [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080"),
+            ("http://example.com/mcp", "example.com"),
+            ("http://example.com:80/mcp", "example.com"),
+            ("http://u:p@[::1]:9/mcp", "[::1]:9"),
+            ("https://example.com:443/mcp", "example.com"),
+            ("https://example.com:8443/mcp", "example.com:8443"),
+        ] {
+            assert_eq!(host(url).as_deref(), Some(want), "{url}");
+        }
+        // Where HTTP/2 may be spoken (or TLS is), hyper-util carries the
+        // request: `:authority` holds the authority, and redmark adds no `Host`.
+        let plain = |mode, url: &str| {
+            let client = build(mode, 1, 0).unwrap();
+            client
+                .inner
+                .plain_here(parse_url(url).unwrap().uri())
+                .is_some()
+        };
+        assert!(plain(UpstreamHttp2::Auto, "http://127.0.0.1:1/mcp"));
+        assert!(plain(UpstreamHttp2::Off, "http://127.0.0.1:1/mcp"));
+        assert!(!plain(UpstreamHttp2::Auto, "https://example.com/mcp"));
+        assert!(!plain(
+            UpstreamHttp2::PriorKnowledge,
+            "http://127.0.0.1:1/mcp"
+        ));
+    }
+
+    #[tokio::test]
+    async fn plain_http1_writes_the_request_head_hyper_util_would() {
+        // What reaches a server: a request through hyper-util's client, and
+        // through redmark's plain HTTP/1.1 pool, with no `Host` and with the
+        // one made with the URL set by the caller, head for head.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut heads = Vec::new();
+            for _ in 0..3 {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 4096];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    n += sock.read(&mut buf[n..]).await.unwrap();
+                }
+                heads.push(String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase());
+                sock.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+                    .await
+                    .unwrap();
+            }
+            heads
+        });
+        let uri = parse_url(&format!("http://127.0.0.1:{port}/mcp?x=1")).unwrap();
+        let request = |headers: HeaderMap| {
+            let mut req = http::Request::new(Full::new(Bytes::new()));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = uri.uri().clone();
+            *req.headers_mut() = headers;
+            req
+        };
+        let hyper_util_client = build_one(UpstreamHttp2::Auto, 1).unwrap();
+        hyper_util_client
+            .request(request(HeaderMap::new()))
+            .await
+            .unwrap();
+        let client = shared(UpstreamHttp2::Auto, 0).unwrap();
+        assert!(client.inner.plain_here(uri.uri()).is_some());
+        let mut ours = HeaderMap::new();
+        ours.insert(http::header::HOST, uri.host.clone().unwrap());
+        for headers in [HeaderMap::new(), ours] {
+            client
+                .send(Method::POST, &uri, headers, Bytes::new())
+                .await
+                .unwrap();
+        }
+        let heads = server.await.unwrap();
+        assert!(
+            heads[0].starts_with("post /mcp?x=1 http/1.1\r\n"),
+            "{}",
+            heads[0]
+        );
+        assert!(
+            heads[0].contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")),
+            "{}",
+            heads[0]
+        );
+        assert_eq!(heads[1], heads[0]);
+        assert_eq!(heads[2], heads[0]);
     }
 
     #[test]
