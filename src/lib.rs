@@ -25,6 +25,7 @@
 //! - [`signal`] (bottom): SIGHUP, registered at once, for the reload watchers.
 //! - [`event_loops`] (bottom): the per-core threads client connections are
 //!   served on; upstream code asks which loop it runs on, to stay on it.
+//! - [`hex_text`] (bottom): digests and ids as hex text.
 //!
 //! [`app`] is the composition step: it loads config, policies and keys once
 //! (failing closed) and builds the [`front::Gateway`]; [`start`] binds the
@@ -36,6 +37,7 @@ pub mod app;
 pub mod config;
 pub mod event_loops;
 pub mod front;
+pub mod hex_text;
 pub mod jsonrpc;
 pub mod limits;
 pub mod mrtr;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. Modules of one layer do not import each other either.
 const LAYERS: &[&[&str]] = &[
-    &["jsonrpc", "sse", "signal", "event_loops"],
+    &["jsonrpc", "sse", "signal", "event_loops", "hex_text"],
     &["protocol"],
     &["telemetry"],
     &["config"],

@@ -60,7 +60,7 @@ impl Secret {
     fn mac(&self, ts: u64, path: &str, principal: &str, body: &[u8]) -> HmacSha256 {
         let mut mac = HmacSha256::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        let digest = hex::encode(Sha256::digest(body));
+        let digest = crate::hex_text::lower(&Sha256::digest(body));
         mac.update(format!("redmark-forward-v1\n{ts}\n{path}\n{principal}\n{digest}").as_bytes());
         mac
     }
@@ -75,7 +75,8 @@ impl Secret {
     ) -> [(&'static str, String); 3] {
         let ts = unix(now);
         let principal = encode_principal(principal);
-        let tag = hex::encode(self.mac(ts, path, &principal, body).finalize().into_bytes());
+        let tag =
+            crate::hex_text::lower(&self.mac(ts, path, &principal, body).finalize().into_bytes());
         [
             (TIMESTAMP, ts.to_string()),
             (PRINCIPAL, principal),

@@ -455,7 +455,7 @@ pub fn fingerprint(method: &str, params: &Value) -> String {
     let mut h = Sha256::new();
     h.update(b"redmark-question\0");
     h.update(canonical_json(&subject).as_bytes());
-    hex::encode(h.finalize())
+    crate::hex_text::lower(&h.finalize())
 }
 /// Hex SHA-256 identifying a principal on a route.
 pub fn principal_digest(route: &str, principal: &str) -> String {
@@ -464,7 +464,7 @@ pub fn principal_digest(route: &str, principal: &str) -> String {
     h.update(route.as_bytes());
     h.update(b"\0");
     h.update(principal.as_bytes());
-    hex::encode(h.finalize())
+    crate::hex_text::lower(&h.finalize())
 }
 
 /// Hex SHA-256 identifying a request: method, route, tool name or URI, and canonical arguments.
@@ -493,7 +493,7 @@ pub fn request_digest_of(route: &str, method: &str, target: &Value, arguments: &
     h.update(canonical_json(target).as_bytes());
     h.update(b"\0");
     h.update(canonical_json(arguments).as_bytes());
-    hex::encode(h.finalize())
+    crate::hex_text::lower(&h.finalize())
 }
 
 /// JSON with object keys sorted at every level, so equal arguments digest equally.

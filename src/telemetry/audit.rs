@@ -174,7 +174,10 @@ pub fn timestamp(t: SystemTime) -> String {
 
 /// `sha256:<hex>` of a principal name.
 pub fn hash_principal(name: &str) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(name.as_bytes())))
+    format!(
+        "sha256:{}",
+        crate::hex_text::lower(&Sha256::digest(name.as_bytes()))
+    )
 }
 
 /// Whether an accepted answer only repeated what the call already carried.
