@@ -127,6 +127,12 @@ impl Decoder {
         if self.buf.len() > self.max_event {
             return Err(EventTooLarge(self.max_event));
         }
+        if self.buf.is_empty() {
+            // Every line read: let go of the chunk's allocation, which the
+            // emptied buffer still shares. A stream that carried a pushed
+            // question then waits, maybe for minutes, holding nothing.
+            self.buf = BytesMut::new();
+        }
         Ok(events)
     }
 
@@ -157,6 +163,20 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decoder_with_every_line_read_holds_no_buffer() {
+        let mut d = Decoder::new(1 << 20);
+        let events = d.feed(b"event: message\ndata: {\"a\":1}\n\n").unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(d.buf.capacity(), 0);
+        // A partial line is kept, and completed by the next chunk.
+        assert!(d.feed(b"data: {\"b\"").unwrap().is_empty());
+        assert!(d.buf.capacity() > 0);
+        let events = d.feed(b":2}\n\n").unwrap();
+        assert_eq!(events[0].data, "{\"b\":2}");
+        assert_eq!(d.buf.capacity(), 0);
+    }
 
     #[test]
     fn decodes_split_events_and_ignores_comments() {

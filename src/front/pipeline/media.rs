@@ -41,13 +41,26 @@ fn essence(media: &str) -> &str {
 }
 
 fn content_is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| essence(v).eq_ignore_ascii_case("application/json"))
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return false;
+    };
+    // What clients send, compared whole before it is taken apart.
+    value.as_bytes() == b"application/json"
+        || value
+            .to_str()
+            .is_ok_and(|v| essence(v).eq_ignore_ascii_case("application/json"))
 }
 
+/// The `Accept` the official SDKs send, checked whole before it is taken apart.
+const USUAL_ACCEPT: &[u8] = b"application/json, text/event-stream";
+
 fn accepts_both(headers: &HeaderMap) -> bool {
+    let mut all = headers.get_all(header::ACCEPT).iter();
+    if let (Some(only), None) = (all.next(), all.next())
+        && only.as_bytes() == USUAL_ACCEPT
+    {
+        return true;
+    }
     let (mut json, mut sse) = (false, false);
     let ranges = headers
         .get_all(header::ACCEPT)
