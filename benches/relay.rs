@@ -122,12 +122,20 @@ fn mem_kib(pid: u32, field: &str) -> u64 {
         .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
-    // A child is listed under the thread that spawned it, and redmark
-    // spawns its stdio servers from its event loops, not its main thread.
+    own + children(pid)
+        .into_iter()
+        .map(|c| mem_kib(c, field))
+        .sum::<u64>()
+}
+
+/// The processes `pid` started. A child is listed under the thread that
+/// spawned it, and redmark spawns its stdio servers from its event loops,
+/// not its main thread.
+fn children(pid: u32) -> Vec<u32> {
     let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten();
-    let children: Vec<u32> = threads
+    threads
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
         .flat_map(|list| {
@@ -135,8 +143,35 @@ fn mem_kib(pid: u32, field: &str) -> u64 {
                 .filter_map(|c| c.parse::<u32>().ok())
                 .collect::<Vec<_>>()
         })
-        .collect();
-    own + children.into_iter().map(|c| mem_kib(c, field)).sum::<u64>()
+        .collect()
+}
+
+/// CPU time (user + system, every thread) `pid` and the processes it
+/// started have used so far, in clock ticks: nginx's work is done by its
+/// master's worker processes.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is the first, utime the 12th, stime the 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field(11) + field(12) + children(pid).into_iter().map(cpu_ticks).sum::<u64>()
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux if it cannot say).
+fn ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -370,6 +405,8 @@ struct Stats {
     ok: usize,
     errors: usize,
     secs: f64,
+    /// CPU seconds the measured processes used over the measured window.
+    cpu_secs: Option<f64>,
     lat_us: Vec<u64>,
     first_error: Option<String>,
 }
@@ -377,6 +414,12 @@ struct Stats {
 impl Stats {
     fn rps(&self) -> f64 {
         self.ok as f64 / self.secs
+    }
+    /// CPU microseconds per completed request (or operation), when measured.
+    fn cpu_us(&self) -> f64 {
+        self.cpu_secs
+            .filter(|_| self.ok > 0)
+            .map_or(f64::NAN, |c| c * 1e6 / self.ok as f64)
     }
     /// Nearest-rank percentile in milliseconds.
     fn pct(&self, p: f64) -> f64 {
@@ -389,10 +432,30 @@ impl Stats {
 }
 
 /// Runs `concurrency` workers for `warmup` (discarded) and then `secs` (measured).
-async fn load(url: &str, kind: Kind, work: Work, (concurrency, warmup, secs): Params) -> Stats {
+async fn load(url: &str, kind: Kind, work: Work, params: Params) -> Stats {
+    load_measuring(url, kind, work, params, None).await
+}
+
+/// [`load`], with the CPU time `cpu_of` (a process and the processes it
+/// started) uses over the measured window.
+async fn load_measuring(
+    url: &str,
+    kind: Kind,
+    work: Work,
+    (concurrency, warmup, secs): Params,
+    cpu_of: Option<u32>,
+) -> Stats {
     let start = Instant::now() + Duration::from_millis(500);
     let measure_from = start + warmup;
     let end = measure_from + secs;
+    let cpu = cpu_of.map(|pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from.into()).await;
+            let before = cpu_ticks(pid);
+            tokio::time::sleep_until(end.into()).await;
+            cpu_ticks(pid).saturating_sub(before) as f64 / ticks_per_second()
+        })
+    });
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
         let url = url.to_string();
@@ -429,6 +492,9 @@ async fn load(url: &str, kind: Kind, work: Work, (concurrency, warmup, secs): Pa
         secs,
         ..Stats::default()
     };
+    if let Some(cpu) = cpu {
+        stats.cpu_secs = Some(cpu.await.expect("cpu sampler"));
+    }
     for t in tasks {
         let (lat, errors, first_error) = t.await.expect("worker");
         stats.ok += lat.len();
@@ -739,42 +805,59 @@ fn main() {
     );
 
     let params = (concurrency, warmup, secs);
+    // The proxy whose CPU time is measured on each path (nginx: its workers).
     let paths = [
-        ("direct", Kind::Direct, &direct_url),
-        ("nginx", Kind::Nginx, &nginx_url),
-        ("redmark", Kind::Gateway, &gateway_url),
+        ("direct", Kind::Direct, &direct_url, None),
+        ("nginx", Kind::Nginx, &nginx_url, Some(nginx.child.id())),
+        (
+            "redmark",
+            Kind::Gateway,
+            &gateway_url,
+            Some(redmark.child.id()),
+        ),
     ];
-    // (rps, p50, p99, errors) per path, per run.
+    // (rps, p50, p99, errors) per path, per run; the proxy's CPU µs per call beside.
     let mut pass: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); paths.len()];
+    let mut pass_cpu: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut elicit: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); 2];
+    let mut elicit_cpu: Vec<Vec<f64>> = vec![Vec::new(); 2];
     let mut first_error: Option<String> = None;
     for run in 1..=runs {
-        for (i, (name, kind, url)) in paths.iter().enumerate() {
-            let s = rt.block_on(load(url, *kind, Work::Echo, params));
+        for (i, (name, kind, url, proxy)) in paths.iter().enumerate() {
+            let s = rt.block_on(load_measuring(url, *kind, Work::Echo, params, *proxy));
+            let cpu = if proxy.is_some() {
+                format!(", proxy CPU {:.1} µs/call", s.cpu_us())
+            } else {
+                String::new()
+            };
             eprintln!(
-                "[bench] run {run} {name}: {:.0} req/s, p50 {:.2} ms, {} errors",
+                "[bench] run {run} {name}: {:.0} req/s, p50 {:.2} ms, {} errors{cpu}",
                 s.rps(),
                 s.pct(50.0),
-                s.errors
+                s.errors,
             );
             first_error = first_error.or(s.first_error.clone());
             pass[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
+            pass_cpu[i].push(s.cpu_us());
         }
         for (i, tool) in ["ask", "ask2"].into_iter().enumerate() {
-            let s = rt.block_on(load(
+            let s = rt.block_on(load_measuring(
                 &gateway_url,
                 Kind::Gateway,
                 Work::Elicit(tool),
                 params,
+                Some(redmark.child.id()),
             ));
             eprintln!(
-                "[bench] run {run} elicit {tool}: {:.0} ops/s, p50 {:.2} ms, {} errors",
+                "[bench] run {run} elicit {tool}: {:.0} ops/s, p50 {:.2} ms, {} errors, redmark CPU {:.1} µs/operation",
                 s.rps(),
                 s.pct(50.0),
-                s.errors
+                s.errors,
+                s.cpu_us()
             );
             first_error = first_error.or(s.first_error.clone());
             elicit[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
+            elicit_cpu[i].push(s.cpu_us());
         }
     }
     let redmark_loaded = mem_kib(redmark.child.id(), "VmHWM");
@@ -875,19 +958,25 @@ fn main() {
         warmup.as_secs(),
     );
     out!(
-        "| passthrough `tools/call echo` | req/s | p50 ms | p99 ms | errors | req/s vs nginx | req/s vs direct | added p50 vs nginx's |"
+        "| passthrough `tools/call echo` | req/s | p50 ms | p99 ms | errors | req/s vs nginx | req/s vs direct | added p50 vs nginx's | proxy CPU µs per call | vs nginx's |"
     );
-    out!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    out!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let m: Vec<_> = pass.iter().map(|r| med(r)).collect();
-    let (d, n) = (m[0], m[1]);
-    for ((name, _, _), r) in paths.iter().zip(&m) {
+    let cpu: Vec<f64> = pass_cpu.iter().map(|c| median(c.clone())).collect();
+    let (d, n, nginx_cpu) = (m[0], m[1], cpu[1]);
+    for (((name, _, _, proxy), r), c) in paths.iter().zip(&m).zip(&cpu) {
         let added = if *name == "direct" {
             "".to_owned()
         } else {
             format!("{:.2}x", (r.1 - d.1) / (n.1 - d.1))
         };
+        let (cpu_us, cpu_ratio) = if proxy.is_some() {
+            (format!("{c:.1}"), format!("{:.2}x", c / nginx_cpu))
+        } else {
+            (String::new(), String::new())
+        };
         out!(
-            "| {name} | {:.0} | {:.2} | {:.2} | {} | {:.2}x | {:.2}x | {added} |",
+            "| {name} | {:.0} | {:.2} | {:.2} | {} | {:.2}x | {:.2}x | {added} | {cpu_us} | {cpu_ratio} |",
             r.0,
             r.1,
             r.2,
@@ -897,29 +986,31 @@ fn main() {
         );
     }
     out!(
-        "\n| hold-mode elicitation through redmark | complete operations/s | p50 ms (whole operation) | p99 ms | errors |"
+        "\n| hold-mode elicitation through redmark | complete operations/s | p50 ms (whole operation) | p99 ms | errors | redmark CPU µs per operation |"
     );
-    out!("|---|---:|---:|---:|---:|");
-    for (tool, rows) in [
+    out!("|---|---:|---:|---:|---:|---:|");
+    for ((tool, rows), cpu) in [
         "`ask` (one question, 2 requests)",
         "`ask2` (two questions at once, 2 requests)",
     ]
     .iter()
     .zip(&elicit)
+    .zip(&elicit_cpu)
     {
         let r = med(rows);
         out!(
-            "| {tool} | {:.0} | {:.2} | {:.2} | {} |",
+            "| {tool} | {:.0} | {:.2} | {:.2} | {} | {:.1} |",
             r.0,
             r.1,
             r.2,
-            r.3
+            r.3,
+            median(cpu.clone())
         );
     }
     if !full_gather.is_empty() {
         let r = med(&full_gather);
         out!(
-            "| `ask`, gather window held to its 20 ms bound (`gather_quiet = \"20ms\"`) | {:.0} | {:.2} | {:.2} | {} |",
+            "| `ask`, gather window held to its 20 ms bound (`gather_quiet = \"20ms\"`) | {:.0} | {:.2} | {:.2} | {} | |",
             r.0,
             r.1,
             r.2,
