@@ -175,10 +175,18 @@ impl NativeUpstream {
     /// Whether the route's server speaks 2026-07-28 (asking it first under `auto`).
     pub async fn is_native(&self) -> bool {
         match self.detected() {
-            Detected::Native => return true,
-            Detected::Legacy => return false,
-            Detected::Unknown => {}
+            Detected::Native => true,
+            Detected::Legacy => false,
+            // Boxed: the probe's future is over 2 KiB and runs once per
+            // route, while this one is awaited inline in the future of every
+            // call (twice: the known-tool check and dispatch), which hyper
+            // and tokio move by value.
+            Detected::Unknown => Box::pin(self.probe()).await,
         }
+    }
+
+    /// Asks the server once, under `auto`, which protocol it speaks.
+    async fn probe(&self) -> bool {
         let _one = self.probing.lock().await;
         if self.detected() != Detected::Unknown {
             return self.detected() == Detected::Native;
