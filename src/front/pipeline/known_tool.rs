@@ -94,6 +94,19 @@ async fn tool_definitions(
     if !fresh && let Some(tools) = route.catalog.tools(&key) {
         return Ok(Some(tools));
     }
+    // Boxed: listing is rare and its future over 3 KiB, which inline would
+    // be carried by the future of every call (hyper and tokio move it by value).
+    Box::pin(list_tools(route, req, principal, key)).await
+}
+
+/// Every tool definition the route's server lists for this caller, asked
+/// of the server and cached.
+async fn list_tools(
+    route: &Route,
+    req: &ClientRequest,
+    principal: &Principal,
+    key: PoolKey,
+) -> Result<Option<ToolMap>, Reject> {
     if route.native.is_native().await {
         return Ok(crate::front::native::tools(route, req)
             .await?
