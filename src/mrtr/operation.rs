@@ -43,13 +43,9 @@ pub use replay::check_shapes;
 pub use setup::{ReplayRun, begin, replay};
 use spans::round_trip_span;
 
-/// A fresh operation's id: 128 random bits as 32 hex digits (written into
-/// a buffer: `hex::encode` builds its string a char at a time).
+/// A fresh operation's id: 128 random bits as 32 hex digits.
 pub(crate) fn operation_id() -> String {
-    let mut buf = [0u8; 32];
-    // 16 bytes always fit 32 digits.
-    let _ = hex::encode_to_slice(rand::random::<[u8; 16]>(), &mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
+    crate::hex_text::lower(&rand::random::<[u8; 16]>())
 }
 
 /// How long after its operation ends a state still gets a precise answer

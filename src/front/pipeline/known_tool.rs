@@ -96,15 +96,15 @@ async fn tool_definitions(
     }
     // Boxed: listing is rare and its future over 3 KiB, which inline would
     // be carried by the future of every call (hyper and tokio move it by value).
-    Box::pin(list_tools(route, req, principal, key)).await
+    Box::pin(list_tools(route, principal, req, key)).await
 }
 
 /// Every tool definition the route's server lists for this caller, asked
 /// of the server and cached.
 async fn list_tools(
     route: &Route,
-    req: &ClientRequest,
     principal: &Principal,
+    req: &ClientRequest,
     key: PoolKey,
 ) -> Result<Option<ToolMap>, Reject> {
     if route.native.is_native().await {
