@@ -41,6 +41,10 @@ struct Slot {
 struct PoolState {
     /// Started sessions by key, idle (no operation) or leased.
     sessions: HashMap<PoolKey, Vec<Slot>>,
+    /// What the gauges show, kept as the slots change: counting them again
+    /// at every lease and give-back was a walk over every session (and an
+    /// atomic read of each) on every call, under the lock both loops take.
+    counts: Counts,
     /// Sessions that exist: idle, leased or starting.
     total: usize,
     per_principal: HashMap<Arc<str>, usize>,
@@ -59,20 +63,48 @@ impl PoolState {
         }
     }
 
-    fn slots(&self) -> impl Iterator<Item = &Slot> {
-        self.sessions.values().flatten()
+    /// The counts walked from the slots: what [`Counts`] must always equal.
+    #[cfg(debug_assertions)]
+    fn recount(&self) -> Counts {
+        let slots = self.sessions.values().flatten();
+        let (mut c, mut leased, mut operations) = (0, 0, 0);
+        for s in slots {
+            c += 1;
+            leased += usize::from(s.ops > 0);
+            operations += s.ops;
+        }
+        Counts {
+            slots: c,
+            leased,
+            operations,
+        }
     }
 
     fn idle_count(&self) -> usize {
-        self.slots().filter(|s| s.ops == 0).count()
+        self.counts.slots - self.counts.leased
     }
 
     fn leased_count(&self) -> usize {
-        self.slots().filter(|s| s.ops > 0).count()
+        self.counts.leased
     }
 
-    fn operations(&self) -> usize {
-        self.slots().map(|s| s.ops).sum()
+    /// A slot left the pool (closed, evicted, reaped).
+    fn slot_gone(&mut self, slot: &Slot) {
+        self.counts.slots = self.counts.slots.saturating_sub(1);
+        if slot.ops > 0 {
+            self.counts.leased = self.counts.leased.saturating_sub(1);
+            self.counts.operations = self.counts.operations.saturating_sub(slot.ops);
+        }
+    }
+
+    /// A started session joins under `key`, carrying its first operation.
+    fn add(&mut self, key: PoolKey, slot: Slot) {
+        self.counts.slots += 1;
+        if slot.ops > 0 {
+            self.counts.leased += 1;
+            self.counts.operations += slot.ops;
+        }
+        self.sessions.entry(key).or_default().push(slot);
     }
 
     fn starting(&self, key: &PoolKey) -> usize {
@@ -96,6 +128,7 @@ impl PoolState {
         if list.is_empty() {
             self.sessions.remove(key);
         }
+        self.slot_gone(&slot);
         Some(slot)
     }
 
@@ -115,8 +148,12 @@ impl PoolState {
 
     /// Takes a place on a started session of `key` with room for one more
     /// operation (`limit` each), the busiest first so that shared sessions
-    /// fill before idle ones are used; idle sessions no longer fit for use
-    /// are handed back to be closed.
+    /// fill before idle ones are used, and one on this task's own event loop
+    /// before one on another (that works as well, but every hand-off to it
+    /// wakes that loop's thread); idle sessions no longer fit for use are
+    /// handed back to be closed. Sessions one operation each (`limit` 1) are
+    /// all alike once idle: the first idle one at home is taken, without
+    /// looking at the rest.
     fn take(
         &mut self,
         key: &PoolKey,
@@ -124,34 +161,65 @@ impl PoolState {
         retired: &mut Vec<Arc<Session>>,
     ) -> Option<Arc<Session>> {
         let list = self.sessions.get_mut(key)?;
-        let mut gone = 0;
-        list.retain(|s| {
-            let keep = s.ops > 0 || s.session.is_reusable();
-            if !keep {
-                retired.push(s.session.clone());
-                gone += 1;
-            }
-            keep
-        });
-        // A session on this task's own event loop first: one on another loop
-        // works as well, but every hand-off to it wakes that loop's thread.
         let here = crate::event_loops::current();
-        let chosen = list
-            .iter_mut()
-            .filter(|s| s.ops < limit && s.session.is_reusable())
-            .max_by_key(|s| (s.home == here, s.ops))
-            .map(|s| {
-                s.ops += 1;
-                s.session.clone()
-            });
+        let mut gone = Vec::new();
+        let mut best: Option<(usize, (bool, usize))> = None;
+        let mut at = 0;
+        while at < list.len() {
+            let s = &list[at];
+            // Full sessions are passed over unread: each `is_reusable` is an
+            // atomic read of state another loop writes.
+            if s.ops >= limit {
+                at += 1;
+                continue;
+            }
+            if !s.session.is_reusable() {
+                if s.ops == 0 {
+                    gone.push(list.swap_remove(at));
+                } else {
+                    at += 1;
+                }
+                continue;
+            }
+            let rank = (s.home == here, s.ops);
+            if best.is_none_or(|(_, b)| rank >= b) {
+                best = Some((at, rank));
+            }
+            if limit == 1 && rank.0 {
+                break;
+            }
+            at += 1;
+        }
+        let chosen = best.map(|(at, _)| {
+            let s = &mut list[at];
+            s.ops += 1;
+            (s.ops == 1, s.session.clone())
+        });
         if list.is_empty() {
             self.sessions.remove(key);
         }
-        for _ in 0..gone {
+        for slot in gone {
+            self.slot_gone(&slot);
             self.forget(&key.principal);
+            retired.push(slot.session);
         }
-        chosen
+        chosen.map(|(was_idle, session)| {
+            self.counts.operations += 1;
+            self.counts.leased += usize::from(was_idle);
+            session
+        })
     }
+}
+
+/// Sessions and operations, as the gauges show them.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Counts {
+    /// Started sessions (idle or leased).
+    slots: usize,
+    /// Sessions with at least one operation.
+    leased: usize,
+    /// Operations on all of them.
+    operations: usize,
 }
 
 /// A transport made by the caller (an in-process server in tests).
@@ -292,10 +360,17 @@ impl RoutePool {
             profile,
         };
         let deadline = tokio::time::Instant::now() + self.limits.lease_timeout;
+        // The first attempt registers no waiter: most leases find room at
+        // once, and registering is a lock on the waiter list both loops share.
+        // A lease that has to wait looks again once registered, so a session
+        // given back in between is not missed.
+        let mut registered = false;
         loop {
             let notified = self.freed.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
+            if registered {
+                notified.as_mut().enable();
+            }
             let mut retired = Vec::new();
             let limit = self.per_session();
             let reserved = {
@@ -345,13 +420,16 @@ impl RoutePool {
                 st.start_done(&key);
                 let out = match started {
                     Ok(session) => {
-                        st.sessions.entry(key.clone()).or_default().push(Slot {
-                            session: session.clone(),
-                            // Started by this task, so its tasks run where this one does.
-                            home: crate::event_loops::current(),
-                            ops: 1,
-                            since: Instant::now(),
-                        });
+                        st.add(
+                            key.clone(),
+                            Slot {
+                                session: session.clone(),
+                                // Started by this task, so its tasks run where this one does.
+                                home: crate::event_loops::current(),
+                                ops: 1,
+                                since: Instant::now(),
+                            },
+                        );
                         Ok(Lease::new(self.clone(), key, session))
                     }
                     Err(e) => {
@@ -365,6 +443,10 @@ impl RoutePool {
                 // or a failed start left room for another attempt.
                 self.freed.notify_waiters();
                 return out;
+            }
+            if !registered {
+                registered = true;
+                continue;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(UpstreamError::Busy(self.limits.lease_timeout));
@@ -466,11 +548,16 @@ impl RoutePool {
             .sessions
             .get_mut(key)
             .and_then(|list| list.iter_mut().find(|s| Arc::ptr_eq(&s.session, session)))
+            && slot.ops > 0
         {
-            slot.ops = slot.ops.saturating_sub(1);
+            slot.ops -= 1;
             if slot.ops == 0 {
                 slot.since = Instant::now();
                 idle_now = true;
+            }
+            st.counts.operations = st.counts.operations.saturating_sub(1);
+            if idle_now {
+                st.counts.leased = st.counts.leased.saturating_sub(1);
             }
         }
         if idle_now && (closed || !session.is_reusable()) {
@@ -488,8 +575,10 @@ impl RoutePool {
     }
 
     fn publish(&self, st: &PoolState) {
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(st.counts, st.recount(), "the pool's counts drifted");
         self.gauges
-            .set(st.idle_count(), st.leased_count(), st.operations());
+            .set(st.idle_count(), st.leased_count(), st.counts.operations);
     }
 
     /// Closes every idle session and refuses new leases; leased sessions close
@@ -510,6 +599,7 @@ impl RoutePool {
                     st.sessions.remove(&key);
                 }
                 for s in gone {
+                    st.slot_gone(&s);
                     st.forget(&key.principal);
                     out.push(s.session);
                 }
@@ -559,6 +649,7 @@ impl RoutePool {
                     st.sessions.remove(&key);
                 }
                 for s in gone {
+                    st.slot_gone(&s);
                     st.forget(&key.principal);
                     out.push(s.session);
                 }
@@ -743,6 +834,64 @@ mod tests {
         let e = ask(&pool).await;
         assert!(Arc::ptr_eq(a.0.session(), e.0.session()));
         drop((a, c, d, e));
+        assert_eq!(pool.counts(), (2, 0));
+    }
+
+    async fn lease(pool: &Arc<RoutePool>) -> Result<Lease, UpstreamError> {
+        let who: Arc<str> = "alice".into();
+        pool.acquire(&who, Profile::default()).await
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_waits_gets_the_session_given_back_meanwhile() {
+        // Learning: one operation per session, two sessions for alice.
+        let pool = pool(PushOn::Standalone, 8);
+        let a = lease(&pool).await.unwrap_or_else(|e| panic!("a: {e}"));
+        let b = lease(&pool).await.unwrap_or_else(|e| panic!("b: {e}"));
+        assert_eq!(pool.counts(), (0, 2));
+        let waiting = tokio::spawn({
+            let pool = pool.clone();
+            async move { lease(&pool).await.map(|l| l.session().clone()) }
+        });
+        // Whether the waiter has registered yet or not, the session given
+        // back is the one it gets: never a new one, never `Busy`.
+        tokio::task::yield_now().await;
+        let given_back = a.session().clone();
+        drop(a);
+        let got = waiting
+            .await
+            .unwrap_or_else(|e| panic!("join: {e}"))
+            .unwrap_or_else(|e| panic!("the waiting lease: {e}"));
+        assert!(Arc::ptr_eq(&got, &given_back));
+        assert_eq!(
+            pool.counts(),
+            (1, 1),
+            "the waiter's lease dropped with its task"
+        );
+        drop(b);
+        assert_eq!(pool.counts(), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_that_died_is_retired_not_leased() {
+        let pool = pool(PushOn::Standalone, 8);
+        let a = lease(&pool).await.unwrap_or_else(|e| panic!("a: {e}"));
+        let dead = a.session().clone();
+        drop(a);
+        assert_eq!(pool.counts(), (1, 0));
+        dead.close();
+        assert!(!dead.is_reusable());
+        let b = lease(&pool).await.unwrap_or_else(|e| panic!("b: {e}"));
+        assert!(
+            !Arc::ptr_eq(b.session(), &dead),
+            "a live session, started anew"
+        );
+        // The dead one is gone from the counts and from alice's allowance:
+        // a second session still fits under her limit of two.
+        assert_eq!(pool.counts(), (0, 1));
+        let c = lease(&pool).await.unwrap_or_else(|e| panic!("c: {e}"));
+        assert_eq!(pool.counts(), (0, 2));
+        drop((b, c));
         assert_eq!(pool.counts(), (2, 0));
     }
 
