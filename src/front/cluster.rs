@@ -151,9 +151,7 @@ fn decode_principal(text: &str) -> Option<Principal> {
         .map(|g| g.as_str().map(str::to_owned))
         .collect::<Option<Vec<_>>>()?;
     let claims: Map<String, Value> = v.get("claims")?.as_object()?.clone();
-    let mut p = Principal::new(name, groups);
-    p.claims = Arc::new(crate::protocol::principal::Claims(claims));
-    Some(p)
+    Some(Principal::new(name, groups).with_claims(claims))
 }
 
 /// Step: the forward signature, over the body just read; sets the principal.
@@ -244,11 +242,9 @@ mod tests {
     }
 
     fn alice() -> Principal {
-        let mut p = Principal::new("alice", vec!["facilities".into()]);
         let mut claims = Map::new();
         claims.insert("tenant".into(), json!("acme"));
-        p.claims = Arc::new(crate::protocol::principal::Claims(claims));
-        p
+        Principal::new("alice", vec!["facilities".into()]).with_claims(claims)
     }
 
     #[test]

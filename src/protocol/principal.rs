@@ -5,9 +5,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-/// An authenticated caller.
+/// An authenticated caller: one shared [`Identity`], so handing the caller
+/// to the layers above (the pipeline, the pool, the operation, its audit)
+/// counts one reference instead of six.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
+pub struct Principal(Arc<Identity>);
+
+/// Who a [`Principal`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
     /// The name sessions, audit records and requestState are bound to. For a
     /// bearer JWT it is `issuer#subject`, so the same subject at two issuers
     /// (or an API key's principal of the same name) is never the same caller.
@@ -24,20 +30,27 @@ pub struct Principal {
     pub scopes: Arc<[String]>,
 }
 
+impl std::ops::Deref for Principal {
+    type Target = Identity;
+    fn deref(&self) -> &Identity {
+        &self.0
+    }
+}
+
 /// A credential's claims.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Claims(pub Map<String, Value>);
 
 impl Principal {
     pub fn new(name: &str, groups: Vec<String>) -> Self {
-        Self {
+        Self(Arc::new(Identity {
             name: Arc::from(name),
             groups: Arc::from(groups),
             claims: Arc::new(Claims::default()),
             issuer: None,
             subject: Arc::from(name),
             scopes: Arc::from(Vec::new()),
-        }
+        }))
     }
 
     /// The caller a validated token names: (issuer, subject).
@@ -50,23 +63,33 @@ impl Principal {
     ) -> Self {
         // An issuer identifier has no fragment (RFC 8414 §2), so `#` cannot
         // occur in it and `issuer#subject` splits one way only.
-        Self {
+        Self(Arc::new(Identity {
             name: Arc::from(format!("{issuer}#{subject}")),
             groups: Arc::from(groups),
             claims: Arc::new(Claims(claims)),
             issuer: Some(Arc::from(issuer)),
             subject: Arc::from(subject),
             scopes: Arc::from(scopes),
-        }
+        }))
     }
 
     pub fn with_scopes(mut self, scopes: Vec<String>) -> Self {
-        self.scopes = Arc::from(scopes);
+        Arc::make_mut(&mut self.0).scopes = Arc::from(scopes);
         self
     }
 
+    pub fn with_claims(mut self, claims: Map<String, Value>) -> Self {
+        Arc::make_mut(&mut self.0).claims = Arc::new(Claims(claims));
+        self
+    }
+
+    /// Every request starts as this caller until a step authenticates it,
+    /// and without `[auth]` stays it: made once, not per request.
     pub fn anonymous() -> Self {
-        Self::new("anonymous", Vec::new())
+        static ANONYMOUS: std::sync::OnceLock<Principal> = std::sync::OnceLock::new();
+        ANONYMOUS
+            .get_or_init(|| Self::new("anonymous", Vec::new()))
+            .clone()
     }
 
     /// True when the credential grants every scope of `needed`.
@@ -100,5 +123,21 @@ mod tests {
         assert_ne!(a.name, key.name);
         assert_eq!(&*a.subject, "alice");
         assert_eq!(a.cel_value()["issuer"], "https://a.example");
+    }
+
+    /// Every request starts as the one shared anonymous caller: a caller
+    /// made from it is a new identity, and the shared one is left as it was.
+    #[test]
+    fn a_caller_made_from_a_shared_one_leaves_it_unchanged() {
+        let shared = Principal::anonymous();
+        let scoped = Principal::anonymous().with_scopes(vec!["tools:call".into()]);
+        let claimed = Principal::anonymous()
+            .with_claims(Map::from_iter([("tenant".to_owned(), Value::from("acme"))]));
+        assert!(Principal::anonymous().scopes.is_empty() && shared.scopes.is_empty());
+        assert!(Principal::anonymous().claims.0.is_empty());
+        assert_eq!(&*scoped.scopes, ["tools:call".to_owned()]);
+        assert_eq!(claimed.claims.0["tenant"], "acme");
+        assert_eq!(&*scoped.name, "anonymous");
+        assert_eq!(shared, Principal::new("anonymous", vec![]));
     }
 }
