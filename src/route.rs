@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::config::MissingCapability;
 use crate::limits::RouteLimits;
 use crate::policy::reload::PolicyHandle;
@@ -36,7 +34,7 @@ pub struct Route {
 
 impl Route {
     /// How results of this route are stamped, with the session's `serverInfo`.
-    pub fn stamp(&self, server_info: &Arc<Value>) -> Stamp {
+    pub fn stamp(&self, server_info: &Arc<crate::protocol::shape::ServerInfo>) -> Stamp {
         Stamp {
             server_info: Arc::clone(server_info),
             ttl_ms: u64::try_from(self.cache_ttl.as_millis()).unwrap_or(u64::MAX),

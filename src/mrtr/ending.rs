@@ -305,7 +305,9 @@ mod tests {
 
     fn stamp() -> Stamp {
         Stamp {
-            server_info: std::sync::Arc::new(json!({"name": "s", "version": "1"})),
+            server_info: std::sync::Arc::new(crate::protocol::shape::ServerInfo::new(
+                json!({"name": "s", "version": "1"}),
+            )),
             ttl_ms: 0,
             scope: crate::protocol::shape::CacheScope::Public,
         }

@@ -181,8 +181,9 @@ struct Run {
 
 impl Run {
     fn stamp(&self) -> Stamp {
-        self.route
-            .stamp(&std::sync::Arc::new(self.route.native.server_info()))
+        self.route.stamp(&std::sync::Arc::new(
+            crate::protocol::shape::ServerInfo::new(self.route.native.server_info()),
+        ))
     }
 
     /// Ends the operation: metrics, span, log, and the client's reply.

@@ -65,7 +65,7 @@ pub struct InputRequired {
     /// The sealed `requestState`.
     pub state: String,
     /// The server's `serverInfo`, for `_meta`.
-    pub server_info: Arc<Value>,
+    pub server_info: Arc<crate::protocol::shape::ServerInfo>,
 }
 
 impl Serialize for InputRequired {
@@ -77,7 +77,7 @@ impl Serialize for InputRequired {
                 serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
             }
         }
-        struct Meta<'a>(&'a Value);
+        struct Meta<'a>(&'a crate::protocol::shape::ServerInfo);
         impl Serialize for Meta<'_> {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let mut map = serializer.serialize_map(Some(1))?;
@@ -232,7 +232,9 @@ mod tests {
                 ("elicitation-2".into(), raw(json!({"method": "roots/list"}))),
             ],
             state: "sealed".into(),
-            server_info: Arc::new(json!({"name": "s", "version": "1"})),
+            server_info: Arc::new(crate::protocol::shape::ServerInfo::new(
+                json!({"name": "s", "version": "1"}),
+            )),
         };
         let out = Outgoing::input_required(&Id::Number(7), result);
         let Outgoing::Final {

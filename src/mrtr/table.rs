@@ -94,7 +94,7 @@ pub struct Tombstone {
     pub consumed_round: u32,
     pub until: Instant,
     /// The server's `serverInfo`, for a result delivered after the fact.
-    pub server_info: Arc<Value>,
+    pub server_info: Arc<crate::protocol::shape::ServerInfo>,
 }
 
 /// What the table keeps of an ending: all of it within the byte bounds,
@@ -103,7 +103,7 @@ pub struct Tombstone {
 enum Kept {
     Whole {
         ending: Ending,
-        server_info: Arc<Value>,
+        server_info: Arc<crate::protocol::shape::ServerInfo>,
     },
     Outcome(&'static str),
 }
@@ -132,7 +132,7 @@ impl Ended {
         &self,
         method: Method,
         id: &Id,
-        stamp: impl FnOnce(&Arc<Value>) -> Stamp,
+        stamp: impl FnOnce(&Arc<crate::protocol::shape::ServerInfo>) -> Stamp,
     ) -> Option<Outgoing> {
         match &self.kept {
             Kept::Whole {
@@ -455,11 +455,13 @@ mod tests {
             },
             consumed_round: 0,
             until: Instant::now() + Duration::from_secs(60),
-            server_info: Arc::new(json!({"name": "s", "version": "1"})),
+            server_info: Arc::new(crate::protocol::shape::ServerInfo::new(
+                json!({"name": "s", "version": "1"}),
+            )),
         }
     }
 
-    fn stamp(info: &Arc<Value>) -> Stamp {
+    fn stamp(info: &Arc<crate::protocol::shape::ServerInfo>) -> Stamp {
         Stamp {
             server_info: Arc::clone(info),
             ttl_ms: 0,

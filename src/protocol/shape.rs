@@ -32,11 +32,50 @@ impl CacheScope {
     }
 }
 
+/// A server's `serverInfo`, stamped on every result it answers: read as a
+/// tree where redmark looks into it, written from its text, made once per
+/// session (writing the tree was a walk of its map on every response).
+#[derive(Debug)]
+pub struct ServerInfo {
+    tree: Value,
+    /// `None` only if the tree could not be written, which a `Value` always can.
+    text: Option<Box<RawValue>>,
+}
+
+impl ServerInfo {
+    pub fn new(tree: Value) -> ServerInfo {
+        let text = serde_json::value::to_raw_value(&tree).ok();
+        ServerInfo { tree, text }
+    }
+}
+
+impl std::ops::Deref for ServerInfo {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.tree
+    }
+}
+
+impl PartialEq for ServerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.tree == other.tree
+    }
+}
+
+impl Serialize for ServerInfo {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.text {
+            Some(text) => text.serialize(serializer),
+            None => self.tree.serialize(serializer),
+        }
+    }
+}
+
 /// How to stamp results of one route.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stamp {
     /// The session's `serverInfo`, shared: stamped on every result, copied on none.
-    pub server_info: Arc<Value>,
+    pub server_info: Arc<ServerInfo>,
     pub ttl_ms: u64,
     pub scope: CacheScope,
 }
@@ -333,10 +372,33 @@ mod tests {
 
     fn stamp() -> Stamp {
         Stamp {
-            server_info: Arc::new(json!({"name": "s", "version": "1"})),
+            server_info: Arc::new(ServerInfo::new(json!({"name": "s", "version": "1"}))),
             ttl_ms: 60000,
             scope: CacheScope::Public,
         }
+    }
+
+    /// `serverInfo` is written from the text made with the session, and
+    /// reads as the server sent it.
+    #[test]
+    fn server_info_is_written_as_its_tree_would_be() {
+        let tree = json!({"name": "s", "version": "1", "title": "Ünïcode \"q\""});
+        let info = ServerInfo::new(tree.clone());
+        assert_eq!(serde_json::to_string(&info).unwrap(), tree.to_string());
+        assert_eq!(*info, tree);
+        let stamp = Stamp {
+            server_info: Arc::new(info),
+            ttl_ms: 1,
+            scope: CacheScope::Private,
+        };
+        let written = serde_json::to_vec(&Stamped::new(
+            Method::ToolsCall,
+            json!({"content": []}),
+            &stamp,
+        ))
+        .unwrap();
+        let read: Value = serde_json::from_slice(&written).unwrap();
+        assert_eq!(read["_meta"][meta::SERVER_INFO], tree);
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub struct InitInfo {
     pub protocol_version: String,
     pub capabilities: Value,
     /// Shared with every result it is stamped on.
-    pub server_info: Arc<Value>,
+    pub server_info: Arc<crate::protocol::shape::ServerInfo>,
     pub instructions: Option<String>,
 }
 
@@ -195,7 +195,7 @@ impl Session {
             init: Arc::new(InitInfo {
                 protocol_version: String::new(),
                 capabilities: json!({}),
-                server_info: Arc::new(json!({})),
+                server_info: Arc::new(crate::protocol::shape::ServerInfo::new(json!({}))),
                 instructions: None,
             }),
             created: Instant::now(),
@@ -260,12 +260,12 @@ impl Session {
                 .get("capabilities")
                 .cloned()
                 .unwrap_or_else(|| json!({})),
-            server_info: Arc::new(
+            server_info: Arc::new(crate::protocol::shape::ServerInfo::new(
                 result
                     .get("serverInfo")
                     .cloned()
                     .unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
-            ),
+            )),
             instructions: result
                 .get("instructions")
                 .and_then(Value::as_str)
