@@ -4,22 +4,17 @@
 //! 400 Bad Request"), the body's version against its header, the log level;
 //! then the typed [`ClientRequest`] every later step and layer uses.
 
-use http::{HeaderMap, HeaderName};
 use serde_json::{Map, Value};
 
-use super::protocol::{MCP_PROTOCOL_VERSION, header_text, mismatch};
+use super::protocol::{HeaderText, Mirrored, mismatch};
 use super::{Envelope, Halt};
 use crate::jsonrpc::Id;
 use crate::protocol::profile::Profile;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
 use crate::protocol::{LOG_LEVELS, log_level_rank};
 
-/// W3C trace context, under the same names in `_meta` and as headers.
-static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
-
 /// Checks `_meta` and builds the typed request.
-pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest, Halt> {
+pub fn request(headers: &mut Mirrored<'_>, envelope: Envelope) -> Result<ClientRequest, Halt> {
     let Envelope { id, method, params } = envelope;
     // `protocol` admitted only 2026-07-28 methods.
     let method = Method::parse(&method).ok_or_else(|| {
@@ -38,16 +33,7 @@ pub fn request(headers: &HeaderMap, envelope: Envelope) -> Result<ClientRequest,
         ));
     };
     let ctx = read_meta(headers, &id, &params)?;
-    let param_headers = headers
-        .iter()
-        .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                v.to_str().ok().map(|s| s.trim().to_owned()),
-            )
-        })
-        .collect();
+    let param_headers = std::mem::take(&mut headers.params);
     Ok(ClientRequest::new(id, method, params, ctx, param_headers))
 }
 
@@ -86,7 +72,7 @@ impl<'a> MetaFields<'a> {
 
 /// The required fields first, then the body's version against its header, then the log level.
 fn read_meta(
-    headers: &HeaderMap,
+    headers: &Mirrored<'_>,
     id: &Id,
     params: &Map<String, Value>,
 ) -> Result<RequestContext, Halt> {
@@ -113,10 +99,7 @@ fn read_meta(
                 meta::CLIENT_CAPABILITIES
             ))
         })?;
-    let version_header = header_text(headers, &MCP_PROTOCOL_VERSION)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let version_header = headers.version.get().ok().flatten().unwrap_or_default();
     if body_version != version_header {
         return Err(mismatch(
             id,
@@ -153,18 +136,18 @@ fn read_meta(
 }
 
 fn context(
-    headers: &HeaderMap,
+    headers: &Mirrored<'_>,
     fields: &MetaFields<'_>,
     version: &str,
     capabilities: Value,
     log_level: Option<String>,
 ) -> RequestContext {
     // `_meta.traceparent` (SEP-414) wins over the HTTP header.
-    let trace = |in_meta: Option<&Value>, name: &HeaderName| {
+    let trace = |in_meta: Option<&Value>, header: HeaderText<'_>| {
         in_meta
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .or_else(|| header_text(headers, name).ok().flatten().map(str::to_owned))
+            .or_else(|| header.get().ok().flatten().map(str::to_owned))
     };
     RequestContext {
         protocol_version: version.to_owned(),
@@ -176,8 +159,8 @@ fn context(
             .progress_token
             .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
             .cloned(),
-        traceparent: trace(fields.traceparent, &TRACEPARENT),
-        tracestate: trace(fields.tracestate, &TRACESTATE),
+        traceparent: trace(fields.traceparent, headers.traceparent),
+        tracestate: trace(fields.tracestate, headers.tracestate),
         access: Default::default(),
     }
 }

@@ -4,14 +4,12 @@
 //! An `Mcp-Name` sent more than once must carry the same value each time
 //! (see [`header_text`](super::protocol::header_text)).
 
-use http::HeaderMap;
-
 use super::Halt;
-use super::protocol::{BadEncoding, MCP_NAME, decode_header_value, mismatch, required};
+use super::protocol::{BadEncoding, Mirrored, decode_header_value, mismatch, required};
 use crate::protocol::{ClientRequest, Reason, Reject};
 
 /// Whether `Mcp-Name` mirrors the typed request.
-pub fn check(headers: &HeaderMap, req: &ClientRequest) -> Result<(), Halt> {
+pub fn check(headers: &Mirrored<'_>, req: &ClientRequest) -> Result<(), Halt> {
     let Some(field) = req.method.name_param() else {
         return Ok(());
     };
@@ -29,13 +27,7 @@ pub fn check(headers: &HeaderMap, req: &ClientRequest) -> Result<(), Halt> {
                 ),
             )
         })?;
-    let raw = required(
-        headers,
-        id,
-        &MCP_NAME,
-        "Mcp-Name",
-        Some(req.method.as_str()),
-    )?;
+    let raw = required(headers.name, id, "Mcp-Name", Some(req.method.as_str()))?;
     let decoded = decode_header_value(raw).map_err(|BadEncoding| {
         mismatch(
             id,

@@ -46,10 +46,11 @@ pub(super) fn incoming(
         }
     };
     *label = Some(envelope.method.clone());
-    protocol::check(headers, &envelope.id, &envelope.method)?;
+    let mut headers = protocol::Mirrored::read(headers);
+    protocol::check(&headers, &envelope.id, &envelope.method)?;
     // The params move into the typed request: no copy of the body's tree.
-    let request = meta::request(headers, envelope)?;
-    name::check(headers, &request)?;
+    let request = meta::request(&mut headers, envelope)?;
+    name::check(&headers, &request)?;
     Ok(Incoming::Request(Box::new(request)))
 }
 
