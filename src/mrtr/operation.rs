@@ -45,7 +45,8 @@ use spans::round_trip_span;
 
 /// A fresh operation's id: 128 random bits as 32 hex digits.
 pub(crate) fn operation_id() -> String {
-    crate::hex_text::lower(&rand::random::<[u8; 16]>())
+    // One draw of 128 bits: an array is drawn a byte at a time (16 calls).
+    crate::hex_text::lower(&rand::random::<u128>().to_le_bytes())
 }
 
 /// How long after its operation ends a state still gets a precise answer
@@ -54,6 +55,16 @@ pub const LATE_RETRY_GRACE: Duration = Duration::from_secs(60);
 
 /// Depth of an operation's queue of retries.
 const RESUME_DEPTH: usize = 8;
+
+/// The next retry on the operation's queue; none ever while it has no queue.
+async fn next_resume(
+    resumes: &mut Option<(ResumeSender, ResumeReceiver)>,
+) -> Option<Box<super::table::Resume>> {
+    match resumes {
+        Some((_, rx)) => rx.next().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// The client request currently attached to the operation.
 struct Client {
@@ -182,8 +193,10 @@ pub struct Operation {
     registered: bool,
     declined: bool,
     cancelled: bool,
-    resumes: ResumeReceiver,
-    resume_tx: ResumeSender,
+    /// The queue retries reach the operation by, made when it registers
+    /// (the first time it asks): a call answered at once never needs one.
+    /// The operation keeps a sender, so the queue never ends while it lives.
+    resumes: Option<(ResumeSender, ResumeReceiver)>,
     /// The operation's root span: from the first request to the ending.
     root: tracing::Span,
     /// The upstream call's span (a child of the root), held for the whole call.
@@ -285,8 +298,11 @@ impl Operation {
             };
         }
         if !self.registered {
+            let (tx, _) = self
+                .resumes
+                .get_or_insert_with(|| futures::channel::mpsc::channel(RESUME_DEPTH));
             let entry = Entry {
-                resume: self.resume_tx.clone(),
+                resume: tx.clone(),
                 principal: self.digests().principal.clone(),
             };
             if let Err(e) = self.engine.table.insert(&self.id, entry) {
@@ -339,7 +355,7 @@ impl Operation {
             tokio::select! {
                 biased;
                 () = client.tx.closed() => return Drive::End(Ending::ClientDisconnected),
-                Some(resume) = self.resumes.next() => Box::pin(self.refuse_stale(*resume)).await,
+                Some(resume) = next_resume(&mut self.resumes) => Box::pin(self.refuse_stale(*resume)).await,
                 step = self.call.next() => match step {
                     CallStep::Event(CallEvent::Notification { method, params }) => {
                         if let Some(n) = relayable(&client.ctx, self.upstream_progress.as_ref(), &method, params) {
@@ -470,7 +486,7 @@ impl Operation {
             tokio::select! {
                 // A stopping gateway cannot keep the question: the server hears `cancel` now.
                 Ok(()) = shutdown.wait_for(|down| *down).map(|r| r.map(|_| ())) => return Wait::End(Ending::ShuttingDown),
-                resume = self.resumes.next() => {
+                resume = next_resume(&mut self.resumes) => {
                     let Some(resume) = resume else { return Wait::End(Ending::ClientDisconnected) };
                     match Box::pin(self.try_resume(*resume)).await {
                         Resumed::Refused => {}

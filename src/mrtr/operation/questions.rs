@@ -356,8 +356,11 @@ impl Operation {
     ///
     /// [`Table::end`]: crate::mrtr::table::Table::end
     fn answer_queued_retries(&mut self) {
-        self.resumes.close();
-        while let Ok(resume) = self.resumes.try_recv() {
+        let Some((_, resumes)) = &mut self.resumes else {
+            return;
+        };
+        resumes.close();
+        while let Ok(resume) = resumes.try_recv() {
             let reply = late_answer(
                 &self.engine,
                 &self.route,

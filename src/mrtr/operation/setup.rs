@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::replay::Replay;
 use super::spans::{root_span, round_trip_span, upstream_span};
-use super::{Client, Operation, RESUME_DEPTH, operation_id};
+use super::{Client, Operation, operation_id};
 use crate::mrtr::Engine;
 use crate::mrtr::convert::KeyNamer;
 use crate::mrtr::outgoing::Outgoing;
@@ -229,7 +229,6 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
             return None;
         }
     };
-    let (resume_tx, resumes) = futures::channel::mpsc::channel(RESUME_DEPTH);
     let op = Box::new(Operation {
         trace_id: traces::trace_id(&root),
         id,
@@ -255,8 +254,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         registered: false,
         declined: false,
         cancelled: false,
-        resumes,
-        resume_tx,
+        resumes: None,
         upstream_progress: client.ctx.progress_token.clone(),
         started: Instant::now(),
         dropped: 0,
