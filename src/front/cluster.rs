@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::Gateway;
-use super::pipeline::{Halt, Pipeline, RequestCx, Step, body::ReadBody, media, parse};
+use super::pipeline::{Check, Halt, Pipeline, RequestCx, body::ReadBody, media, parse};
 use super::response::{self, Body};
 use crate::protocol::{Principal, Reason, Reject};
 
@@ -159,9 +159,8 @@ struct Signed {
     secret: Secret,
 }
 
-#[async_trait::async_trait]
-impl Step for Signed {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for Signed {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let principal = self
             .secret
             .verify(
@@ -179,9 +178,8 @@ impl Step for Signed {
 /// Step: only a retry of an operation is ever forwarded.
 struct RetryOnly;
 
-#[async_trait::async_trait]
-impl Step for RetryOnly {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for RetryOnly {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         if req.method.is_operation() && req.is_retry() {
             Ok(())

@@ -55,15 +55,15 @@ pub async fn dispatch(
     gw: &Gateway,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
-    verified: Option<Claims>,
+    req: Box<ClientRequest>,
+    verified: Option<Box<Claims>>,
 ) -> Reply {
     // Every branch but the calls' is boxed: a future is as large as its
     // largest await, and hyper moves the request's future by value a few
     // times per request, so an upstream request inlined here (a list's)
     // was copied on every call too (benches/WHERE_THE_TIME_GOES.md).
     if route.native.is_native().await {
-        return Box::pin(super::native::dispatch(gw, route, principal, req)).await;
+        return Box::pin(super::native::dispatch(gw, route, principal, *req)).await;
     }
     match req.method {
         Method::Discover => Box::pin(discover(&route, &principal, &req)).await,
@@ -75,7 +75,7 @@ pub async fn dispatch(
         Method::ToolsCall | Method::PromptsGet | Method::ResourcesRead => {
             operation(gw, route, principal, req, verified).await
         }
-        Method::SubscriptionsListen => Box::pin(listen::start(gw, route, principal, req)).await,
+        Method::SubscriptionsListen => Box::pin(listen::start(gw, route, principal, *req)).await,
     }
 }
 
@@ -85,8 +85,8 @@ async fn operation(
     gw: &Gateway,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
-    verified: Option<Claims>,
+    req: Box<ClientRequest>,
+    verified: Option<Box<Claims>>,
 ) -> Reply {
     let id = req.id.clone();
     let mut rx = start::call(gw.engine.clone(), route, principal, req, verified);

@@ -46,8 +46,8 @@ pub async fn resume(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
-    verified: Option<Claims>,
+    req: Box<ClientRequest>,
+    verified: Option<Box<Claims>>,
     tx: mpsc::Sender<Outgoing>,
 ) {
     let id = req.id.clone();
@@ -94,11 +94,11 @@ async fn hand_over(
     route: &Route,
     principal: &Principal,
     req: &ClientRequest,
-    verified: Option<Claims>,
+    verified: Option<Box<Claims>>,
     tx: mpsc::Sender<Outgoing>,
 ) -> Result<Option<ReplayRun>, Reject> {
     let claims = match verified {
-        Some(claims) => claims,
+        Some(claims) => *claims,
         None => verify(engine, route, principal, req)?,
     };
     // For the access log: the round this request is (its state answers round `rd`).

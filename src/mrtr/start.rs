@@ -22,8 +22,8 @@ pub fn call(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
-    verified: Option<Claims>,
+    req: Box<ClientRequest>,
+    verified: Option<Box<Claims>>,
 ) -> mpsc::Receiver<Outgoing> {
     let (tx, rx) = mpsc::channel(STREAM_DEPTH);
     // Boxed: an operation's future is large (it holds the whole operation

@@ -22,17 +22,37 @@ impl Authenticate {
     }
 }
 
-#[async_trait::async_trait]
-impl Step for Authenticate {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        // A request with no credentials of its own, on a connection whose
-        // client certificate names a principal (`client_principal`), is that
-        // principal. Credentials sent with it win: a bad token is refused,
-        // never replaced by the certificate.
+impl Authenticate {
+    /// A request with no credentials of its own, on a connection whose
+    /// client certificate names a principal (`client_principal`), is that
+    /// principal. Credentials sent with it win: a bad token is refused,
+    /// never replaced by the certificate.
+    fn by_certificate(cx: &mut RequestCx) -> bool {
         if !cx.head.headers.contains_key(header::AUTHORIZATION)
             && let Some(cert) = cx.head.extensions.get::<CertPrincipal>()
         {
             cx.principal = (*cert.0).clone();
+            return true;
+        }
+        false
+    }
+}
+
+#[async_trait::async_trait]
+impl Step for Authenticate {
+    /// Without `[auth]` every caller is the anonymous one: nothing to wait for.
+    fn now(&self, cx: &mut RequestCx) -> Option<Result<(), Halt>> {
+        if !self.authenticator.is_anonymous() {
+            return None;
+        }
+        if !Self::by_certificate(cx) {
+            cx.principal = crate::protocol::Principal::anonymous();
+        }
+        Some(Ok(()))
+    }
+
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        if Self::by_certificate(cx) {
             return Ok(());
         }
         let route = cx.route.path.as_str();

@@ -1,14 +1,13 @@
 //! Step 10: the route's policy decides whether this call may be made at all
 //! ([`crate::policy::call::on_call`]), before the server sees it.
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::policy::call::{Call, on_call};
 
 pub struct CallPolicy;
 
-#[async_trait::async_trait]
-impl Step for CallPolicy {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for CallPolicy {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         if !req.method.is_operation() {
             return Ok(());

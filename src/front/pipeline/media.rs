@@ -4,14 +4,13 @@
 
 use http::{HeaderMap, header};
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::protocol::{Reason, Reject};
 
 pub struct MediaTypes;
 
-#[async_trait::async_trait]
-impl Step for MediaTypes {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for MediaTypes {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         if !content_is_json(&cx.head.headers) {
             return Err(Halt::refuse(
                 None,

@@ -18,9 +18,10 @@
 //! Then the request is dispatched (`front::dispatch`): discovery and lists,
 //! or an operation (`mrtr::start`).
 //!
-//! **Adding a step**: write a type that implements [`Step`] in a file of its
-//! own here, say in its doc what it refuses and why, and put it at its place
-//! in [`Pipeline::standard`] (and in the table above). A step reads and
+//! **Adding a step**: write a type that implements [`Check`] (a step that
+//! never waits) or [`Step`] (one that may) in a file of its own here, say
+//! in its doc what it refuses and why, and put it at its place in
+//! [`Pipeline::standard`] (and in the table above). A step reads and
 //! writes the [`RequestCx`]; it either lets the request go on (`Ok(())`) or
 //! ends it with a [`Halt`]. Steps before [`parse`] see only the HTTP head;
 //! after it, [`RequestCx::request`] is the typed request.
@@ -66,6 +67,33 @@ pub type RequestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + S
 pub trait Step: Send + Sync {
     /// Checks (and may enrich) the request; `Err` answers it now.
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt>;
+
+    /// The verdict of a step that never waits ([`Check`]), given without a
+    /// future; `None` for a step that may wait. The pipeline asks this
+    /// first: a boxed future per step per request was about 1k
+    /// instructions of a call for the eight steps that never wait.
+    fn now(&self, cx: &mut RequestCx) -> Option<Result<(), Halt>> {
+        let _ = cx;
+        None
+    }
+}
+
+/// A step that decides from what the request carries, without waiting for
+/// anything (no I/O, no timer): every such type is a [`Step`].
+pub trait Check: Send + Sync {
+    /// Checks (and may enrich) the request; `Err` answers it now.
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt>;
+}
+
+#[async_trait::async_trait]
+impl<T: Check> Step for T {
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        self.check(cx)
+    }
+
+    fn now(&self, cx: &mut RequestCx) -> Option<Result<(), Halt>> {
+        Some(self.check(cx))
+    }
 }
 
 /// The JSON-RPC envelope of a request, before its params are checked.
@@ -84,7 +112,9 @@ pub struct RequestCx {
     pub body: Option<RequestBody>,
     pub bytes: Bytes,
     /// Set by [`parse`].
-    pub request: Option<ClientRequest>,
+    /// Boxed, and moved as a box down to the operation: a request is about
+    /// 500 bytes, and each layer that took it by value copied it.
+    pub request: Option<Box<ClientRequest>>,
     /// Set by [`authenticate`]; anonymous before.
     pub principal: Principal,
     /// The JSON-RPC method as sent (requests and notifications), for metrics.
@@ -93,7 +123,7 @@ pub struct RequestCx {
     pub forward: Option<owner::ForwardTo>,
     /// Set by [`owner`]: the retry's `requestState`, opened and checked, so
     /// the engine does not open it again.
-    pub verified: Option<crate::mrtr::state::Claims>,
+    pub verified: Option<Box<crate::mrtr::state::Claims>>,
 }
 
 impl RequestCx {
@@ -113,7 +143,7 @@ impl RequestCx {
 
     /// The typed request; a step that needs it before [`parse`] ran is a bug.
     pub fn request(&self) -> Result<&ClientRequest, Halt> {
-        self.request.as_ref().ok_or_else(|| {
+        self.request.as_deref().ok_or_else(|| {
             Halt::refuse(
                 None,
                 Reject::new(Reason::InternalError, "a pipeline step ran before `parse`"),
@@ -212,7 +242,10 @@ impl Pipeline {
 
     pub async fn run(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         for step in &self.steps {
-            step.on_request(cx).await?;
+            match step.now(cx) {
+                Some(verdict) => verdict?,
+                None => step.on_request(cx).await?,
+            }
         }
         Ok(())
     }

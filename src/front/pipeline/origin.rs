@@ -5,7 +5,7 @@
 
 use http::header;
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::protocol::{Reason, Reject};
 
 pub struct Origin {
@@ -19,9 +19,8 @@ impl Origin {
     }
 }
 
-#[async_trait::async_trait]
-impl Step for Origin {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for Origin {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let origin = cx
             .head
             .headers

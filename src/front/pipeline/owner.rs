@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::mrtr::{Engine, resume};
 use crate::protocol::{Reason, Reject};
 
@@ -40,9 +40,8 @@ impl Owner {
     }
 }
 
-#[async_trait::async_trait]
-impl Step for Owner {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for Owner {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         if !req.method.is_operation() {
             return Ok(());
@@ -77,7 +76,7 @@ impl Step for Owner {
         } else {
             // Opening a state (XChaCha20-Poly1305, digests) is a good part of
             // a retry's cost: the engine takes these claims as checked.
-            cx.verified = Some(claims);
+            cx.verified = Some(Box::new(claims));
         }
         Ok(())
     }

@@ -7,19 +7,18 @@
 
 use http::{HeaderMap, StatusCode};
 
-use super::{Envelope, Halt, Incoming, RequestCx, Step, meta, name, protocol};
+use super::{Check, Envelope, Halt, Incoming, RequestCx, meta, name, protocol};
 use crate::jsonrpc::{FramingError, Message, ReadError};
 use crate::mrtr::Outcome;
 use crate::protocol::{Reason, Reject};
 
 pub struct Parse;
 
-#[async_trait::async_trait]
-impl Step for Parse {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for Parse {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         match incoming(&cx.head.headers, &cx.bytes, &mut cx.method_label)? {
             Incoming::Request(request) => {
-                cx.request = Some(*request);
+                cx.request = Some(request);
                 Ok(())
             }
             Incoming::Notification(_) => Err(Halt::Respond {

@@ -3,15 +3,14 @@
 
 use http::{HeaderValue, Method, StatusCode, header};
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::mrtr::Outcome;
 use crate::protocol::Reason;
 
 pub struct PostOnly;
 
-#[async_trait::async_trait]
-impl Step for PostOnly {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for PostOnly {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         if cx.head.method == Method::POST {
             return Ok(());
         }

@@ -4,7 +4,7 @@
 //! anything reaches the server. A request that carries a `requestState` is a
 //! retry (a person answering) and counts only against the retries bucket.
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::limits::{Limited, Request};
 use crate::protocol::{Method, Reason, Reject};
 use http::HeaderValue;
@@ -12,9 +12,8 @@ use http::header::RETRY_AFTER;
 
 pub struct RateLimit;
 
-#[async_trait::async_trait]
-impl Step for RateLimit {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for RateLimit {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         let policy = cx.route.policy.current();
         let tool_rate = (req.method == Method::ToolsCall)

@@ -22,7 +22,7 @@ async fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Box<Refusal>>
         .run(&mut cx)
         .await
     {
-        Ok(()) => Ok(Parsed::Request(Box::new(cx.request.unwrap()))),
+        Ok(()) => Ok(Parsed::Request(cx.request.unwrap())),
         Err(Halt::Respond { status, .. }) => {
             assert_eq!(status, StatusCode::ACCEPTED);
             Ok(Parsed::Notification {

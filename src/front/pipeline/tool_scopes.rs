@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::header;
 
-use super::{Halt, RequestCx, Step};
+use super::{Check, Halt, RequestCx};
 use crate::front::auth::{AuthError, Authenticator};
 use crate::protocol::{IntoReject, Method};
 
@@ -23,9 +23,8 @@ impl ToolScopes {
     }
 }
 
-#[async_trait::async_trait]
-impl Step for ToolScopes {
-    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+impl Check for ToolScopes {
+    fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         if req.method != Method::ToolsCall {
             return Ok(());

@@ -37,7 +37,7 @@ pub fn begin(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
+    req: Box<ClientRequest>,
     tx: mpsc::Sender<Outgoing>,
 ) -> impl Future<Output = ()> + Send {
     start(Start::boxed(engine, route, principal, req, tx, None))
@@ -49,7 +49,7 @@ pub fn replay(
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
+    req: Box<ClientRequest>,
     run: ReplayRun,
     tx: mpsc::Sender<Outgoing>,
 ) -> impl Future<Output = ()> + Send {
@@ -63,7 +63,8 @@ struct Start {
     engine: Arc<Engine>,
     route: Arc<Route>,
     principal: Principal,
-    req: ClientRequest,
+    /// Boxed since the front parsed it: moved here as a pointer.
+    req: Box<ClientRequest>,
     tx: mpsc::Sender<Outgoing>,
     resumed: Option<ReplayRun>,
 }
@@ -73,7 +74,7 @@ impl Start {
         engine: Arc<Engine>,
         route: Arc<Route>,
         principal: Principal,
-        req: ClientRequest,
+        req: Box<ClientRequest>,
         tx: mpsc::Sender<Outgoing>,
         resumed: Option<ReplayRun>,
     ) -> Box<Start> {
@@ -175,7 +176,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         params,
         ctx,
         ..
-    } = req;
+    } = *req;
     let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
     let client = Client {
         id: request_id,
