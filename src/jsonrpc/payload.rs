@@ -92,7 +92,8 @@ impl Relayable {
     /// checked as JSON but not built; everything else goes through
     /// [`Message::from_slice`] itself.
     pub fn from_slice(bytes: &[u8]) -> Result<Relayable, ReadError> {
-        if let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(bytes)
+        if let Some(text) = super::as_text(bytes)
+            && let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(text)
             && let Some(response) = envelope.response()
         {
             return Ok(response);
@@ -338,6 +339,26 @@ mod tests {
             panic!("kept as text")
         };
         assert_eq!(raw.get(), r#"{"n":1e400,"s":"\ud800"}"#);
+    }
+
+    /// The body is checked as UTF-8 whole before it is read as text: bytes
+    /// that are not UTF-8 anywhere, the result included, refuse the message
+    /// as reading bytes did; text that is UTF-8 is relayed byte for byte.
+    #[test]
+    fn a_result_that_is_not_utf8_is_refused_and_one_that_is_is_relayed() {
+        let bad = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"\xff\"}}";
+        assert!(matches!(
+            Relayable::from_slice(bad),
+            Err(ReadError::Json(_))
+        ));
+        let (_, payload) = relayed(
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"caf\u{e9} \u{1f600}\"}}"
+                .as_bytes(),
+        );
+        let Payload::Text(raw) = payload else {
+            panic!("a result is relayed as text")
+        };
+        assert_eq!(raw.get(), "{\"text\":\"caf\u{e9} \u{1f600}\"}");
     }
 
     #[test]

@@ -132,15 +132,7 @@ enum Drive {
     End(Ending),
 }
 
-/// The value out of its box, the box freed now (`*b` in an async fn would
-/// keep the emptied box until the function ends).
-#[allow(clippy::boxed_local)] // The point: the box is taken, emptied and freed here.
-fn unbox<T>(b: Box<T>) -> T {
-    *b
-}
-
 /// How a round of [`Operation::ask_round`] ended.
-#[allow(clippy::large_enum_variant)] // A return value, once per round; never stored.
 enum Round {
     /// The questions went to the client; the operation waits for its retry.
     Asked,
@@ -148,15 +140,15 @@ enum Round {
     /// (suspended); a retry runs the call again.
     Suspended,
     /// The operation ends, answering this client if it is still there.
-    End(Ending, Option<Client>),
+    End(Ending, Option<Box<Client>>),
 }
 
 /// What waiting for the client produced.
 enum Wait {
-    Resumed(Client),
+    Resumed(Box<Client>),
     End(Ending),
     /// The retry's answers ended the operation; that retry hears how.
-    EndWith(Ending, Client),
+    EndWith(Ending, Box<Client>),
 }
 
 pub struct Operation {
@@ -235,7 +227,7 @@ impl Operation {
 
     /// Arguments boxed: see [`Start`] (an argument is kept apart for the whole run).
     async fn run(mut self: Box<Self>, first: Box<Client>) {
-        let mut client = Some(unbox(first));
+        let mut client = Some(first);
         let ending = loop {
             let Some(current) = client.take() else {
                 break Ending::ClientDisconnected;
@@ -270,7 +262,7 @@ impl Operation {
     /// One round for the attached request: relays the call until it ends or
     /// questions are ready, then asks them (hold mode: the operation then
     /// waits; replay mode: it ends this run).
-    async fn ask_round(&mut self, current: Client) -> Round {
+    async fn ask_round(&mut self, current: Box<Client>) -> Round {
         match Box::pin(self.drive(&current)).await {
             Drive::End(ending) => return Round::End(ending, Some(current)),
             Drive::Ask => {}
@@ -507,7 +499,7 @@ impl Operation {
         }
     }
 
-    async fn finish(mut self: Box<Self>, mut ending: Ending, client: Option<Client>) {
+    async fn finish(mut self: Box<Self>, mut ending: Ending, client: Option<Box<Client>>) {
         let abandon = !matches!(
             ending,
             Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)

@@ -24,9 +24,9 @@ pub(super) enum Resumed {
     /// Refused with an error; the operation is untouched.
     Refused,
     /// Its answers were delivered; the operation goes on with this client attached.
-    Continue(Client),
+    Continue(Box<Client>),
     /// Its answers end the operation (a policy said no for good).
-    End(Ending, Client),
+    End(Ending, Box<Client>),
 }
 
 /// A policy's view of one answer.
@@ -328,7 +328,7 @@ impl Operation {
         ctx: RequestContext,
         tx: tokio::sync::mpsc::Sender<Outgoing>,
         round: u32,
-    ) -> Client {
+    ) -> Box<Client> {
         ctx.access
             .note(&self.id, round + 1, self.trace_id.as_deref());
         let span = super::round_trip_span(
@@ -339,7 +339,7 @@ impl Operation {
             round + 1,
             &ctx.protocol_version,
         );
-        Client { id, ctx, tx, span }
+        Box::new(Client { id, ctx, tx, span })
     }
 
     /// A retry arriving while no state is outstanding: its round was consumed.

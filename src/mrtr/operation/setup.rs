@@ -112,13 +112,13 @@ async fn start(args: Box<Start>) {
     // the operation waits (for a person, maybe for minutes) is only the run.
     let prepared = Box::pin(prepare(args)).await;
     if let Some((op, client)) = prepared {
-        op.run(Box::new(client)).await;
+        op.run(client).await;
     }
 }
 
 /// Everything before the upstream call is under way: the lease, the call,
 /// the operation's state; `None` if the client has been answered already.
-async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
+async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Box<Client>)> {
     let Start {
         engine,
         route,
@@ -178,12 +178,14 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Client)> {
         ..
     } = *req;
     let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
-    let client = Client {
+    // Boxed here, where it is made: the operation hands its client from
+    // round to round, and a 400-byte value was copied at every hand-over.
+    let client = Box::new(Client {
         id: request_id,
         ctx,
         tx,
         span,
-    };
+    });
     // Failing before the operation exists still counts as one, under its reason.
     let refuse = |e: crate::upstream::UpstreamError| {
         let reject = e.into_reject();
