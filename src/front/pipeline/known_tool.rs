@@ -22,6 +22,32 @@ pub struct KnownTool;
 
 #[async_trait::async_trait]
 impl Step for KnownTool {
+    /// The verdict when nothing needs asking: not a call, or a tool the
+    /// catalog already lists for this caller (every call after the first).
+    /// A tool not in the cache is left to [`Step::on_request`], which asks
+    /// the server once more before refusing it.
+    fn now(&self, cx: &mut RequestCx) -> Option<Result<(), Halt>> {
+        let req = match cx.request() {
+            Ok(req) => req,
+            Err(halt) => return Some(Err(halt)),
+        };
+        if req.method != Method::ToolsCall {
+            return Some(Ok(()));
+        }
+        let key = PoolKey {
+            principal: cx.principal.name.clone(),
+            profile: req.ctx.profile,
+        };
+        let tool = cx.route.catalog.tools(&key)?.get(req.target()).cloned()?;
+        if let Err(reject) = mirrored(&tool, req) {
+            return Some(Err(Halt::refuse(Some(&req.id), reject)));
+        }
+        if let Some(req) = cx.request.as_mut() {
+            req.tool = Some(tool);
+        }
+        Some(Ok(()))
+    }
+
     async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
         if req.method != Method::ToolsCall {
@@ -62,8 +88,14 @@ async fn check(
             Reject::new(Reason::UnknownTool, format!("Unknown tool: `{name}`")).with("tool", name),
         );
     };
+    mirrored(&tool, req)?;
+    Ok(Some(tool))
+}
+
+/// The tool's mirrored parameters against their `Mcp-Param-*` headers.
+fn mirrored(tool: &Tool, req: &ClientRequest) -> Result<(), Reject> {
     if tool.mirrored.is_empty() {
-        return Ok(Some(tool));
+        return Ok(());
     }
     params::check(&tool.mirrored, &req.param_headers, req.arguments()).map_err(|e| {
         let reason = match e {
@@ -72,8 +104,7 @@ async fn check(
             ParamMismatch::Mismatch(_) | ParamMismatch::Conflicting(_) => Reason::HeaderMismatch,
         };
         Reject::new(reason, e.to_string())
-    })?;
-    Ok(Some(tool))
+    })
 }
 
 /// Most pages read when collecting every tool definition.
