@@ -20,9 +20,7 @@ impl Authenticate {
     pub fn new(authenticator: Arc<dyn Authenticator>) -> Self {
         Self { authenticator }
     }
-}
 
-impl Authenticate {
     /// A request with no credentials of its own, on a connection whose
     /// client certificate names a principal (`client_principal`), is that
     /// principal. Credentials sent with it win: a bad token is refused,

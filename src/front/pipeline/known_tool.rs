@@ -34,11 +34,8 @@ impl Step for KnownTool {
         if req.method != Method::ToolsCall {
             return Some(Ok(()));
         }
-        let key = PoolKey {
-            principal: cx.principal.name.clone(),
-            profile: req.ctx.profile,
-        };
-        let tool = cx.route.catalog.tools(&key)?.get(req.target()).cloned()?;
+        let tools = cx.route.catalog.tools(&catalog_key(&cx.principal, req))?;
+        let tool = tools.get(req.target()).cloned()?;
         if let Err(reject) = mirrored(&tool, req) {
             return Some(Err(Halt::refuse(Some(&req.id), reject)));
         }
@@ -107,6 +104,14 @@ fn mirrored(tool: &Tool, req: &ClientRequest) -> Result<(), Reject> {
     })
 }
 
+/// Where the catalog keeps this caller's tools.
+fn catalog_key(principal: &Principal, req: &ClientRequest) -> PoolKey {
+    PoolKey {
+        principal: principal.name.clone(),
+        profile: req.ctx.profile,
+    }
+}
+
 /// Most pages read when collecting every tool definition.
 const MAX_TOOL_PAGES: usize = 20;
 
@@ -118,10 +123,7 @@ async fn tool_definitions(
     req: &ClientRequest,
     fresh: bool,
 ) -> Result<Option<ToolMap>, Reject> {
-    let key = PoolKey {
-        principal: principal.name.clone(),
-        profile: req.ctx.profile,
-    };
+    let key = catalog_key(principal, req);
     if !fresh && let Some(tools) = route.catalog.tools(&key) {
         return Ok(Some(tools));
     }

@@ -2,7 +2,7 @@
 //! (resources), after decoding (spec streamable-http.mdx "Value Encoding":
 //! servers MUST decode an encoded `Mcp-Name` before comparing it to the body).
 //! An `Mcp-Name` sent more than once must carry the same value each time
-//! (see [`header_text`](super::protocol::header_text)).
+//! (see [`HeaderText`](super::protocol::HeaderText)).
 
 use super::Halt;
 use super::protocol::{BadEncoding, Mirrored, decode_header_value, mismatch, required};

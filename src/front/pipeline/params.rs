@@ -18,7 +18,7 @@ pub enum ParamMismatch {
     Invalid(String),
     #[error("Header mismatch: Mcp-Param-{0} header value does not match the body value")]
     Mismatch(String),
-    /// Sent more than once with values that differ (see `protocol::header_text`).
+    /// Sent more than once with values that differ (see `protocol::HeaderText`).
     #[error("Header mismatch: Mcp-Param-{0} is sent more than once with different values")]
     Conflicting(String),
 }

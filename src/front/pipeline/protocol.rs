@@ -12,18 +12,12 @@
 use std::borrow::Cow;
 
 use base64::Engine;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderValue};
 use serde_json::json;
 
 use super::Halt;
 use crate::jsonrpc::Id;
 use crate::protocol::{Method, Reason, Reject, SUPPORTED_VERSIONS};
-
-/// The mirrored headers, parsed once: a name given as `&str` is parsed again
-/// on every lookup.
-pub static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-pub static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// A header value that is not visible ASCII, or whose `=?base64?…?=` encoding
 /// does not decode to UTF-8.
@@ -41,38 +35,19 @@ pub enum HeaderError {
     Conflicting,
 }
 
-/// Reads a header as text, trimmed as HTTP does. A header sent more than once
-/// must carry the same value every time: otherwise a proxy that routes or
-/// authorizes on the last value would see another request than the one
-/// checked here (spec streamable-http.mdx "Server Validation": servers MUST
-/// reject headers that do not match the body, because "different components
-/// in the network rely on different sources of truth").
-pub fn header_text(
-    headers: &HeaderMap,
-    name: impl http::header::AsHeaderName,
-) -> Result<Option<&str>, HeaderError> {
-    let mut values = headers
-        .get_all(name)
-        .iter()
-        .map(|v| v.to_str().map(str::trim).map_err(|_| BadEncoding));
-    let Some(first) = values.next().transpose()? else {
-        return Ok(None);
-    };
-    for other in values {
-        if other? != first {
-            return Err(HeaderError::Conflicting);
-        }
-    }
-    Ok(Some(first))
-}
-
-/// One header as [`header_text`] reads it, gathered value by value.
+/// One header read as text, trimmed as HTTP does, gathered value by value.
+/// A header sent more than once must carry the same value every time:
+/// otherwise a proxy that routes or authorizes on the last value would see
+/// another request than the one checked here (spec streamable-http.mdx
+/// "Server Validation": servers MUST reject headers that do not match the
+/// body, because "different components in the network rely on different
+/// sources of truth").
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HeaderText<'h>(Option<Result<&'h str, HeaderError>>);
 
 impl<'h> HeaderText<'h> {
-    /// The next value sent under the name: the first mistake met decides,
-    /// as in [`header_text`].
+    /// The next value sent under the name: the first mistake met decides
+    /// (a value that is not visible ASCII, or one that differs from the first).
     fn add(&mut self, value: &'h HeaderValue) {
         let text = value
             .to_str()
@@ -293,27 +268,29 @@ mod tests {
         h
     }
 
-    /// The one pass reads every header as a lookup by name would.
+    /// Repeats must agree, and the first mistake met decides.
     #[test]
-    fn one_pass_reads_what_lookups_by_name_read() {
-        let cases: [&[(&'static str, &[u8])]; 6] = [
-            &[("mcp-method", b" tools/call ")],
-            &[("mcp-method", b"a"), ("mcp-method", b"a")],
-            &[("mcp-method", b"a"), ("mcp-method", b"b")],
-            &[("mcp-method", b"a"), ("mcp-method", b"\xff")],
-            &[("mcp-method", b"\xff"), ("mcp-method", b"b")],
-            &[("host", b"x")],
-        ];
-        for case in cases {
-            let h = headers(case);
-            let one_pass = Mirrored::read(&h).method.get();
-            assert_eq!(one_pass, header_text(&h, &MCP_METHOD), "{case:?}");
-        }
-        let h = headers(&[("mcp-method", b"a"), ("mcp-method", b"b")]);
-        assert_eq!(
-            Mirrored::read(&h).method.get(),
-            Err(HeaderError::Conflicting)
+    fn a_header_is_read_trimmed_and_its_repeats_must_agree() {
+        type Case = (
+            &'static [(&'static str, &'static [u8])],
+            Result<Option<&'static str>, HeaderError>,
         );
+        let bad = Err(HeaderError::BadEncoding(BadEncoding));
+        let cases: [Case; 6] = [
+            (&[("mcp-method", b" tools/call ")], Ok(Some("tools/call"))),
+            (&[("mcp-method", b"a"), ("mcp-method", b"a")], Ok(Some("a"))),
+            (
+                &[("mcp-method", b"a"), ("mcp-method", b"b")],
+                Err(HeaderError::Conflicting),
+            ),
+            (&[("mcp-method", b"a"), ("mcp-method", b"\xff")], bad),
+            (&[("mcp-method", b"\xff"), ("mcp-method", b"b")], bad),
+            (&[("host", b"x")], Ok(None)),
+        ];
+        for (case, expected) in cases {
+            let h = headers(case);
+            assert_eq!(Mirrored::read(&h).method.get(), expected, "{case:?}");
+        }
     }
 
     #[test]
