@@ -173,6 +173,9 @@ async fn auto_detects_a_native_http_server_and_its_questions_reach_a_2026_client
     let listed = ep.rpc("tools/list", json!({}), caps()).await;
     assert_eq!(listed.result()["ttlMs"], 0, "{:?}", listed.result());
     assert_eq!(listed.result()["cacheScope"], "private");
+    // Stamped with the server's own serverInfo, from its `server/discover`.
+    let info = &listed.result()["_meta"]["io.modelcontextprotocol/serverInfo"];
+    assert_eq!(info["name"], "native-py", "{:?}", listed.result());
 
     three_ways_from_the_py_client(&fx, &gw).await;
 

@@ -181,9 +181,7 @@ struct Run {
 
 impl Run {
     fn stamp(&self) -> Stamp {
-        self.route.stamp(&std::sync::Arc::new(
-            crate::protocol::shape::ServerInfo::new(self.route.native.server_info()),
-        ))
+        self.route.stamp(&self.route.native.server_info())
     }
 
     /// Ends the operation: metrics, span, log, and the client's reply.
@@ -352,7 +350,7 @@ impl Run {
                 ok,
                 n: wrapped.n,
             };
-            let meta = json!({meta::SERVER_INFO: self.route.native.server_info()});
+            let meta = json!({meta::SERVER_INFO: *self.route.native.server_info()});
             return self.ask(req, next, meta);
         }
         self.forward(req, wrapped.s.clone(), ok, wrapped.n).await

@@ -23,6 +23,7 @@ use super::UpstreamError;
 use crate::config::{UpstreamConfig, UpstreamProtocol, UpstreamTarget};
 use crate::jsonrpc::{ErrorObject, code};
 use crate::protocol::meta;
+use crate::protocol::shape::ServerInfo;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::lock;
 
@@ -74,6 +75,26 @@ pub struct NativeRequest<'a> {
     pub notify: Option<tokio::sync::mpsc::Sender<Value>>,
 }
 
+/// A `server/discover` answer and the `serverInfo` it carries.
+struct Discovered {
+    result: Value,
+    server_info: Arc<ServerInfo>,
+}
+
+impl Discovered {
+    fn new(result: Value) -> Discovered {
+        let info = result
+            .get("_meta")
+            .and_then(|m| m.get(meta::SERVER_INFO))
+            .cloned()
+            .unwrap_or(Value::Null);
+        Discovered {
+            result,
+            server_info: Arc::new(ServerInfo::new(info)),
+        }
+    }
+}
+
 pub struct NativeUpstream {
     route: Arc<str>,
     setting: UpstreamProtocol,
@@ -81,8 +102,9 @@ pub struct NativeUpstream {
     detected: Mutex<Detected>,
     /// Why the last request failed to reach the server; `None` after one that did.
     last_error: Mutex<Option<String>>,
-    /// The server's `server/discover` answer, once it gave one.
-    discovered: Mutex<Option<Value>>,
+    /// The server's `server/discover` answer, once it gave one, with its
+    /// `serverInfo` made ready for writing (every native call stamps it).
+    discovered: Mutex<Option<Discovered>>,
     /// At most one `server/discover` probe at a time.
     probing: tokio::sync::Mutex<()>,
     init_timeout: Duration,
@@ -227,7 +249,7 @@ impl NativeUpstream {
             })
             .await;
         if let Ok(Ok(result)) = &out {
-            *lock(&self.discovered) = Some(result.clone());
+            *lock(&self.discovered) = Some(Discovered::new(result.clone()));
         }
         out
     }
@@ -254,17 +276,18 @@ impl NativeUpstream {
 
     /// The last `server/discover` answer.
     pub fn discovered(&self) -> Option<Value> {
-        lock(&self.discovered).clone()
+        lock(&self.discovered).as_ref().map(|d| d.result.clone())
     }
 
-    /// The server's `serverInfo`, from its last `server/discover` answer.
-    pub fn server_info(&self) -> Value {
-        self.discovered()
-            .and_then(|d| {
-                d.pointer(&format!("/_meta/{}", meta::SERVER_INFO.replace('/', "~1")))
-                    .cloned()
-            })
-            .unwrap_or(Value::Null)
+    /// The server's `serverInfo`, from its last `server/discover` answer
+    /// (`null` before one): read and made ready to write once per answer,
+    /// not once per call.
+    pub fn server_info(&self) -> Arc<ServerInfo> {
+        static NONE: std::sync::LazyLock<Arc<ServerInfo>> =
+            std::sync::LazyLock::new(|| Arc::new(ServerInfo::new(Value::Null)));
+        lock(&self.discovered)
+            .as_ref()
+            .map_or_else(|| NONE.clone(), |d| d.server_info.clone())
     }
 
     /// One stateless request. A failure to reach the server, or a refusal
@@ -362,5 +385,14 @@ mod tests {
             &json!({"supportedVersions": ["2025-11-25"]})
         ));
         assert!(!speaks_native(&json!({})));
+    }
+
+    #[test]
+    fn a_discover_answer_gives_its_server_info_ready_to_write() {
+        let info = json!({"name": "s", "version": "1"});
+        let found = Discovered::new(json!({"_meta": {meta::SERVER_INFO: info.clone()}}));
+        assert_eq!(**found.server_info, info);
+        assert_eq!(serde_json::to_value(&*found.server_info).unwrap(), info);
+        assert_eq!(**Discovered::new(json!({})).server_info, Value::Null);
     }
 }
