@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+mod call;
 mod inbound;
 
 use super::UpstreamError;
@@ -22,16 +23,12 @@ use super::transport::http::Direct;
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::profile::Profile;
 use crate::upstream::lock;
+pub use call::{Call, CallEvent, CallStep};
 use inbound::dispatch;
 
 /// Legacy protocol versions redmark speaks to servers, newest first
 /// (spec 2025-11-25 `basic/lifecycle.mdx` "Version Negotiation").
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// Depth of a call's event queue. Pushed requests wait for room; progress and
-/// log notifications beyond it are dropped (counted, and logged once per call)
-/// rather than buffered forever.
-const CALL_QUEUE_DEPTH: usize = 64;
 
 /// Where a call in flight receives its events, and how many it missed.
 #[derive(Clone)]
@@ -54,22 +51,6 @@ pub struct InitInfo {
     /// Shared with every result it is stamped on.
     pub server_info: Arc<crate::protocol::shape::ServerInfo>,
     pub instructions: Option<String>,
-}
-
-/// Request-scoped traffic for one call in flight.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CallEvent {
-    /// `notifications/progress`, `notifications/message`, `notifications/cancelled`, ...
-    Notification {
-        method: String,
-        params: Option<Value>,
-    },
-    /// A pushed request (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...).
-    ServerRequest {
-        id: Id,
-        method: String,
-        params: Option<Value>,
-    },
 }
 
 /// Route-wide notices: list changes and resource updates.
@@ -430,56 +411,6 @@ impl Session {
         }
     }
 
-    /// Starts the call of this lease; its request-scoped traffic arrives on the returned [`Call`].
-    pub async fn call(
-        self: &Arc<Self>,
-        method: &str,
-        params: Option<Value>,
-    ) -> Result<Call, UpstreamError> {
-        let (events_tx, events_rx) = futures::channel::mpsc::channel(CALL_QUEUE_DEPTH);
-        let dropped = Arc::new(AtomicU64::new(0));
-        let (id, response) = self.register();
-        lock(&self.state.calls).insert(
-            id,
-            CallSink {
-                tx: events_tx,
-                dropped: dropped.clone(),
-            },
-        );
-        let msg = Message::Request {
-            id: Id::Number(id),
-            method: method.into(),
-            params,
-        };
-        let posting = match self.ready_direct() {
-            // Boxed: the POST's future is large, and the call holds it only
-            // until the answer's head (or its JSON body) is in.
-            Some(direct) => {
-                let direct = direct.clone();
-                Some(sync_wrapper::SyncFuture::new(Box::pin(
-                    async move { direct.request(msg, id).await },
-                ) as _))
-            }
-            None => {
-                if let Err(e) = self.send(msg).await {
-                    lock(&self.state.calls).remove(&id);
-                    lock(&self.state.pending).remove(&id);
-                    return Err(e);
-                }
-                None
-            }
-        };
-        Ok(Call {
-            upstream_id: id,
-            dropped,
-            events: events_rx,
-            posting,
-            response,
-            session: self.clone(),
-            finished: false,
-        })
-    }
-
     /// Tells the server to stop working on one of our requests (never `initialize`).
     fn cancel(&self, id: i64, reason: &str) {
         let msg = Message::Notification {
@@ -558,36 +489,6 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// What a call produced next.
-#[derive(Debug)]
-pub enum CallStep {
-    Event(CallEvent),
-    /// The call's answer: a result as the server sent it where it could be kept so.
-    Done(Result<Payload, ErrorObject>),
-    Lost(UpstreamError),
-}
-
-/// The call in flight on a leased session.
-pub struct Call {
-    pub upstream_id: i64,
-    /// Notifications dropped because the call's queue was full.
-    dropped: Arc<AtomicU64>,
-    events: futures::channel::mpsc::Receiver<Box<CallEvent>>,
-    /// The call's POST, in flight in the caller's task ([`Direct`]): it
-    /// gives the outcome of a plain JSON answer; any other answer comes to
-    /// `response` through the dispatcher.
-    posting: Option<Posting>,
-    response: oneshot::Receiver<Result<Payload, ErrorObject>>,
-    session: Arc<Session>,
-    finished: bool,
-}
-
-/// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
-/// ever polled through `&mut`, never shared.
-type Posting = sync_wrapper::SyncFuture<
-    std::pin::Pin<Box<dyn Future<Output = Option<Result<Payload, ErrorObject>>> + Send>>,
->;
-
 /// A request's outcome: from its POST when that answers it, else from the
 /// dispatcher. `None`: the session was lost first. Cancel-safe: the POST
 /// stays in `posting` until it is done.
@@ -608,239 +509,5 @@ where
     response.await.ok()
 }
 
-impl Call {
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
-    }
-
-    /// Notifications of this call dropped so far because its queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
-    /// The next event, or the final answer. The dispatcher queues events before
-    /// it hands over the response, so polling events first (`biased`) delivers
-    /// everything the server sent before its answer, in order.
-    pub async fn next(&mut self) -> CallStep {
-        if self.finished {
-            return CallStep::Lost(UpstreamError::Lost("the call already ended".into()));
-        }
-        tokio::select! {
-            biased;
-            Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
-            outcome = outcome(&mut self.posting, &mut self.response) => {
-                self.finish();
-                match outcome {
-                    Some(o) => {
-                        // Answered on the POST itself: its waiter is still registered.
-                        lock(&self.session.state.pending).remove(&self.upstream_id);
-                        CallStep::Done(o)
-                    }
-                    None => CallStep::Lost(self.session.lost()),
-                }
-            }
-        }
-    }
-
-    /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
-    pub fn cancel(&mut self, reason: &str) {
-        if !self.finished {
-            self.session.cancel(self.upstream_id, reason);
-            self.finish();
-        }
-    }
-
-    fn finish(&mut self) {
-        self.finished = true;
-        lock(&self.session.state.calls).remove(&self.upstream_id);
-    }
-}
-
-impl Drop for Call {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.session
-                .cancel(self.upstream_id, "redmark: the client went away");
-            self.finish();
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::upstream::transport::memory;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_silent_initialize_is_unavailable_and_never_cancelled() {
-        let (link, mut peer) = memory::pair();
-        let (notices, _) = broadcast::channel(4);
-        let start = tokio::spawn(Session::start(
-            link,
-            "r".into(),
-            Profile::default(),
-            notices,
-            Timeouts {
-                init: Duration::from_secs(3),
-                write: Duration::from_secs(3),
-            },
-            crate::upstream::mode::RouteMode::new(
-                "r".into(),
-                crate::upstream::mode::Mode::Learning,
-                Arc::new(crate::telemetry::metrics::Metrics::new()),
-            ),
-        ));
-        let Some(Message::Request { method, .. }) = peer.recv().await else {
-            panic!("initialize first")
-        };
-        assert_eq!(method, "initialize");
-        let began = tokio::time::Instant::now();
-        let outcome = start.await.unwrap_or_else(|e| panic!("join: {e}"));
-        assert_eq!(began.elapsed(), Duration::from_secs(3), "init_timeout");
-        match outcome {
-            Err(UpstreamError::Unavailable(why)) => assert!(why.contains("initialize"), "{why}"),
-            other => panic!("expected upstream_unavailable, got {other:?}"),
-        }
-        // The session is closed and nothing else was sent: no `notifications/cancelled`.
-        assert!(peer.recv().await.is_none(), "nothing after initialize");
-    }
-
-    /// A session past its handshake over an in-process link, and its server's end.
-    async fn started() -> (Arc<Session>, memory::Peer) {
-        let (link, mut peer) = memory::pair();
-        let (notices, _) = broadcast::channel(4);
-        let timeouts = Timeouts {
-            init: Duration::from_secs(5),
-            write: Duration::from_secs(5),
-        };
-        let mode = crate::upstream::mode::RouteMode::new(
-            "r".into(),
-            crate::upstream::mode::Mode::Learning,
-            Arc::new(crate::telemetry::metrics::Metrics::new()),
-        );
-        let start = tokio::spawn(Session::start(
-            link,
-            "r".into(),
-            Profile::default(),
-            notices,
-            timeouts,
-            mode,
-        ));
-        let Some(Message::Request { id, .. }) = peer.recv().await else {
-            panic!("initialize first")
-        };
-        let init = json!({"protocolVersion": LEGACY_VERSIONS[0], "capabilities": {},
-            "serverInfo": {"name": "s", "version": "1"}});
-        assert!(
-            peer.send(Message::Response {
-                id,
-                outcome: Ok(init)
-            })
-            .await
-        );
-        let session = start
-            .await
-            .unwrap_or_else(|e| panic!("join: {e}"))
-            .unwrap_or_else(|e| panic!("start: {e}"));
-        let Some(Message::Notification { method, .. }) = peer.recv().await else {
-            panic!("initialized")
-        };
-        assert_eq!(method, "notifications/initialized");
-        (session, peer)
-    }
-
-    /// A request whose caller goes away (its future dropped: the client
-    /// left while redmark listed tools) leaves no waiter behind, and the
-    /// server hears that nobody wants the answer any more.
-    #[tokio::test]
-    async fn an_abandoned_request_is_forgotten_and_cancelled_upstream() {
-        let (session, mut peer) = started().await;
-        let asking = {
-            let session = session.clone();
-            tokio::spawn(async move {
-                session
-                    .request("tools/list", None, Duration::from_secs(60))
-                    .await
-            })
-        };
-        let Some(Message::Request { id, method, .. }) = peer.recv().await else {
-            panic!("the request")
-        };
-        assert_eq!(method, "tools/list");
-        assert_eq!(lock(&session.state.pending).len(), 1);
-        asking.abort();
-        assert!(asking.await.is_err_and(|e| e.is_cancelled()));
-        assert!(
-            lock(&session.state.pending).is_empty(),
-            "the waiter went with its caller"
-        );
-        match peer.recv().await {
-            Some(Message::Notification { method, params }) => {
-                assert_eq!(method, "notifications/cancelled");
-                let params = params.unwrap_or_default();
-                assert_eq!(params["requestId"], serde_json::to_value(&id).unwrap());
-                assert_eq!(params["reason"], "redmark: the client went away");
-            }
-            other => panic!("expected notifications/cancelled, got {other:?}"),
-        }
-    }
-
-    /// A call that does not read its events while the server floods it holds
-    /// at most the queue's depth (plus the one message a sender may park); the
-    /// rest is dropped and counted, and the answer still arrives.
-    #[tokio::test]
-    async fn a_notification_flood_is_bounded_by_the_call_queue() {
-        let (session, mut peer) = started().await;
-        let mut call = session
-            .call("tools/call", Some(json!({"name": "t"})))
-            .await
-            .unwrap_or_else(|e| panic!("call: {e}"));
-        let Some(Message::Request { id, .. }) = peer.recv().await else {
-            panic!("the call")
-        };
-        let flood = CALL_QUEUE_DEPTH * 3;
-        for i in 0..flood {
-            let progress = Message::Notification {
-                method: "notifications/progress".into(),
-                params: Some(json!({"progressToken": 1, "progress": i})),
-            };
-            assert!(peer.send_on(id.clone(), progress).await);
-        }
-        // The session answers a ping after everything before it (in order):
-        // once answered, the whole flood has met the call's queue.
-        let ping = Message::Request {
-            id: Id::Number(999),
-            method: "ping".into(),
-            params: None,
-        };
-        assert!(peer.send(ping).await);
-        let Some(Message::Response { id: pong, .. }) = peer.recv().await else {
-            panic!("the ping's answer")
-        };
-        assert_eq!(pong, Id::Number(999));
-        let done = Message::Response {
-            id: id.clone(),
-            outcome: Ok(json!({"content": []})),
-        };
-        assert!(peer.send_on(id.clone(), done).await);
-        let mut events = 0;
-        let answer = loop {
-            match call.next().await {
-                CallStep::Event(_) => events += 1,
-                CallStep::Done(outcome) => break outcome,
-                CallStep::Lost(e) => panic!("lost: {e}"),
-            }
-        };
-        assert_eq!(answer, Ok(Payload::Tree(json!({"content": []}))));
-        assert!(
-            (1..=CALL_QUEUE_DEPTH + 1).contains(&events),
-            "{events} events queued for a call that did not read (depth {CALL_QUEUE_DEPTH}), dropped {}",
-            call.dropped()
-        );
-        assert_eq!(
-            call.dropped(),
-            u64::try_from(flood - events).unwrap_or(u64::MAX),
-            "every notification not queued is counted"
-        );
-    }
-}
+mod tests;

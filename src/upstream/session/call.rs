@@ -1,0 +1,174 @@
+//! A call in flight on a leased session: how it starts, the events its
+//! server sends for it, its answer, and its cancellation upstream when the
+//! caller gives it up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{CallSink, Session, outcome};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
+use crate::upstream::{UpstreamError, lock};
+
+/// Depth of a call's event queue. Pushed requests wait for room; progress and
+/// log notifications beyond it are dropped (counted, and logged once per call)
+/// rather than buffered forever.
+pub(super) const CALL_QUEUE_DEPTH: usize = 64;
+
+/// Request-scoped traffic for one call in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallEvent {
+    /// `notifications/progress`, `notifications/message`, `notifications/cancelled`, ...
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    /// A pushed request (`elicitation/create`, `sampling/createMessage`, `roots/list`, ...).
+    ServerRequest {
+        id: Id,
+        method: String,
+        params: Option<Value>,
+    },
+}
+
+/// What a call produced next.
+#[derive(Debug)]
+pub enum CallStep {
+    Event(CallEvent),
+    /// The call's answer: a result as the server sent it where it could be kept so.
+    Done(Result<Payload, ErrorObject>),
+    Lost(UpstreamError),
+}
+
+/// The call in flight on a leased session.
+pub struct Call {
+    pub upstream_id: i64,
+    /// Notifications dropped because the call's queue was full.
+    dropped: Arc<AtomicU64>,
+    events: futures::channel::mpsc::Receiver<Box<CallEvent>>,
+    /// The call's POST, in flight in the caller's task ([`Direct`](super::Direct)): it
+    /// gives the outcome of a plain JSON answer; any other answer comes to
+    /// `response` through the dispatcher.
+    posting: Option<Posting>,
+    response: oneshot::Receiver<Result<Payload, ErrorObject>>,
+    session: Arc<Session>,
+    finished: bool,
+}
+
+/// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
+/// ever polled through `&mut`, never shared.
+type Posting = sync_wrapper::SyncFuture<
+    std::pin::Pin<Box<dyn Future<Output = Option<Result<Payload, ErrorObject>>> + Send>>,
+>;
+
+impl Session {
+    /// Starts the call of this lease; its request-scoped traffic arrives on the returned [`Call`].
+    pub async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Call, UpstreamError> {
+        let (events_tx, events_rx) = futures::channel::mpsc::channel(CALL_QUEUE_DEPTH);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let (id, response) = self.register();
+        lock(&self.state.calls).insert(
+            id,
+            CallSink {
+                tx: events_tx,
+                dropped: dropped.clone(),
+            },
+        );
+        let msg = Message::Request {
+            id: Id::Number(id),
+            method: method.into(),
+            params,
+        };
+        let posting = match self.ready_direct() {
+            // Boxed: the POST's future is large, and the call holds it only
+            // until the answer's head (or its JSON body) is in.
+            Some(direct) => {
+                let direct = direct.clone();
+                Some(sync_wrapper::SyncFuture::new(Box::pin(
+                    async move { direct.request(msg, id).await },
+                ) as _))
+            }
+            None => {
+                if let Err(e) = self.send(msg).await {
+                    lock(&self.state.calls).remove(&id);
+                    lock(&self.state.pending).remove(&id);
+                    return Err(e);
+                }
+                None
+            }
+        };
+        Ok(Call {
+            upstream_id: id,
+            dropped,
+            events: events_rx,
+            posting,
+            response,
+            session: self.clone(),
+            finished: false,
+        })
+    }
+}
+
+impl Call {
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Notifications of this call dropped so far because its queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The next event, or the final answer. The dispatcher queues events before
+    /// it hands over the response, so polling events first (`biased`) delivers
+    /// everything the server sent before its answer, in order.
+    pub async fn next(&mut self) -> CallStep {
+        if self.finished {
+            return CallStep::Lost(UpstreamError::Lost("the call already ended".into()));
+        }
+        tokio::select! {
+            biased;
+            Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
+            outcome = outcome(&mut self.posting, &mut self.response) => {
+                self.finish();
+                match outcome {
+                    Some(o) => {
+                        // Answered on the POST itself: its waiter is still registered.
+                        lock(&self.session.state.pending).remove(&self.upstream_id);
+                        CallStep::Done(o)
+                    }
+                    None => CallStep::Lost(self.session.lost()),
+                }
+            }
+        }
+    }
+
+    /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
+    pub fn cancel(&mut self, reason: &str) {
+        if !self.finished {
+            self.session.cancel(self.upstream_id, reason);
+            self.finish();
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        lock(&self.session.state.calls).remove(&self.upstream_id);
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.session
+                .cancel(self.upstream_id, "redmark: the client went away");
+            self.finish();
+        }
+    }
+}
