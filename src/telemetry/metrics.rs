@@ -2,91 +2,22 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
+mod families;
+mod labels;
+
 use super::labelled::Labelled;
 use crate::event_loops::EventLoops;
-use prometheus_client::encoding::EncodeLabelSet;
+pub use labels::{
+    AllocatorLabels, ForwardLabels, LimitLabels, MethodLabels, ModeLabels, OperationLabels,
+    ProtocolLabels, RejectionLabels, ReloadLabels, RequestLabels, RouteLabels, SessionLabels,
+    ToolLabels,
+};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    pub route: String,
-    pub method: String,
-    /// `ok` or the `data.reason` of the error returned.
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MethodLabels {
-    pub route: String,
-    pub method: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SessionLabels {
-    pub route: String,
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ModeLabels {
-    pub route: String,
-    pub mode: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProtocolLabels {
-    pub route: String,
-    pub protocol: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
-    pub route: String,
-    pub tool: String,
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
-    pub route: String,
-    pub result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RejectionLabels {
-    pub route: String,
-    pub tool: String,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RouteLabels {
-    pub route: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LimitLabels {
-    pub route: String,
-    /// `per_principal`, `per_route`, `tool` or `retries`.
-    pub scope: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ToolLabels {
-    pub route: String,
-    pub tool: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AllocatorLabels {
-    /// `allocated`, `active`, `resident`, `retained`, `metadata`.
-    pub kind: String,
-}
 
 /// What the process's allocator holds, in bytes (jemalloc's `stats.*`): live
 /// allocations (`allocated`), the pages they sit in (`active`), every page the
@@ -110,13 +41,6 @@ static ALLOCATOR_STATS: OnceLock<fn() -> Option<AllocatorStats>> = OnceLock::new
 /// The first call wins: there is one allocator per process.
 pub fn read_allocator_stats_with(read: fn() -> Option<AllocatorStats>) {
     let _ = ALLOCATOR_STATS.set(read);
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ForwardLabels {
-    pub route: String,
-    /// `forwarded` (the owner answered) or `owner_unreachable`.
-    pub outcome: String,
 }
 
 /// What several replicas add: retries forwarded between them, and the shared store.
@@ -240,171 +164,6 @@ impl SessionGauges {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("redmark");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "requests",
-            "Client requests by route, method and outcome",
-            requests.clone(),
-        );
-        let duration = Family::<MethodLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.001, 2.0, 16))
-        });
-        registry.register(
-            "request_duration_seconds",
-            "Time to answer a client request (in the spirit of mcp.server.operation.duration)",
-            duration.clone(),
-        );
-        let sessions = Family::<SessionLabels, Gauge>::default();
-        registry.register(
-            "upstream_sessions",
-            "Upstream legacy sessions by route and state (idle, leased)",
-            sessions.clone(),
-        );
-        let session_ops = Family::<RouteLabels, Gauge>::default();
-        registry.register(
-            "upstream_session_operations",
-            "Operations riding leased upstream sessions (more than the leased sessions when multiplexed)",
-            session_ops.clone(),
-        );
-        let session_mode = Family::<ModeLabels, Gauge>::default();
-        registry.register(
-            "upstream_session_mode",
-            "How a route's sessions are shared, learned from its server: 1 on the current mode (learning, multiplexed, exclusive)",
-            session_mode.clone(),
-        );
-        let upstream_protocol = Family::<ProtocolLabels, Gauge>::default();
-        registry.register(
-            "upstream_protocol",
-            "The protocol a route's server speaks, as detected or pinned: 1 on the current one (2026-07-28, legacy, unknown)",
-            upstream_protocol.clone(),
-        );
-        let operations = Family::<OperationLabels, Counter>::default();
-        registry.register(
-            "operations",
-            "Logical operations (tools/call, prompts/get, resources/read) by route, tool and how they ended",
-            operations.clone(),
-        );
-        let pending = Gauge::default();
-        registry.register(
-            "pending_operations",
-            "Operations waiting for their client to answer a question",
-            pending.clone(),
-        );
-        let reloads = Family::<ReloadLabels, Counter>::default();
-        registry.register(
-            "policy_reloads",
-            "Policy reloads by route and result (ok, failed)",
-            reloads.clone(),
-        );
-        let rejections = Family::<RejectionLabels, Counter>::default();
-        registry.register(
-            "policy_rejections",
-            "Questions refused and answers rejected by policy, by route, tool and reason",
-            rejections.clone(),
-        );
-        let rounds = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.0, 1.0, 2.0, 3.0, 5.0, 10.0])
-        });
-        registry.register(
-            "rounds",
-            "Rounds of questions per operation",
-            rounds.clone(),
-        );
-        let answers = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.5, 2.0, 14))
-        });
-        registry.register(
-            "answer_seconds",
-            "How long a person took to answer a question",
-            answers.clone(),
-        );
-        let connections = Gauge::default();
-        registry.register(
-            "client_connections",
-            "Client connections open on the 2026-07-28 listener",
-            connections.clone(),
-        );
-        let refused = Counter::default();
-        registry.register(
-            "connections_refused",
-            "Client connections refused (503 too_many_connections) because max_connections were open",
-            refused.clone(),
-        );
-        let dropped = Family::<RouteLabels, Counter>::default();
-        registry.register(
-            "notifications_dropped",
-            "Progress and log notifications dropped because the client was not reading its stream",
-            dropped.clone(),
-        );
-        let cluster = ClusterMetrics::default();
-        registry.register(
-            "forwarded_retries",
-            "Hold-mode retries this replica forwarded to the replica owning the operation, by route and outcome (forwarded, owner_unreachable)",
-            cluster.forwards.clone(),
-        );
-        registry.register(
-            "forwards_received",
-            "Hold-mode retries another replica forwarded to this one (the owner), by route",
-            cluster.received.clone(),
-        );
-        registry.register(
-            "state_store_errors",
-            "Single-use checks refused because the shared state store ([state] store) did not answer",
-            cluster.store_errors.clone(),
-        );
-        let rate_limited = Family::<LimitLabels, Counter>::default();
-        registry.register(
-            "rate_limited",
-            "Requests refused with 429 rate_limited, by route and the limit that refused them",
-            rate_limited.clone(),
-        );
-        let replay_rounds = Family::<ToolLabels, Counter>::default();
-        registry.register(
-            "replay_rounds",
-            "Rounds of questions asked in replay mode (the upstream call ended, nothing held until the retry)",
-            replay_rounds.clone(),
-        );
-        let tasks = Gauge::default();
-        registry.register(
-            "runtime_tasks",
-            "Tokio tasks alive in the gateway's runtime, read at each scrape (a leak shows as growth at rest)",
-            tasks.clone(),
-        );
-        let allocator = Family::<AllocatorLabels, Gauge>::default();
-        registry.register(
-            "allocator_bytes",
-            "What the memory allocator holds, read at each scrape, by kind: allocated (live objects), active (their pages), resident (also freed pages not yet returned), retained (address space only), metadata",
-            allocator.clone(),
-        );
-        Self {
-            handles: Handles::default(),
-            tasks,
-            loops: OnceLock::new(),
-            allocator,
-            cluster,
-            rate_limited,
-            replay_rounds,
-            connections,
-            refused,
-            dropped,
-            registry,
-            rounds,
-            answers,
-            reloads,
-            rejections,
-            operations,
-            pending,
-            requests,
-            duration,
-            sessions,
-            session_ops,
-            session_mode,
-            upstream_protocol,
-        }
-    }
-
     /// `method`: a [`method_label`].
     pub fn record_request(&self, route: &str, method: &str, outcome: &str, seconds: f64) {
         self.handles.requests.with(
@@ -655,118 +414,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_requests_and_sessions() {
-        let m = Metrics::new();
-        m.record_request("rooms", "tools/list", "ok", 0.01);
-        m.session_gauges("rooms").set(2, 1, 3);
-        let text = m.render();
-        assert!(
-            text.contains(
-                r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"redmark_upstream_sessions{route="rooms",state="idle"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"redmark_upstream_session_operations{route="rooms"} 3"#),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_method_label_is_a_known_method_or_other() {
-        assert_eq!(method_label(Some("tools/call")), "tools/call");
-        assert_eq!(
-            method_label(Some("notifications/cancelled")),
-            "notifications/cancelled"
-        );
-        assert_eq!(method_label(None), "-");
-        for sent in ["tools/Call", "initialize", "x".repeat(300).as_str(), ""] {
-            assert_eq!(method_label(Some(sent)), "other", "{sent}");
-        }
-    }
-
-    /// Tool names come from clients: however many a client sends, the
-    /// family stops growing at its cap and counts the rest as `_other`.
-    #[test]
-    fn tool_labelled_families_stop_growing_at_their_cap() {
-        let m = Metrics::new();
-        let over = MAX_TOOL_SERIES + 50;
-        for i in 0..over {
-            m.record_operation("r", &format!("tool-{i}"), "completed");
-        }
-        m.record_operation("r", "tool-0", "completed");
-        let text = m.render();
-        let series = text
-            .lines()
-            .filter(|l| l.starts_with("redmark_operations_total{"))
-            .count();
-        assert_eq!(
-            series,
-            MAX_TOOL_SERIES + 1,
-            "the cap and the overflow member"
-        );
-        assert!(
-            text.contains(
-                r#"redmark_operations_total{route="r",tool="_other",outcome="completed"} 50"#
-            ),
-            "the calls past the cap are counted, under _other"
-        );
-        assert!(
-            text.contains(
-                r#"redmark_operations_total{route="r",tool="tool-0",outcome="completed"} 2"#
-            ),
-            "a member made before the cap keeps counting"
-        );
-    }
-
-    /// The soak (examples/soak.rs) reads the task count at rest to find leaks.
-    #[tokio::test]
-    async fn renders_the_runtime_tasks_alive_at_the_scrape() {
-        let m = Metrics::new();
-        let idle = tokio::spawn(std::future::pending::<()>());
-        let text = m.render();
-        let alive: i64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("redmark_runtime_tasks "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no redmark_runtime_tasks in {text}"));
-        assert!(alive >= 1, "{text}");
-        idle.abort();
-    }
-
-    /// The soak tells live objects from pages the allocator keeps by these.
-    #[test]
-    fn renders_the_allocator_stats_by_kind() {
-        let m = Metrics::new();
-        m.set_allocator(AllocatorStats {
-            allocated: 1,
-            active: 2,
-            resident: 3,
-            retained: 4,
-            metadata: 5,
-        });
-        let text = m.render();
-        for (kind, n) in [
-            ("allocated", 1),
-            ("active", 2),
-            ("resident", 3),
-            ("retained", 4),
-            ("metadata", 5),
-        ] {
-            let line = format!("redmark_allocator_bytes{{kind=\"{kind}\"}} {n}");
-            assert!(text.contains(&line), "{line} in {text}");
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,114 @@
+//! The metrics' unit tests: what a scrape renders (requests, sessions,
+//! runtime tasks, allocator stats), the method label, and the cap on tool labels.
+
+use super::*;
+
+#[test]
+fn renders_requests_and_sessions() {
+    let m = Metrics::new();
+    m.record_request("rooms", "tools/list", "ok", 0.01);
+    m.session_gauges("rooms").set(2, 1, 3);
+    let text = m.render();
+    assert!(
+        text.contains(
+            r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"redmark_upstream_sessions{route="rooms",state="idle"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"redmark_upstream_sessions{route="rooms",state="leased"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"redmark_upstream_session_operations{route="rooms"} 3"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_method_label_is_a_known_method_or_other() {
+    assert_eq!(method_label(Some("tools/call")), "tools/call");
+    assert_eq!(
+        method_label(Some("notifications/cancelled")),
+        "notifications/cancelled"
+    );
+    assert_eq!(method_label(None), "-");
+    for sent in ["tools/Call", "initialize", "x".repeat(300).as_str(), ""] {
+        assert_eq!(method_label(Some(sent)), "other", "{sent}");
+    }
+}
+
+/// Tool names come from clients: however many a client sends, the
+/// family stops growing at its cap and counts the rest as `_other`.
+#[test]
+fn tool_labelled_families_stop_growing_at_their_cap() {
+    let m = Metrics::new();
+    let over = MAX_TOOL_SERIES + 50;
+    for i in 0..over {
+        m.record_operation("r", &format!("tool-{i}"), "completed");
+    }
+    m.record_operation("r", "tool-0", "completed");
+    let text = m.render();
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("redmark_operations_total{"))
+        .count();
+    assert_eq!(
+        series,
+        MAX_TOOL_SERIES + 1,
+        "the cap and the overflow member"
+    );
+    assert!(
+        text.contains(
+            r#"redmark_operations_total{route="r",tool="_other",outcome="completed"} 50"#
+        ),
+        "the calls past the cap are counted, under _other"
+    );
+    assert!(
+        text.contains(r#"redmark_operations_total{route="r",tool="tool-0",outcome="completed"} 2"#),
+        "a member made before the cap keeps counting"
+    );
+}
+
+/// The soak (examples/soak.rs) reads the task count at rest to find leaks.
+#[tokio::test]
+async fn renders_the_runtime_tasks_alive_at_the_scrape() {
+    let m = Metrics::new();
+    let idle = tokio::spawn(std::future::pending::<()>());
+    let text = m.render();
+    let alive: i64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("redmark_runtime_tasks "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no redmark_runtime_tasks in {text}"));
+    assert!(alive >= 1, "{text}");
+    idle.abort();
+}
+
+/// The soak tells live objects from pages the allocator keeps by these.
+#[test]
+fn renders_the_allocator_stats_by_kind() {
+    let m = Metrics::new();
+    m.set_allocator(AllocatorStats {
+        allocated: 1,
+        active: 2,
+        resident: 3,
+        retained: 4,
+        metadata: 5,
+    });
+    let text = m.render();
+    for (kind, n) in [
+        ("allocated", 1),
+        ("active", 2),
+        ("resident", 3),
+        ("retained", 4),
+        ("metadata", 5),
+    ] {
+        let line = format!("redmark_allocator_bytes{{kind=\"{kind}\"}} {n}");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+}
