@@ -350,7 +350,7 @@ impl Run {
                 ok,
                 n: wrapped.n,
             };
-            let meta = json!({meta::SERVER_INFO: *self.route.native.server_info()});
+            let meta = json!({meta::SERVER_INFO: Value::clone(&self.route.native.server_info())});
             return self.ask(req, next, meta);
         }
         self.forward(req, wrapped.s.clone(), ok, wrapped.n).await

@@ -75,24 +75,15 @@ pub struct NativeRequest<'a> {
     pub notify: Option<tokio::sync::mpsc::Sender<Value>>,
 }
 
-/// A `server/discover` answer and the `serverInfo` it carries.
-struct Discovered {
-    result: Value,
-    server_info: Arc<ServerInfo>,
-}
-
-impl Discovered {
-    fn new(result: Value) -> Discovered {
-        let info = result
-            .get("_meta")
-            .and_then(|m| m.get(meta::SERVER_INFO))
-            .cloned()
-            .unwrap_or(Value::Null);
-        Discovered {
-            result,
-            server_info: Arc::new(ServerInfo::new(info)),
-        }
-    }
+/// The `serverInfo` a `server/discover` answer carries (`null` when it
+/// carries none), made ready to write.
+fn server_info_in(result: &Value) -> Arc<ServerInfo> {
+    let info = result
+        .get("_meta")
+        .and_then(|m| m.get(meta::SERVER_INFO))
+        .cloned()
+        .unwrap_or(Value::Null);
+    Arc::new(ServerInfo::new(info))
 }
 
 pub struct NativeUpstream {
@@ -102,9 +93,9 @@ pub struct NativeUpstream {
     detected: Mutex<Detected>,
     /// Why the last request failed to reach the server; `None` after one that did.
     last_error: Mutex<Option<String>>,
-    /// The server's `server/discover` answer, once it gave one, with its
-    /// `serverInfo` made ready for writing (every native call stamps it).
-    discovered: Mutex<Option<Discovered>>,
+    /// The `serverInfo` of the server's last `server/discover` answer, made
+    /// ready to write when the answer came (every native call stamps it).
+    server_info: Mutex<Option<Arc<ServerInfo>>>,
     /// At most one `server/discover` probe at a time.
     probing: tokio::sync::Mutex<()>,
     init_timeout: Duration,
@@ -155,7 +146,7 @@ impl NativeUpstream {
             setting,
             transport,
             detected: Mutex::new(initial),
-            discovered: Mutex::new(None),
+            server_info: Mutex::new(None),
             last_error: Mutex::new(Some("not asked yet".into())),
             probing: tokio::sync::Mutex::new(()),
             init_timeout: config.init_timeout,
@@ -233,7 +224,7 @@ impl NativeUpstream {
     }
 
     /// `server/discover` with redmark's own `_meta` (no client behind it);
-    /// a successful answer is remembered ([`NativeUpstream::discovered`]).
+    /// its `serverInfo` is remembered ([`NativeUpstream::server_info`]).
     pub async fn discover(
         &self,
         timeout: Duration,
@@ -249,7 +240,7 @@ impl NativeUpstream {
             })
             .await;
         if let Ok(Ok(result)) = &out {
-            *lock(&self.discovered) = Some(Discovered::new(result.clone()));
+            *lock(&self.server_info) = Some(server_info_in(result));
         }
         out
     }
@@ -274,20 +265,15 @@ impl NativeUpstream {
         }
     }
 
-    /// The last `server/discover` answer.
-    pub fn discovered(&self) -> Option<Value> {
-        lock(&self.discovered).as_ref().map(|d| d.result.clone())
-    }
-
     /// The server's `serverInfo`, from its last `server/discover` answer
     /// (`null` before one): read and made ready to write once per answer,
     /// not once per call.
     pub fn server_info(&self) -> Arc<ServerInfo> {
         static NONE: std::sync::LazyLock<Arc<ServerInfo>> =
             std::sync::LazyLock::new(|| Arc::new(ServerInfo::new(Value::Null)));
-        lock(&self.discovered)
-            .as_ref()
-            .map_or_else(|| NONE.clone(), |d| d.server_info.clone())
+        lock(&self.server_info)
+            .clone()
+            .unwrap_or_else(|| NONE.clone())
     }
 
     /// One stateless request. A failure to reach the server, or a refusal
@@ -390,9 +376,9 @@ mod tests {
     #[test]
     fn a_discover_answer_gives_its_server_info_ready_to_write() {
         let info = json!({"name": "s", "version": "1"});
-        let found = Discovered::new(json!({"_meta": {meta::SERVER_INFO: info.clone()}}));
-        assert_eq!(**found.server_info, info);
-        assert_eq!(serde_json::to_value(&*found.server_info).unwrap(), info);
-        assert_eq!(**Discovered::new(json!({})).server_info, Value::Null);
+        let found = server_info_in(&json!({"_meta": {meta::SERVER_INFO: info.clone()}}));
+        assert_eq!(**found, info);
+        assert_eq!(serde_json::to_value(&*found).unwrap(), info);
+        assert_eq!(**server_info_in(&json!({})), Value::Null);
     }
 }
