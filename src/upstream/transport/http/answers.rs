@@ -91,13 +91,7 @@ impl Shared {
             outcome: Err(e),
         }) = message_from_body(&body)
         {
-            let _ = self
-                .inbound
-                .send(Inbound::Message(Message::Response {
-                    id,
-                    outcome: Err(e),
-                }))
-                .await;
+            self.fail_request(Some(id), e).await;
             return;
         }
         self.fail_request(
