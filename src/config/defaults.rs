@@ -52,7 +52,8 @@ pub fn gather() -> Duration {
 /// next 1 ms tick, so this waits 1-2 ms, never less: still a thousand times
 /// the gap it waits for. It is what every lone question waits before it is
 /// asked: at 2 ms (2-3 ms in fact) `ask` ran 17-29 % fewer operations a
-/// second under the bench (benches/WHERE_THE_TIME_GOES.md). A push that
+/// second under wrk than at 1 ms, 7 % fewer in `scripts/bench.sh`
+/// (benches/WHERE_THE_TIME_GOES.md). A push that
 /// comes later is asked in the next round; nothing is lost.
 pub fn gather_quiet() -> Duration {
     Duration::from_millis(1)
