@@ -5,6 +5,9 @@
 //!   client through a plain nginx reverse proxy (nginx), and a 2026-07-28
 //!   client through redmark (gateway); each path `BENCH_RUNS` times,
 //!   interleaved, the median reported;
+//! - the same passthrough at light load (`BENCH_LIGHT_CONCURRENCY` clients,
+//!   default 1, one request at a time each): what each hop adds to a call
+//!   when nothing queues, beside the figure at saturation;
 //! - complete elicitation operations per second in hold mode (`ask`: one
 //!   question, `ask2`: two at once): a client that answers every
 //!   `InputRequiredResult` with its `requestState`;
@@ -13,7 +16,8 @@
 //!   stdio, one server process each), and passthrough latency while they wait.
 //!
 //! Env: BENCH_SECONDS (default 5), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY (32),
-//! BENCH_RUNS (3), BENCH_WAITING (10000), BENCH_WAITING_STDIO (200).
+//! BENCH_RUNS (3), BENCH_WAITING (10000), BENCH_WAITING_STDIO (200),
+//! BENCH_LIGHT_CONCURRENCY (1; 0 skips the light-load phase).
 //! Output: a markdown table on stdout and in target/bench/relay.md. See benches/README.md.
 
 // An example/benchmark may panic on what it cannot do: it is not on a request path.
@@ -752,6 +756,7 @@ fn main() {
     let secs = Duration::from_secs(env_num("BENCH_SECONDS", 5).max(1));
     let warmup = Duration::from_secs(env_num("BENCH_WARMUP_SECONDS", 1));
     let concurrency = env_num("BENCH_CONCURRENCY", 32).clamp(1, 1024) as usize;
+    let light = env_num("BENCH_LIGHT_CONCURRENCY", 1).min(1024) as usize;
     let runs = env_num("BENCH_RUNS", 3).clamp(1, 15) as usize;
     let waiting_n = env_num("BENCH_WAITING", 10_000) as usize;
     let waiting_stdio = env_num("BENCH_WAITING_STDIO", 200) as usize;
@@ -819,6 +824,7 @@ fn main() {
     // (rps, p50, p99, errors) per path, per run; the proxy's CPU µs per call beside.
     let mut pass: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); paths.len()];
     let mut pass_cpu: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut pass_light: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); paths.len()];
     let mut elicit: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); 2];
     let mut elicit_cpu: Vec<Vec<f64>> = vec![Vec::new(); 2];
     let mut first_error: Option<String> = None;
@@ -839,6 +845,19 @@ fn main() {
             first_error = first_error.or(s.first_error.clone());
             pass[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
             pass_cpu[i].push(s.cpu_us());
+        }
+        // At light load a call's latency is the work along its path, with no
+        // queue in front of it: what a hop adds to every call.
+        for (i, (name, kind, url, _)) in paths.iter().enumerate().filter(|_| light > 0) {
+            let s = rt.block_on(load(url, *kind, Work::Echo, (light, warmup, secs)));
+            eprintln!(
+                "[bench] run {run} {name}, {light} client(s): {:.0} req/s, p50 {:.3} ms, {} errors",
+                s.rps(),
+                s.pct(50.0),
+                s.errors,
+            );
+            first_error = first_error.or(s.first_error.clone());
+            pass_light[i].push((s.rps(), s.pct(50.0), s.pct(99.0), s.errors));
         }
         for (i, tool) in ["ask", "ask2"].into_iter().enumerate() {
             let s = rt.block_on(load_measuring(
@@ -984,6 +1003,31 @@ fn main() {
             r.0 / n.0,
             r.0 / d.0
         );
+    }
+    if light > 0 {
+        out!(
+            "\n| passthrough at light load ({light} client(s), one request at a time) | req/s | p50 ms | p99 ms | errors | added p50, ms | added p50 vs nginx's |"
+        );
+        out!("|---|---:|---:|---:|---:|---:|---:|");
+        let m: Vec<_> = pass_light.iter().map(|r| med(r)).collect();
+        let (d, n) = (m[0], m[1]);
+        for ((name, _, _, _), r) in paths.iter().zip(&m) {
+            let (added, ratio) = if *name == "direct" {
+                (String::new(), String::new())
+            } else {
+                (
+                    format!("{:.3}", r.1 - d.1),
+                    format!("{:.2}x", (r.1 - d.1) / (n.1 - d.1)),
+                )
+            };
+            out!(
+                "| {name} | {:.0} | {:.3} | {:.3} | {} | {added} | {ratio} |",
+                r.0,
+                r.1,
+                r.2,
+                r.3
+            );
+        }
     }
     out!(
         "\n| hold-mode elicitation through redmark | complete operations/s | p50 ms (whole operation) | p99 ms | errors | redmark CPU µs per operation |"
