@@ -134,11 +134,16 @@ async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Repl
             result
         }
     };
+    // Read before the server is asked: a list-changed notice that comes
+    // while the answer is on its way makes that answer not worth keeping.
+    let epoch = route.catalog.epoch(method);
     if let Some(cached) = route.catalog.list(&key, method, cursor) {
         return Reply::result(&req.id, visible(cached));
     }
     once(route, principal, req, |shaped| {
-        route.catalog.put_list(&key, method, cursor, shaped.clone());
+        route
+            .catalog
+            .put_list(&key, method, cursor, shaped.clone(), epoch);
         visible(shaped)
     })
     .await

@@ -168,6 +168,7 @@ fn listen_end(id: &Id, outcome: Result<Value, crate::jsonrpc::ErrorObject>) -> R
 
 /// One request that involves no person, relayed as the server answers it.
 async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
+    let tools_epoch = route.catalog.epoch("tools/list");
     let sent = route
         .native
         .request(NativeRequest {
@@ -201,6 +202,7 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             req,
             &result,
             req.params.get("cursor").is_none(),
+            tools_epoch,
         );
         result = filter_tool_list(&route.policy.current(), principal, result);
     }
@@ -215,6 +217,7 @@ fn remember_tools(
     req: &ClientRequest,
     page: &Value,
     first: bool,
+    epoch: crate::upstream::catalog::Epoch,
 ) {
     if !first || page.get("nextCursor").is_some() {
         return;
@@ -232,6 +235,7 @@ fn remember_tools(
             profile: req.ctx.profile,
         },
         tools,
+        epoch,
     );
 }
 

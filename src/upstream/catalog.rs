@@ -1,14 +1,19 @@
 //! What redmark remembers of a route's server: list results (until their TTL
 //! or a list-changed notice) and the `initialize` answer per profile, so
 //! `server/discover` and repeated lists do not each cost a round trip.
+//!
+//! A kept list carries the epoch of its kind ([`ListEpochs`]) read before it
+//! was asked for; a list-changed notice moves the epoch as the session reads
+//! it, so from that moment the kept list is not served, and an answer that
+//! was in flight across the notice is not kept.
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 
+use super::notices::ListEpochs;
 use super::pool::{PoolKey, RoutePool};
 use super::session::InitInfo;
 use crate::protocol::profile::Profile;
@@ -27,84 +32,86 @@ pub type ToolMap = Arc<HashMap<String, Arc<Tool>>>;
 
 pub struct Catalog {
     ttl: Duration,
-    lists: Mutex<HashMap<ListKey, (Value, Instant)>>,
+    epochs: Arc<ListEpochs>,
+    lists: Mutex<HashMap<ListKey, Kept<Value>>>,
     /// The answer of the latest session per profile.
     init: Mutex<HashMap<Profile, Arc<InitInfo>>>,
     /// Every tool definition per pool key (all pages), for header checks.
-    tools: Mutex<HashMap<PoolKey, (ToolMap, Instant)>>,
+    tools: Mutex<HashMap<PoolKey, Kept<ToolMap>>>,
 }
 
-/// The list methods a list-changed notice makes stale.
-fn stale_methods(notice: &str) -> &'static [&'static str] {
-    match notice {
-        "notifications/tools/list_changed" => &["tools/list"],
-        "notifications/prompts/list_changed" => &["prompts/list"],
-        "notifications/resources/list_changed" => &["resources/list", "resources/templates/list"],
-        _ => &[],
-    }
+/// A kept answer: when it was kept, and the epoch of its list kind when it
+/// was asked for.
+struct Kept<T> {
+    value: T,
+    at: Instant,
+    epoch: u64,
 }
+
+/// The epoch of a list kind, read before its server is asked: the answer is
+/// kept only if no list-changed notice came in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch(u64);
 
 impl Catalog {
-    /// A catalog kept fresh by the pool's notices.
+    /// A catalog kept fresh by the list-changed notices of the pool's sessions.
     pub fn new(pool: &Arc<RoutePool>, ttl: Duration) -> Arc<Self> {
-        let catalog = Arc::new(Self {
+        Self::with_epochs(pool.list_epochs(), ttl)
+    }
+
+    fn with_epochs(epochs: Arc<ListEpochs>, ttl: Duration) -> Arc<Self> {
+        Arc::new(Self {
             ttl,
+            epochs,
             lists: Mutex::new(HashMap::new()),
             init: Mutex::new(HashMap::new()),
             tools: Mutex::new(HashMap::new()),
-        });
-        let mut notices = pool.notices();
-        let weak = Arc::downgrade(&catalog);
-        tokio::spawn(async move {
-            loop {
-                let notice = match notices.recv().await {
-                    Ok(n) => n,
-                    // Missed notices might have been list changes: forget everything.
-                    Err(RecvError::Lagged(_)) => {
-                        let Some(c) = weak.upgrade() else { return };
-                        lock(&c.lists).clear();
-                        lock(&c.tools).clear();
-                        continue;
-                    }
-                    Err(RecvError::Closed) => return,
-                };
-                let Some(c) = weak.upgrade() else { return };
-                c.invalidate(stale_methods(&notice.method));
-            }
-        });
-        catalog
+        })
     }
 
-    pub fn invalidate(&self, methods: &[&str]) {
-        if methods.is_empty() {
-            return;
-        }
-        lock(&self.lists).retain(|k, _| !methods.contains(&k.method.as_str()));
-        if methods.contains(&"tools/list") {
-            lock(&self.tools).clear();
-        }
+    /// The epoch of `list_method`'s results now; read it before asking the server.
+    pub fn epoch(&self, list_method: &str) -> Epoch {
+        Epoch(self.epochs.current(list_method))
     }
 
     /// Tool definitions by name, if known and fresh. They are kept at least a
     /// second even with a zero TTL, so one call does not list twice.
     pub fn tools(&self, pool: &PoolKey) -> Option<ToolMap> {
         let ttl = self.ttl.max(Duration::from_secs(1));
-        let tools = lock(&self.tools);
-        tools
-            .get(pool)
-            .filter(|(_, at)| at.elapsed() < ttl)
-            .map(|(t, _)| t.clone())
+        let epoch = self.epochs.current("tools/list");
+        let mut tools = lock(&self.tools);
+        match tools.get(pool) {
+            Some(k) if k.epoch == epoch && k.at.elapsed() < ttl => Some(k.value.clone()),
+            Some(_) => {
+                tools.remove(pool);
+                None
+            }
+            None => None,
+        }
     }
 
-    /// Keeps the tools of a complete listing (definitions by name).
-    pub fn put_tools(&self, pool: &PoolKey, tools: HashMap<String, Value>) -> ToolMap {
+    /// Keeps the tools of a complete listing (definitions by name), asked
+    /// for at `epoch`, unless the tool list changed since.
+    pub fn put_tools(
+        &self,
+        pool: &PoolKey,
+        tools: HashMap<String, Value>,
+        epoch: Epoch,
+    ) -> ToolMap {
         let tools: ToolMap = Arc::new(
             tools
                 .into_iter()
                 .map(|(name, definition)| (name, Arc::new(Tool::new(definition))))
                 .collect(),
         );
-        lock(&self.tools).insert(pool.clone(), (tools.clone(), Instant::now()));
+        if epoch == self.epoch("tools/list") {
+            let kept = Kept {
+                value: tools.clone(),
+                at: Instant::now(),
+                epoch: epoch.0,
+            };
+            lock(&self.tools).insert(pool.clone(), kept);
+        }
         tools
     }
 
@@ -114,9 +121,10 @@ impl Catalog {
             method: method.into(),
             cursor: cursor.map(str::to_owned),
         };
+        let epoch = self.epochs.current(method);
         let mut lists = lock(&self.lists);
         match lists.get(&key) {
-            Some((v, at)) if at.elapsed() < self.ttl => Some(v.clone()),
+            Some(k) if k.epoch == epoch && k.at.elapsed() < self.ttl => Some(k.value.clone()),
             Some(_) => {
                 lists.remove(&key);
                 None
@@ -125,8 +133,16 @@ impl Catalog {
         }
     }
 
-    pub fn put_list(&self, pool: &PoolKey, method: &str, cursor: Option<&str>, result: Value) {
-        if self.ttl.is_zero() {
+    /// Keeps a list result asked for at `epoch`, unless that list changed since.
+    pub fn put_list(
+        &self,
+        pool: &PoolKey,
+        method: &str,
+        cursor: Option<&str>,
+        result: Value,
+        epoch: Epoch,
+    ) {
+        if self.ttl.is_zero() || epoch != self.epoch(method) {
             return;
         }
         let key = ListKey {
@@ -134,7 +150,12 @@ impl Catalog {
             method: method.into(),
             cursor: cursor.map(str::to_owned),
         };
-        lock(&self.lists).insert(key, (result, Instant::now()));
+        let kept = Kept {
+            value: result,
+            at: Instant::now(),
+            epoch: epoch.0,
+        };
+        lock(&self.lists).insert(key, kept);
     }
 
     pub fn init(&self, profile: &Profile) -> Option<Arc<InitInfo>> {
@@ -145,5 +166,62 @@ impl Catalog {
     /// it), in place of the one kept.
     pub fn put_init(&self, profile: Profile, info: &Arc<InitInfo>) {
         lock(&self.init).insert(profile, Arc::clone(info));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> PoolKey {
+        PoolKey {
+            principal: "alice".into(),
+            profile: Profile::default(),
+        }
+    }
+
+    #[test]
+    fn a_list_change_stops_the_kept_list_at_once_and_an_answer_from_before_it_is_not_kept() {
+        let epochs = Arc::new(ListEpochs::default());
+        let catalog = Catalog::with_epochs(epochs.clone(), Duration::from_secs(60));
+        let first = serde_json::json!({"tools": [{"name": "a"}]});
+        let asked = catalog.epoch("tools/list");
+        catalog.put_list(&key(), "tools/list", None, first.clone(), asked);
+        catalog.put_tools(&key(), HashMap::new(), asked);
+        assert_eq!(catalog.list(&key(), "tools/list", None), Some(first));
+        assert!(catalog.tools(&key()).is_some());
+        // Another kind of list keeps its entries.
+        let prompts = serde_json::json!({"prompts": []});
+        catalog.put_list(
+            &key(),
+            "prompts/list",
+            None,
+            prompts.clone(),
+            catalog.epoch("prompts/list"),
+        );
+
+        // The session reads the notice: from here on the kept tool list is stale.
+        epochs.bump("notifications/tools/list_changed");
+        assert_eq!(catalog.list(&key(), "tools/list", None), None);
+        assert!(catalog.tools(&key()).is_none());
+        assert_eq!(catalog.list(&key(), "prompts/list", None), Some(prompts));
+
+        // An answer asked for before the notice and back after it is not kept.
+        catalog.put_list(
+            &key(),
+            "tools/list",
+            None,
+            serde_json::json!({"tools": []}),
+            asked,
+        );
+        catalog.put_tools(&key(), HashMap::new(), asked);
+        assert_eq!(catalog.list(&key(), "tools/list", None), None);
+        assert!(catalog.tools(&key()).is_none());
+
+        // One asked for after it is.
+        let second = serde_json::json!({"tools": [{"name": "b"}]});
+        let now = catalog.epoch("tools/list");
+        catalog.put_list(&key(), "tools/list", None, second.clone(), now);
+        assert_eq!(catalog.list(&key(), "tools/list", None), Some(second));
     }
 }

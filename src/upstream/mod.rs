@@ -9,6 +9,7 @@ mod error;
 pub mod health;
 pub mod mode;
 pub mod native;
+pub mod notices;
 pub mod pool;
 pub mod session;
 pub mod transport;

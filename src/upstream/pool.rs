@@ -15,7 +15,8 @@ mod slots;
 use super::UpstreamError;
 use super::health::Health;
 use super::mode::{Mode, RouteMode};
-use super::session::{Notice, Session, Timeouts};
+use super::notices::{ListEpochs, Notice, Notices};
+use super::session::{Session, Timeouts};
 use super::transport;
 use crate::config::{PoolConfig, UpstreamConfig, UpstreamTarget};
 use crate::protocol::profile::Profile;
@@ -56,7 +57,7 @@ pub struct RoutePool {
     http: super::client::HttpClient,
     state: Mutex<PoolState>,
     freed: Notify,
-    notices: broadcast::Sender<Notice>,
+    notices: Notices,
     gauges: SessionGauges,
     closed: AtomicBool,
     /// Whether sessions of this route may carry several operations.
@@ -92,7 +93,7 @@ impl RoutePool {
         http: super::client::HttpClient,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
-        let (notices, _) = broadcast::channel(256);
+        let notices = Notices::new(256);
         let target = target.into();
         // stdio has one byte stream for everything: no push ever names its call by transport.
         let start = match &target {
@@ -124,6 +125,11 @@ impl RoutePool {
     /// List-changed and resource-updated notices from every session of this route.
     pub fn notices(&self) -> broadcast::Receiver<Notice> {
         self.notices.subscribe()
+    }
+
+    /// The epochs of this route's lists, moved by its sessions' list-changed notices.
+    pub fn list_epochs(&self) -> Arc<ListEpochs> {
+        self.notices.epochs().clone()
     }
 
     pub fn request_timeout(&self) -> Duration {

@@ -11,13 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 mod call;
 mod inbound;
 
 use super::UpstreamError;
 use super::mode::RouteMode;
+pub use super::notices::Notice;
+use super::notices::Notices;
 use super::transport::Link;
 use super::transport::http::Direct;
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
@@ -51,13 +53,6 @@ pub struct InitInfo {
     /// Shared with every result it is stamped on.
     pub server_info: Arc<crate::protocol::shape::ServerInfo>,
     pub instructions: Option<String>,
-}
-
-/// Route-wide notices: list changes and resource updates.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Notice {
-    pub method: String,
-    pub params: Option<Value>,
 }
 
 type Waiter = oneshot::Sender<Result<Payload, ErrorObject>>;
@@ -134,7 +129,7 @@ impl Session {
         link: Link,
         route: Arc<str>,
         profile: Profile,
-        notices: broadcast::Sender<Notice>,
+        notices: Notices,
         timeouts: Timeouts,
         mode: Arc<RouteMode>,
     ) -> Result<Arc<Session>, UpstreamError> {

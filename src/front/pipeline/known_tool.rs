@@ -140,10 +140,11 @@ async fn list_tools(
     req: &ClientRequest,
     key: PoolKey,
 ) -> Result<Option<ToolMap>, Reject> {
+    let epoch = route.catalog.epoch("tools/list");
     if route.native.is_native().await {
         return Ok(crate::front::native::tools(route, req)
             .await?
-            .map(|tools| route.catalog.put_tools(&key, tools)));
+            .map(|tools| route.catalog.put_tools(&key, tools, epoch)));
     }
     let lease = route
         .lease(principal, req.ctx.profile)
@@ -180,5 +181,5 @@ async fn list_tools(
             break;
         }
     }
-    Ok(Some(route.catalog.put_tools(&key, tools)))
+    Ok(Some(route.catalog.put_tools(&key, tools, epoch)))
 }

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
-use super::{CallEvent, CallSink, Notice, State, lock};
+use super::{CallEvent, CallSink, Notice, Notices, State, lock};
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::Reason;
 use crate::upstream::transport::Inbound;
@@ -78,7 +78,7 @@ pub(super) async fn dispatch(
     mut inbound: mpsc::Receiver<Inbound>,
     state: Arc<State>,
     outbound: mpsc::WeakSender<Message>,
-    notices: broadcast::Sender<Notice>,
+    notices: Notices,
     route: Arc<str>,
 ) {
     let reason = loop {
@@ -139,7 +139,7 @@ pub(super) async fn dispatch(
             Message::Notification { method, params } => {
                 if method.ends_with("/list_changed") || method == "notifications/resources/updated"
                 {
-                    let _ = notices.send(Notice { method, params });
+                    notices.send(Notice { method, params });
                     continue;
                 }
                 // Sent on the sink's own sender, under the lock: a `futures`

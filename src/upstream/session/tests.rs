@@ -8,7 +8,7 @@ use crate::upstream::transport::memory;
 #[tokio::test(start_paused = true)]
 async fn a_silent_initialize_is_unavailable_and_never_cancelled() {
     let (link, mut peer) = memory::pair();
-    let (notices, _) = broadcast::channel(4);
+    let notices = crate::upstream::notices::Notices::new(4);
     let start = tokio::spawn(Session::start(
         link,
         "r".into(),
@@ -42,7 +42,7 @@ async fn a_silent_initialize_is_unavailable_and_never_cancelled() {
 /// A session past its handshake over an in-process link, and its server's end.
 async fn started() -> (Arc<Session>, memory::Peer) {
     let (link, mut peer) = memory::pair();
-    let (notices, _) = broadcast::channel(4);
+    let notices = crate::upstream::notices::Notices::new(4);
     let timeouts = Timeouts {
         init: Duration::from_secs(5),
         write: Duration::from_secs(5),
