@@ -1,4 +1,9 @@
+use super::build::upstream_http_client;
 use super::*;
+use crate::config::Config;
+use crate::telemetry::metrics::Metrics;
+use std::sync::Arc;
+use tokio::net::TcpListener;
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::{Options, StartError, keyring, policies, routes};
+use super::build::routes;
+use super::{Options, StartError, keyring, policies};
 use crate::config::{Config, ConfigErrors, RouteConfig};
 use crate::front::pipeline::{Pipeline, owner};
 use crate::front::{Gateway, auth};

@@ -1,0 +1,386 @@
+//! Building the gateway's parts from a checked [`Config`]: the policies, the
+//! requestState keyring, the cluster secret and single-use store, the audit
+//! and access logs, and the routes with their upstream pools, wired into a
+//! [`Gateway`]. Nothing here binds a socket: `run` serves what [`build_at`]
+//! returns, and `reload` builds a new config's keyring, policies and routes
+//! with the same functions, so a reloaded route is built as a started one is.
+
+use foldhash::{HashMap, HashMapExt};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{ClusterError, KeyError, StartError};
+use crate::config::{CacheScope, Config, ConfigErrors, UpstreamHttp2, decode_secret};
+use crate::front::pipeline::{Pipeline, owner};
+use crate::front::{self, Gateway, auth};
+use crate::limits::RouteLimits;
+use crate::mrtr::Engine;
+use crate::mrtr::clock::Clock;
+use crate::mrtr::single_use::SingleUse;
+use crate::mrtr::state::{Key, Keyring};
+use crate::policy::Policy;
+use crate::policy::reload::PolicyHandle;
+use crate::route::Route;
+use crate::telemetry::access::{AccessLog, AccessTarget};
+use crate::telemetry::audit::AuditSink;
+use crate::telemetry::metrics::Metrics;
+use crate::upstream::catalog::Catalog;
+use crate::upstream::client::HttpClient;
+use crate::upstream::native::NativeUpstream;
+use crate::upstream::pool::{Connect, Connector, RoutePool};
+
+/// The cluster secret `[cluster] secret_env` names, and what it signs with.
+fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster>, ClusterError> {
+    let Some(c) = &config.cluster else {
+        return Ok(None);
+    };
+    let (text, var) = match (&c.secret, &c.secret_env) {
+        (Some(s), _) => (s.clone(), "[cluster] secret".to_owned()),
+        (None, Some(var)) => (
+            std::env::var(var).map_err(|_| ClusterError::EnvNotSet { var: var.clone() })?,
+            var.clone(),
+        ),
+        (None, None) => {
+            return Err(ClusterError::EnvNotSet {
+                var: "(no secret_env)".into(),
+            });
+        }
+    };
+    let secret = decode_secret(&text).ok_or(ClusterError::BadSecret { var })?;
+    let secret = front::cluster::Secret::new(secret);
+    Ok(Some(front::cluster::Cluster {
+        pipeline: front::cluster::pipeline(
+            secret.clone(),
+            config.server.max_body_bytes,
+            config.server.body_read_timeout,
+        ),
+        client: front::forward::Client::new(node.to_owned(), secret.clone()),
+        secret,
+        drain: c.drain,
+    }))
+}
+
+/// Where round ids are marked used: `[state] store`, or this node's memory.
+fn single_use(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<dyn SingleUse>>, ClusterError> {
+    let Some(url) = &config.state.store else {
+        return Ok(None);
+    };
+    let store =
+        crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
+            ClusterError::Store {
+                url: url.get_ref().clone(),
+                why: e.to_string(),
+            }
+        })?;
+    Ok(Some(Arc::new(store)))
+}
+
+/// The keyring `[[state.keys]]` describes, secrets read from the environment;
+/// `None` when no key is configured.
+pub fn keyring(config: &Config) -> Result<Option<Keyring>, KeyError> {
+    if config.state.keys.is_empty() {
+        return Ok(None);
+    }
+    let mut signing = None;
+    let mut others = Vec::new();
+    for key in &config.state.keys {
+        let k = key.get_ref();
+        let text = match (&k.secret, &k.secret_env) {
+            (Some(s), _) => s.clone(),
+            (None, Some(var)) => std::env::var(var).map_err(|_| KeyError::EnvNotSet {
+                id: k.id.clone(),
+                var: var.clone(),
+            })?,
+            (None, None) => return Err(KeyError::NoSecret { id: k.id.clone() }),
+        };
+        let secret =
+            decode_secret(&text).ok_or_else(|| KeyError::BadSecret { id: k.id.clone() })?;
+        let key = Key::new(k.id.clone(), secret);
+        if k.sign {
+            signing = Some(key);
+        } else {
+            others.push(key);
+        }
+    }
+    let signing = signing.ok_or(KeyError::NoSigningKey)?;
+    Ok(Some(Keyring::new(signing, others)))
+}
+
+/// Every route's policy, in the order of `config.routes`, loaded before
+/// anything starts. A route without a `policy` file gets the spec's own
+/// guards; a route whose file fails to load is an error.
+pub fn policies(config: &Config) -> Result<Vec<Arc<PolicyHandle>>, StartError> {
+    let mut out = Vec::with_capacity(config.routes.len());
+    for route in &config.routes {
+        let route = route.get_ref();
+        let handle = match &route.policy {
+            None => PolicyHandle::fixed(Policy::default()),
+            Some(path) => {
+                PolicyHandle::load(&config.base_dir.join(path.get_ref())).map_err(|errors| {
+                    StartError::Policy {
+                        route: route.name.clone(),
+                        errors,
+                    }
+                })?
+            }
+        };
+        out.push(handle);
+    }
+    Ok(out)
+}
+
+/// What `redmark check` adds to the config file's own checks: every policy
+/// file read and compiled, its problems by file and line.
+pub fn check(config: &Config) -> Result<(), ConfigErrors> {
+    let mut problems = Vec::new();
+    for route in &config.routes {
+        if let Some(path) = &route.get_ref().policy
+            && let Err(errors) = Policy::load(&config.base_dir.join(path.get_ref()))
+        {
+            problems.extend(errors.0);
+        }
+    }
+    for (name, section) in [
+        ("[server.tls]", &config.server.tls),
+        ("[server.admin_tls]", &config.server.admin_tls),
+    ] {
+        if let Some(t) = section
+            && let Err(e) =
+                crate::front::tls::server_config(&t.get_ref().resolved(&config.base_dir))
+        {
+            problems.push(crate::config::ConfigError {
+                file: e.path().display().to_string(),
+                line: 0,
+                column: 0,
+                message: format!("{name}: {e}"),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors(problems))
+    }
+}
+
+/// Choices the config file does not make (tests use them).
+#[derive(Clone, Default)]
+pub struct Options {
+    pub clock: Clock,
+    /// In-process servers in place of a route's configured upstream, by route name.
+    pub connectors: HashMap<String, Connector>,
+}
+
+/// Builds the gateway from a checked config: loads what it needs once and
+/// wires the layers together. Nothing is served yet.
+pub fn build(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    options: Options,
+) -> Result<Arc<Gateway>, StartError> {
+    build_at(config, metrics, options, None)
+}
+
+/// [`build`] for a gateway whose client listener is bound at `local_addr`:
+/// with no `[auth.oauth] public_url`, a loopback listener is the routes' origin.
+pub fn build_at(
+    config: &Config,
+    metrics: Arc<Metrics>,
+    options: Options,
+    local_addr: Option<SocketAddr>,
+) -> Result<Arc<Gateway>, StartError> {
+    let policies = policies(config)?;
+    let keys = match keyring(config)? {
+        Some(k) => k,
+        None => {
+            tracing::warn!(
+                "no [[state.keys]] configured: requestState is sealed with a random per-process key, so pending operations do not survive a restart and replicas cannot verify each other's state"
+            );
+            Keyring::ephemeral()
+        }
+    }
+    .with_max_len(*config.state.max_bytes.get_ref());
+    let node = config
+        .server
+        .node_id
+        .clone()
+        .unwrap_or_else(|| format!("node-{}", hex::encode(rand::random::<[u8; 4]>())));
+    let audit = match &config.audit {
+        Some(cfg) => {
+            let mut cfg = cfg.get_ref().clone();
+            // Like every path in the config: relative to the config file's directory.
+            if cfg.path.as_os_str() != "-" && cfg.path.is_relative() {
+                cfg.path = config.base_dir.join(&cfg.path);
+            }
+            AuditSink::start(&cfg).map_err(|source| StartError::Audit {
+                path: cfg.path.clone(),
+                source,
+            })?
+        }
+        None => AuditSink::disabled(),
+    };
+    let access = access_log(config)?;
+    let shutdown = tokio::sync::watch::channel(false).0;
+    let cluster = cluster(config, &node)?;
+    let store = single_use(config, &metrics)?;
+    let mut engine = Engine::new(
+        &config.mrtr,
+        keys,
+        node,
+        metrics.clone(),
+        audit,
+        shutdown.subscribe(),
+        options.clock,
+    );
+    engine.advertise = config.cluster.as_ref().and_then(|c| c.advertise.clone());
+    if let Some(store) = store {
+        engine.single_use = store;
+    }
+    let engine = Arc::new(engine);
+    for r in &config.routes {
+        if let Some(var) = &r.get_ref().upstream.get_ref().bearer_token_env
+            && std::env::var_os(var).is_none()
+        {
+            return Err(StartError::UpstreamTokenEnv {
+                route: r.get_ref().name.clone(),
+                var: var.clone(),
+            });
+        }
+    }
+    let authenticator = auth::from_config(config, local_addr)?;
+    let watched = config
+        .routes
+        .iter()
+        .map(|r| r.get_ref().name.clone())
+        .zip(policies.iter().cloned())
+        .collect();
+    let routes = routes(
+        config,
+        policies,
+        authenticator.is_anonymous(),
+        &metrics,
+        &options,
+    )?;
+    let reload_metrics = metrics.clone();
+    let policy_watch = crate::policy::reload::watch(
+        watched,
+        shutdown.subscribe(),
+        Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
+    );
+    let pipeline = Pipeline::standard(
+        config.server.allowed_origins.clone(),
+        authenticator.clone(),
+        config.server.max_body_bytes,
+        config.server.body_read_timeout,
+    )
+    .then(Box::new(owner::Owner::new(engine.clone())));
+    Ok(Arc::new(Gateway {
+        routes: std::sync::RwLock::new(Arc::new(routes)),
+        pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
+        authenticator: std::sync::RwLock::new(authenticator),
+        metrics,
+        sse_keepalive: config.server.sse_keepalive,
+        engine,
+        cluster,
+        access,
+        shutdown,
+        reload: std::sync::OnceLock::new(),
+        policy_watch,
+    }))
+}
+
+/// The `[log] access` sink, a file relative to the config file's directory.
+fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
+    AccessLog::start(&config.log.access, &config.base_dir)
+        .map(Arc::new)
+        .map_err(|source| StartError::AccessLog {
+            path: match &config.log.access {
+                AccessTarget::File(p) => config.base_dir.join(p),
+                _ => PathBuf::new(),
+            },
+            source,
+        })
+}
+
+/// Idle keep-alive connections kept per upstream host, at most.
+pub const UPSTREAM_IDLE_CONNECTIONS: usize = crate::upstream::client::IDLE_CONNECTIONS;
+
+/// How long an idle upstream connection is kept for reuse.
+pub const UPSTREAM_IDLE_TIMEOUT: std::time::Duration = crate::upstream::client::IDLE_TIMEOUT;
+
+/// The HTTP client the routes with `http2 = "auto"` share.
+#[cfg(test)]
+pub(super) fn upstream_http_client() -> crate::upstream::client::HttpClient {
+    crate::upstream::client::for_tests()
+}
+
+pub(super) fn routes(
+    config: &Config,
+    policies: Vec<Arc<PolicyHandle>>,
+    anonymous: bool,
+    metrics: &Arc<Metrics>,
+    options: &Options,
+) -> Result<HashMap<String, Arc<Route>>, StartError> {
+    // One shared client per `[route.upstream] http2` setting in use.
+    let mut clients: HashMap<UpstreamHttp2, HttpClient> = HashMap::new();
+    let mut out = HashMap::new();
+    for (r, policy) in config.routes.iter().zip(policies) {
+        let r = r.get_ref();
+        let mode = r.upstream.get_ref().http2;
+        let http = match clients.get(&mode) {
+            Some(c) => c.clone(),
+            None => {
+                let c = crate::upstream::client::shared(mode, config.server.event_loops)
+                    .map_err(StartError::UpstreamClient)?;
+                clients.insert(mode, c.clone());
+                c
+            }
+        };
+        let name: Arc<str> = Arc::from(r.name.as_str());
+        let connect = match options.connectors.get(&r.name) {
+            Some(c) => Connect::Custom(c.clone()),
+            None => Connect::Target(r.target(&config.base_dir)),
+        };
+        let target = match &connect {
+            Connect::Target(t) => Some(t.clone()),
+            Connect::Custom(_) => None,
+        };
+        let native = NativeUpstream::new(
+            name.clone(),
+            target.as_ref(),
+            r.upstream.get_ref(),
+            http.clone(),
+            metrics.clone(),
+        );
+        let pool = RoutePool::new(
+            name.clone(),
+            connect,
+            r.upstream.get_ref().clone(),
+            r.pool.clone(),
+            http.clone(),
+            metrics.clone(),
+        );
+        let route = Route {
+            name: name.clone(),
+            path: r.path.clone(),
+            catalog: Catalog::new(&pool, r.cache.ttl),
+            pool,
+            native,
+            cache_ttl: r.cache.ttl,
+            cache_scope: r.cache.scope.unwrap_or(if anonymous {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            }),
+            policy,
+            on_missing_capability: r.on_missing_capability,
+            limits: Arc::new(RouteLimits::new(name, &r.rate_limit, metrics.clone())),
+        };
+        out.insert(r.path.clone(), Arc::new(route));
+    }
+    Ok(out)
+}
