@@ -282,7 +282,9 @@ async fn serve(
         let _ = t.await;
     }
     gw.shutdown_upstreams().await;
-    // Every question's audit line is on disk before the process ends.
+    // Every request's access line, and every question's audit line, is on
+    // disk before the process ends.
+    gw.access.close().await;
     if let Err(e) = gw.engine.audit.close().await {
         tracing::warn!(error = %e, "closing the audit log failed");
     }

@@ -8,7 +8,8 @@
 //! `redmark::access`, so `RUST_LOG=redmark::access=off` silences it too), to
 //! a file of its own as JSON lines, or nowhere. Writing to a file never
 //! blocks a request: lines go through a bounded queue to a writer thread;
-//! when the queue is full the line is dropped and counted.
+//! when the queue is full the line is dropped and counted. At shutdown
+//! [`AccessLog::close`] waits (bounded) until every queued line is on disk.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -80,8 +81,18 @@ pub struct AccessLog {
 enum Sink {
     Off,
     Stderr,
-    File(SyncSender<String>),
+    File(SyncSender<Item>),
 }
+
+/// What the file writer's queue carries.
+enum Item {
+    Line(String),
+    /// Write everything queued before this, flush, then say so.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// How long shutdown waits for the access file to take its queued lines.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl AccessLog {
     pub fn off() -> Self {
@@ -110,11 +121,30 @@ impl AccessLog {
                     .create(true)
                     .append(true)
                     .open(&path)?;
-                let (tx, rx) = std::sync::mpsc::sync_channel::<String>(QUEUE);
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Item>(QUEUE);
                 std::thread::Builder::new()
                     .name("redmark-access".into())
                     .spawn(move || write_lines(&rx, file))?;
                 Ok(Self::with(Sink::File(tx)))
+            }
+        }
+    }
+
+    /// Waits until every line recorded so far is written and flushed (at
+    /// most [`CLOSE_WAIT`]: a stuck disk must not keep the process alive).
+    /// A no-op for stderr and off.
+    pub async fn close(&self) {
+        let Sink::File(tx) = &self.sink else { return };
+        let (ack, written) = tokio::sync::oneshot::channel();
+        let tx = tx.clone();
+        // `send` blocks while the queue is full: not on an event loop.
+        let queued = tokio::task::spawn_blocking(move || tx.send(Item::Flush(ack)).is_ok());
+        let flushed = async { queued.await.unwrap_or(false) && written.await.is_ok() };
+        match tokio::time::timeout(CLOSE_WAIT, flushed).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!("the access log writer is gone; queued lines are lost"),
+            Err(_) => {
+                tracing::warn!(wait = ?CLOSE_WAIT, "the access log file did not take its queued lines in time")
             }
         }
     }
@@ -169,7 +199,7 @@ impl AccessLog {
                             .into(),
                     );
                 }
-                match tx.try_send(line.to_string()) {
+                match tx.try_send(Item::Line(line.to_string())) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                         if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -182,16 +212,23 @@ impl AccessLog {
     }
 }
 
-/// Appends each line, flushing whenever the queue runs dry.
-fn write_lines(rx: &std::sync::mpsc::Receiver<String>, file: std::fs::File) {
+/// Appends each line, flushing whenever the queue runs dry or a flush is asked for.
+fn write_lines(rx: &std::sync::mpsc::Receiver<Item>, file: std::fs::File) {
     let mut out = BufWriter::new(file);
-    while let Ok(line) = rx.recv() {
-        let mut ok = writeln!(out, "{line}").is_ok();
-        while let Ok(more) = rx.try_recv() {
-            ok &= writeln!(out, "{more}").is_ok();
+    while let Ok(first) = rx.recv() {
+        let mut ok = true;
+        let mut acks = Vec::new();
+        for item in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            match item {
+                Item::Line(line) => ok &= writeln!(out, "{line}").is_ok(),
+                Item::Flush(ack) => acks.push(ack),
+            }
         }
         if !(ok && out.flush().is_ok()) {
             tracing::warn!("writing the access log failed");
+        }
+        for ack in acks {
+            let _ = ack.send(());
         }
     }
 }
@@ -264,5 +301,21 @@ mod tests {
         assert!(lines[0]["time"].as_str().unwrap().ends_with('Z'));
         assert_eq!(lines[1]["outcome"], "header_missing");
         assert!(lines[1].get("operation").is_none());
+    }
+
+    #[tokio::test]
+    async fn close_returns_once_every_recorded_line_is_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AccessLog::start(&AccessTarget::File("a.jsonl".into()), dir.path()).unwrap();
+        for _ in 0..1000 {
+            log.record(&entry());
+        }
+        log.close().await;
+        // No waiting here: close has already seen the lines flushed.
+        let text = std::fs::read_to_string(dir.path().join("a.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1000);
+        assert_eq!(log.dropped(), 0);
+        // Off and stderr have nothing to wait for.
+        AccessLog::off().close().await;
     }
 }
