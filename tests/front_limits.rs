@@ -293,7 +293,7 @@ const CONNECTIONS: &str = "redmark_client_connections";
 
 #[tokio::test]
 async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
-    let gw = gateway("max_connections = 8\nheader_read_timeout = \"2s\"").await;
+    let gw = gateway("max_connections = 8\nheader_read_timeout = \"5s\"").await;
     let to = addr(&gw);
     // Eight connections that send nothing fill the cap.
     let mut idle = Vec::new();
@@ -318,8 +318,10 @@ async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
     // A real client meanwhile hears the same, not a hang.
     let r = notify(&gw.url).await;
     assert_error(&r, 503, -32603, "too_many_connections");
+    // The cap holds only while the idle connections live (header_read_timeout
+    // from their accept): 5 s leaves a loaded machine room for 32 refusals.
     assert!(
-        opened.elapsed() < Duration::from_secs(2),
+        opened.elapsed() < Duration::from_secs(5),
         "the refusals took {:?}: the idle connections should still hold the cap",
         opened.elapsed()
     );
@@ -333,7 +335,7 @@ async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
     }
     let took = opened.elapsed();
     assert!(
-        took >= Duration::from_millis(1900),
+        took >= Duration::from_millis(4900),
         "idle closed after {took:?}"
     );
     gw.wait_metric(CONNECTIONS, 0.0).await;

@@ -210,9 +210,11 @@ async fn a_full_pool_answers_busy_until_the_session_is_back() {
     // Warm the tool catalog so the busy call needs no session to list tools.
     whoami(&gw, json!({})).await;
 
+    // Long enough that a loaded machine cannot give the session back before
+    // the busy call has waited out its 200 ms lease timeout.
     let slow = gw.request(
         "tools/call",
-        json!({"name": "slow", "arguments": {"seconds": 1}, "_meta": meta(json!({}))}),
+        json!({"name": "slow", "arguments": {"seconds": 5}, "_meta": meta(json!({}))}),
     );
     let slow = tokio::spawn(async move { read_resp(slow.send().await.expect("POST")).await });
     fx.log
@@ -228,7 +230,7 @@ async fn a_full_pool_answers_busy_until_the_session_is_back() {
     assert_schema("JSONRPCErrorResponse", busy.last());
 
     let slow = slow.await.expect("slow task");
-    assert_eq!(slow.result()["content"][0]["text"], "slept 1");
+    assert_eq!(slow.result()["content"][0]["text"], "slept 5");
     let me = whoami(&gw, json!({})).await;
     assert!(me["pid"].is_u64());
     gw.wait_metric(&sessions("leased"), 0.0).await;
