@@ -144,7 +144,7 @@ impl AccessLog {
             Ok(true) => {}
             Ok(false) => tracing::warn!("the access log writer is gone; queued lines are lost"),
             Err(_) => {
-                tracing::warn!(wait = ?CLOSE_WAIT, "the access log file did not take its queued lines in time")
+                tracing::warn!(wait = ?CLOSE_WAIT, "the access log file did not take its queued lines in time");
             }
         }
     }
