@@ -14,7 +14,8 @@ use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
 /// jemalloc, not glibc's malloc: after a burst (thousands of waiting
 /// questions answered or expired) it hands the freed pages back within
 /// seconds (background purging), where glibc's per-thread arenas kept the
-/// peak. Measured by `scripts/soak.sh`.
+/// peak. Measured by `scripts/soak.sh`. Its options are compiled in from
+/// `.cargo/config.toml`.
 #[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -308,4 +309,22 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(all(test, not(target_env = "msvc"), not(feature = "system-allocator")))]
+mod tests {
+    /// The options in `.cargo/config.toml` reached jemalloc's build: a
+    /// build that skipped them would quietly run with the defaults.
+    #[test]
+    fn jemalloc_was_built_with_the_projects_options() {
+        let options = tikv_jemalloc_ctl::config::malloc_conf::read().unwrap_or_default();
+        assert!(
+            // tikv-jemalloc-ctl 0.7 keeps the C string's NUL in the `&str`.
+            options
+                .trim_end_matches('\0')
+                .split(',')
+                .any(|option| option == "tcache_gc_incr_bytes:4194304"),
+            "jemalloc's compiled-in options: {options:?}"
+        );
+    }
 }
