@@ -2,9 +2,12 @@
 //!
 //! - passthrough `tools/call echo`: a legacy (2025-11-25) client straight to
 //!   `examples/bench_upstream.rs` over Streamable HTTP (direct), the same
-//!   client through a plain nginx reverse proxy (nginx), and a 2026-07-28
-//!   client through redmark (gateway); each path `BENCH_RUNS` times,
-//!   interleaved, the median reported;
+//!   client through a plain nginx reverse proxy (nginx), the same client
+//!   through `examples/bench_floor.rs` (a bare hyper relay on redmark's
+//!   stack that does no work of its own: what the stack costs before
+//!   redmark parses or checks anything), and a 2026-07-28 client through
+//!   redmark (gateway); each path `BENCH_RUNS` times, interleaved, the
+//!   median reported;
 //! - the same passthrough at light load (`BENCH_LIGHT_CONCURRENCY` clients,
 //!   default 1, one request at a time each): what each hop adds to a call
 //!   when nothing queues, beside the figure at saturation;
@@ -789,6 +792,15 @@ fn main() {
     wait_for_port(ng_port);
     let nginx_url = format!("http://127.0.0.1:{ng_port}/mcp");
 
+    // The stack's floor: the bare hyper relay, one event loop per core as
+    // redmark runs (logs nothing, so readiness is the port answering).
+    let floor_port = free_port();
+    let mut cmd = Command::new(built("examples/bench_floor"));
+    cmd.args([&floor_port.to_string(), &direct_url, "loops"]);
+    let (floor, _) = Proc::start("hyper relay", cmd, dir, "");
+    wait_for_port(floor_port);
+    let floor_url = format!("http://127.0.0.1:{floor_port}/mcp");
+
     // redmark with one route to it; the pool allows one session per worker.
     let (max, per) = (concurrency.max(64), concurrency.max(16));
     let (redmark, gateway_url) = start_redmark(
@@ -814,6 +826,12 @@ fn main() {
     let paths = [
         ("direct", Kind::Direct, &direct_url, None),
         ("nginx", Kind::Nginx, &nginx_url, Some(nginx.child.id())),
+        (
+            "hyper relay (no work)",
+            Kind::Nginx,
+            &floor_url,
+            Some(floor.child.id()),
+        ),
         (
             "redmark",
             Kind::Gateway,
@@ -1109,6 +1127,7 @@ fn main() {
     std::fs::write(out.join("relay.md"), &md).expect("write target/bench/relay.md");
     eprintln!("[bench] wrote {}", out.join("relay.md").display());
 
+    drop(floor);
     drop(nginx);
     drop(upstream);
 }

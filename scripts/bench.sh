@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The gateway's cost against a fast upstream (benches/relay.rs, examples/bench_upstream.rs):
-# passthrough direct / nginx / redmark, hold-mode elicitation operations per second, and
+# passthrough direct / nginx / a bare hyper relay / redmark, hold-mode elicitation operations per second, and
 # gateway memory per waiting question, side by side in one run, each path repeated
 # (BENCH_RUNS, default 3) with the median reported.
 #
@@ -27,7 +27,7 @@ fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 log "building redmark and the fast upstream (release)"
-cargo build --release --bin redmark --example bench_upstream
+cargo build --release --bin redmark --example bench_upstream --example bench_floor
 
 log "running: BENCH_SECONDS=${BENCH_SECONDS:-5} BENCH_CONCURRENCY=${BENCH_CONCURRENCY:-32} BENCH_RUNS=${BENCH_RUNS:-3} BENCH_WAITING=${BENCH_WAITING:-10000}"
 cargo bench --bench relay
