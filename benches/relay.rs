@@ -234,10 +234,13 @@ enum Work {
     Elicit(&'static str),
 }
 
+/// Which protocol a worker's client speaks.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
-    Direct,
-    Nginx,
+    /// 2025-11-25 with a session: to the server, or through a proxy that
+    /// relays it unchanged (nginx, the bare hyper relay).
+    Legacy,
+    /// 2026-07-28, no session: through redmark.
     Gateway,
 }
 
@@ -824,11 +827,11 @@ fn main() {
     let params = (concurrency, warmup, secs);
     // The proxy whose CPU time is measured on each path (nginx: its workers).
     let paths = [
-        ("direct", Kind::Direct, &direct_url, None),
-        ("nginx", Kind::Nginx, &nginx_url, Some(nginx.child.id())),
+        ("direct", Kind::Legacy, &direct_url, None),
+        ("nginx", Kind::Legacy, &nginx_url, Some(nginx.child.id())),
         (
             "hyper relay (no work)",
-            Kind::Nginx,
+            Kind::Legacy,
             &floor_url,
             Some(floor.child.id()),
         ),
