@@ -2,7 +2,9 @@
 //!
 //! Payloads stay `serde_json::Value`: a gateway relays fields it does not know,
 //! so only the envelope is typed. A call's result, which redmark only
-//! relays, may stay the text it came as ([`Payload`]).
+//! relays, may stay the text it came as ([`Payload`]), and so may the
+//! params of a call it sends; a client's params are read typed by the
+//! front ([`Message::read_request`], `protocol::ClientParams`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -92,10 +94,13 @@ pub mod code {
 /// One message read from a peer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
+    /// A request's params are a tree when read from a peer; a request
+    /// redmark sends may carry a client's params as the text they came as
+    /// ([`Payload::Text`]), written out without being built.
     Request {
         id: Id,
         method: String,
-        params: Option<Value>,
+        params: Option<Payload>,
     },
     Notification {
         method: String,
@@ -105,6 +110,18 @@ pub enum Message {
         id: Id,
         outcome: Result<Value, ErrorObject>,
     },
+}
+
+/// A message read by [`Message::read_request`].
+#[derive(Debug)]
+pub enum Read<P> {
+    Request {
+        id: Id,
+        method: String,
+        params: Option<P>,
+    },
+    /// A notification or a response.
+    Other(Message),
 }
 
 /// Why a JSON value is not a JSON-RPC message.
@@ -138,14 +155,27 @@ pub enum ReadError {
 /// The members of a message, each parsed on its own: reading a message this
 /// way builds no map of the whole message (a hashed insert per member, then a
 /// removal per member again), only the payloads' own trees.
-#[derive(Default)]
-struct Members {
+/// `P` is how `params` is read: a tree, or the front's typed client params.
+struct Members<P = Value> {
     jsonrpc: Option<Value>,
     id: Option<Value>,
     method: Option<Value>,
-    params: Option<Value>,
+    params: Option<P>,
     result: Option<Value>,
     error: Option<Value>,
+}
+
+impl<P> Default for Members<P> {
+    fn default() -> Self {
+        Members {
+            jsonrpc: None,
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        }
+    }
 }
 
 /// A message's member name, read without a copy of it (serde's `Cow<str>`
@@ -163,18 +193,18 @@ enum Member {
     Other,
 }
 
-impl<'de> Deserialize<'de> for Members {
+impl<'de, P: Deserialize<'de>> Deserialize<'de> for Members<P> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Members;
+        struct Visit<P>(std::marker::PhantomData<P>);
+        impl<'de, P: Deserialize<'de>> serde::de::Visitor<'de> for Visit<P> {
+            type Value = Members<P>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON-RPC message object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<Members, A::Error> {
+            ) -> Result<Members<P>, A::Error> {
                 let mut m = Members::default();
                 while let Some(member) = map.next_key::<Member>()? {
                     // A repeated member replaces the earlier one, as in a `Value` map.
@@ -182,7 +212,11 @@ impl<'de> Deserialize<'de> for Members {
                         Member::Jsonrpc => &mut m.jsonrpc,
                         Member::Id => &mut m.id,
                         Member::Method => &mut m.method,
-                        Member::Params => &mut m.params,
+                        Member::Params => {
+                            // `null` is read as no params, as `classify` reads it.
+                            m.params = map.next_value::<Option<P>>()?;
+                            continue;
+                        }
                         Member::Result => &mut m.result,
                         Member::Error => &mut m.error,
                         Member::Other => {
@@ -199,7 +233,7 @@ impl<'de> Deserialize<'de> for Members {
                 Ok(m)
             }
         }
-        deserializer.deserialize_map(Visit)
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
     }
 }
 
@@ -233,7 +267,11 @@ impl Members {
                 Some(_) => return Err(FramingError::BadParams),
             };
             return Ok(match id {
-                Some(id) => Message::Request { id, method, params },
+                Some(id) => Message::Request {
+                    id,
+                    method,
+                    params: params.map(Payload::Tree),
+                },
                 None => Message::Notification { method, params },
             });
         }
@@ -284,6 +322,40 @@ impl Message {
         Message::from_value(value).map_err(|error| ReadError::Framing { id, error })
     }
 
+    /// Reads one message as [`Message::from_slice`] does, a request's
+    /// params as `P` (the front reads a client's params typed, without a
+    /// tree for what it only relays). Same verdicts: what `P` refuses
+    /// goes to the `Value` path, which says precisely why, and a request
+    /// that path accepts has its params made a `P` from the tree.
+    pub fn read_request<'a, P>(bytes: &'a [u8]) -> Result<Read<P>, ReadError>
+    where
+        P: Deserialize<'a> + From<Map<String, Value>>,
+    {
+        if let Some(text) = as_text(bytes)
+            && let Ok(members) = serde_json::from_str::<Members<P>>(text)
+            && members.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0")
+            && let Some(id) = members.id.as_ref().and_then(Id::from_value)
+            && let Some(Value::String(method)) = members.method
+        {
+            return Ok(Read::Request {
+                id,
+                method,
+                params: members.params,
+            });
+        }
+        Ok(match Message::from_slice(bytes)? {
+            Message::Request { id, method, params } => Read::Request {
+                id,
+                method,
+                params: match params.map(Payload::into_value) {
+                    Some(Value::Object(p)) => Some(P::from(p)),
+                    _ => None,
+                },
+            },
+            other => Read::Other(other),
+        })
+    }
+
     pub fn to_value(&self) -> Value {
         self.clone().into_value()
     }
@@ -297,7 +369,7 @@ impl Message {
                 obj.insert("id".into(), id.into_value());
                 obj.insert("method".into(), method.into());
                 if let Some(p) = params {
-                    obj.insert("params".into(), p);
+                    obj.insert("params".into(), p.into_value());
                 }
             }
             Message::Notification { method, params } => {
@@ -443,7 +515,7 @@ mod tests {
             Message::Request {
                 id: Id::Number(1),
                 method: "tools/call".into(),
-                params: Some(json!({"name": "t", "arguments": {"b": 1, "a": [true]}})),
+                params: Some(json!({"name": "t", "arguments": {"b": 1, "a": [true]}}).into()),
             },
             Message::Request {
                 id: Id::String("x".into()),

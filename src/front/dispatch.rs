@@ -188,7 +188,9 @@ async fn request_once(
     session
         .request(
             req.method.as_str(),
-            Some(shape::upstream_params(&req.params)),
+            Some(Value::Object(shape::into_upstream_params(
+                req.full_params(),
+            ))),
             route.pool.request_timeout(),
         )
         .await

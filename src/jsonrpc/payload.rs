@@ -1,5 +1,7 @@
-//! A response's `result` as redmark holds it: a tree where redmark reads or
-//! builds it, or the JSON text the server sent where redmark only relays it.
+//! A response's `result` (or a request's `params`) as redmark holds it: a
+//! tree where redmark reads or builds it, or JSON text where redmark only
+//! relays it (a server's result; a call's params written from the client's
+//! parts, `protocol::shape::call_params`).
 //!
 //! A call's result is written to the client with three members added
 //! (`resultType`, `_meta.serverInfo`, the caching hints of a list) and

@@ -45,6 +45,8 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
     while let Some(message) = peer.recv().await {
         match message {
             Message::Request { id, method, params } => {
+                // What the session wrote, as the server reads it.
+                let params = params.map(crate::jsonrpc::Payload::into_value);
                 let result = match method.as_str() {
                     "initialize" => {
                         json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted", "version": "1"}})
@@ -82,7 +84,7 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                             peer.send(Message::Request {
                                 id: Id::String(format!("f{next}")),
                                 method: "elicitation/create".into(),
-                                params: Some(params),
+                                params: Some(params.into()),
                             })
                             .await;
                             next += 1;
@@ -114,7 +116,7 @@ async fn serve(mut peer: Peer, events: mpsc::UnboundedSender<Value>, gap: Durati
                             peer.send(Message::Request {
                                 id: Id::String(push),
                                 method: "elicitation/create".into(),
-                                params: Some(params),
+                                params: Some(params.into()),
                             })
                             .await;
                         }

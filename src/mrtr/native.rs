@@ -104,7 +104,7 @@ pub async fn call(
         tc: parent.or_else(|| traces::traceparent(&root)),
         engine,
         policy: route.policy.current(),
-        arguments: req.params.get("arguments").cloned().unwrap_or(Value::Null),
+        arguments: req.arguments.value().clone(),
         route,
         principal,
         target,

@@ -177,7 +177,7 @@ pub struct Operation {
     /// The policy in force when the operation started; a reload does not touch it.
     policy: Arc<Policy>,
     principal: Principal,
-    arguments: Value,
+    arguments: crate::protocol::Arguments,
     /// Rounds issued so far; the state of the latest one may be presented.
     round: u32,
     awaiting: Option<u32>,
@@ -220,7 +220,7 @@ impl Operation {
                 &self.route.name,
                 self.method.as_str(),
                 &Value::String(self.target.clone()),
-                &self.arguments,
+                self.arguments.value(),
             ),
         })
     }

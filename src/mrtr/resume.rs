@@ -81,7 +81,14 @@ pub fn verify(
     if claims.pr != principal_digest(&route.name, &principal.name) {
         return Err(StateError::WrongPrincipal.into_reject());
     }
-    if claims.rq != request_digest(&route.name, req.method.as_str(), &req.params) {
+    if claims.rq
+        != request_digest(
+            &route.name,
+            req.method.as_str(),
+            &req.params,
+            req.arguments.value(),
+        )
+    {
         return Err(StateError::WrongRequest.into_reject());
     }
     Ok(claims)

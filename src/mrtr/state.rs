@@ -468,18 +468,15 @@ pub fn principal_digest(route: &str, principal: &str) -> String {
 }
 
 /// Hex SHA-256 identifying a request: method, route, tool name or URI, and canonical arguments.
+/// `params` without `arguments`, which a client request keeps apart.
 pub fn request_digest(
     route: &str,
     method: &str,
     params: &serde_json::Map<String, Value>,
+    arguments: &Value,
 ) -> String {
     let target = params.get("name").or_else(|| params.get("uri"));
-    request_digest_of(
-        route,
-        method,
-        target.unwrap_or(&Value::Null),
-        params.get("arguments").unwrap_or(&Value::Null),
-    )
+    request_digest_of(route, method, target.unwrap_or(&Value::Null), arguments)
 }
 
 /// [`request_digest`] of the parts: the tool name or URI, and the arguments.

@@ -222,12 +222,21 @@ fn request_digest_ignores_key_order_but_not_values() {
     let a = json!({"name": "t", "arguments": {"a": 1, "b": {"x": 1, "y": 2}}});
     let b = json!({"arguments": {"b": {"y": 2, "x": 1}, "a": 1}, "name": "t", "_meta": {"other": true}});
     let c = json!({"name": "t", "arguments": {"a": 2, "b": {"x": 1, "y": 2}}});
-    let d = |v: &Value| request_digest("r", "tools/call", v.as_object().unwrap());
+    let digest = |route: &str, v: &Value| {
+        let p = crate::protocol::ClientParams::from(v.as_object().unwrap().clone());
+        request_digest(route, "tools/call", &p.members, p.arguments.value())
+    };
+    let d = |v: &Value| digest("r", v);
     assert_eq!(d(&a), d(&b));
     assert_ne!(d(&a), d(&c));
-    assert_ne!(
+    assert_ne!(d(&a), digest("other-route", &a));
+    // Arguments kept as the client's text digest as their tree does.
+    let text: crate::protocol::ClientParams =
+        serde_json::from_str(r#"{"arguments": {"b": {"y": 2, "x": 1}, "a": 1}, "name": "t"}"#)
+            .unwrap();
+    assert_eq!(
         d(&a),
-        request_digest("other-route", "tools/call", a.as_object().unwrap())
+        request_digest("r", "tools/call", &text.members, text.arguments.value())
     );
 }
 

@@ -1,5 +1,6 @@
 //! The bottom layer: the 2026-07-28 vocabulary every other layer shares.
 //!
+//! - [`params`]: a client's params as read: `_meta` typed, `arguments` kept as text until asked for.
 //! - [`request`]: the typed client request (`ClientRequest`, `Method`, `RequestContext`).
 //! - [`profile`]: the capability profile a client declared.
 //! - [`principal`]: who is calling.
@@ -10,6 +11,7 @@
 //!
 //! It imports nothing of redmark's but [`crate::jsonrpc`]: every layer above may use it.
 
+pub mod params;
 pub mod principal;
 pub mod profile;
 pub mod reason;
@@ -18,6 +20,7 @@ pub mod request;
 pub mod shape;
 pub mod tool;
 
+pub use params::{Arguments, ClientMeta, ClientParams};
 pub use principal::Principal;
 pub use reason::{Fault, Reason};
 pub use reject::{IntoReject, Reject};

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::jsonrpc::Id;
+use crate::protocol::params::{Arguments, ClientParams};
 use crate::protocol::profile::Profile;
 
 /// Client-to-server methods of 2026-07-28 (schema `ClientRequest`).
@@ -159,8 +160,13 @@ impl PartialEq for AccessNote {
 pub struct ClientRequest {
     pub id: Id,
     pub method: Method,
-    /// The params as sent, `_meta` included.
+    /// The params as sent, but `_meta` and `arguments`.
     pub params: Map<String, Value>,
+    /// `_meta`'s members other than the protocol's, which are in `ctx`
+    /// (`progressToken`, `traceparent`, extensions' keys), in the order sent.
+    pub meta: Map<String, Value>,
+    /// `params.arguments`, as the client's text until something reads it.
+    pub arguments: Arguments,
     pub ctx: RequestContext,
     /// `Mcp-Param-*` headers, lower-cased; `None` when the value was not visible ASCII.
     pub param_headers: Vec<(String, Option<String>)>,
@@ -178,10 +184,16 @@ impl ClientRequest {
     pub fn new(
         id: Id,
         method: Method,
-        params: Map<String, Value>,
+        params: ClientParams,
         ctx: RequestContext,
         param_headers: Vec<(String, Option<String>)>,
     ) -> Self {
+        let ClientParams {
+            members: params,
+            meta,
+            arguments,
+        } = params;
+        let meta = meta.map(|m| m.other).unwrap_or_default();
         // One pass over the members: each lookup by name hashes the name.
         let (mut name, mut uri, mut retry) = (None, None, false);
         for (k, v) in &params {
@@ -201,6 +213,8 @@ impl ClientRequest {
             id,
             method,
             params,
+            meta,
+            arguments,
             ctx,
             param_headers,
             target,
@@ -221,11 +235,21 @@ impl ClientRequest {
 
     /// `params.arguments`, or an empty object.
     pub fn arguments(&self) -> &Map<String, Value> {
-        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
-        self.params
-            .get("arguments")
-            .and_then(Value::as_object)
-            .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+        self.arguments.object()
+    }
+
+    /// The params whole, `arguments` as a tree, `_meta` without the
+    /// protocol's members (a copy: for what forwards them whole, which
+    /// calls to a legacy server do not).
+    pub fn full_params(&self) -> Map<String, Value> {
+        let mut all = self.params.clone();
+        if !self.meta.is_empty() {
+            all.insert("_meta".into(), Value::Object(self.meta.clone()));
+        }
+        if self.arguments.text().is_some() {
+            all.insert("arguments".into(), self.arguments.value().clone());
+        }
+        all
     }
 }
 

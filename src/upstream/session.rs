@@ -375,7 +375,7 @@ impl Session {
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
-            params,
+            params: params.map(Payload::from),
         };
         let mut posting = match self.ready_direct() {
             // Boxed: the POST's future is large, and this one is part of

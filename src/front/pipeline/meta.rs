@@ -10,7 +10,7 @@ use super::protocol::{HeaderText, Mirrored, mismatch};
 use super::{Envelope, Halt};
 use crate::jsonrpc::Id;
 use crate::protocol::profile::Profile;
-use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext, meta};
+use crate::protocol::{ClientMeta, ClientRequest, Method, Reason, Reject, RequestContext, meta};
 use crate::protocol::{LOG_LEVELS, log_level_rank};
 
 /// Checks `_meta` and builds the typed request.
@@ -23,7 +23,7 @@ pub fn request(headers: &mut Mirrored<'_>, envelope: Envelope) -> Result<ClientR
             Reject::new(Reason::MethodNotFound, "Method not found"),
         )
     })?;
-    let Some(Value::Object(params)) = params else {
+    let Some(params) = params else {
         return Err(Halt::refuse(
             Some(&id),
             Reject::new(
@@ -32,33 +32,27 @@ pub fn request(headers: &mut Mirrored<'_>, envelope: Envelope) -> Result<ClientR
             ),
         ));
     };
-    let ctx = read_meta(headers, &id, &params)?;
+    let mut params = *params;
+    let ctx = read_meta(headers, &id, params.meta.as_mut())?;
     let param_headers = std::mem::take(&mut headers.params);
     Ok(ClientRequest::new(id, method, params, ctx, param_headers))
 }
 
-/// The members of `_meta` redmark reads, found in one pass over it (each
+/// The members of `_meta` redmark reads beyond the protocol's (which
+/// [`ClientMeta`] holds typed), found in one pass over the rest (each
 /// lookup by name would hash the name again).
 #[derive(Default)]
 struct MetaFields<'a> {
-    version: Option<&'a Value>,
-    capabilities: Option<&'a Value>,
-    client_info: Option<&'a Value>,
-    log_level: Option<&'a Value>,
     progress_token: Option<&'a Value>,
     traceparent: Option<&'a Value>,
     tracestate: Option<&'a Value>,
 }
 
 impl<'a> MetaFields<'a> {
-    fn of(meta_obj: &'a Map<String, Value>) -> Self {
+    fn of(other: &'a Map<String, Value>) -> Self {
         let mut f = MetaFields::default();
-        for (k, v) in meta_obj {
+        for (k, v) in other {
             let slot = match k.as_str() {
-                meta::PROTOCOL_VERSION => &mut f.version,
-                meta::CLIENT_CAPABILITIES => &mut f.capabilities,
-                meta::CLIENT_INFO => &mut f.client_info,
-                meta::LOG_LEVEL => &mut f.log_level,
                 "progressToken" => &mut f.progress_token,
                 "traceparent" => &mut f.traceparent,
                 "tracestate" => &mut f.tracestate,
@@ -70,35 +64,36 @@ impl<'a> MetaFields<'a> {
     }
 }
 
-/// The required fields first, then the body's version against its header, then the log level.
+/// The required fields first, then the body's version against its header,
+/// then the log level. The capabilities and client info move into the
+/// context: the request keeps only `_meta`'s other members.
 fn read_meta(
     headers: &Mirrored<'_>,
     id: &Id,
-    params: &Map<String, Value>,
+    meta_obj: Option<&mut ClientMeta>,
 ) -> Result<RequestContext, Halt> {
     let invalid =
         |message: String| Halt::refuse(Some(id), Reject::new(Reason::MissingMeta, message));
-    let meta_obj = params
-        .get("_meta")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("`params._meta` is required".into()))?;
-    let fields = MetaFields::of(meta_obj);
-    let body_version = fields.version.and_then(Value::as_str).ok_or_else(|| {
-        invalid(format!(
-            "`_meta[\"{}\"]` is required",
-            meta::PROTOCOL_VERSION
-        ))
-    })?;
-    let capabilities = fields
-        .capabilities
-        .filter(|c| c.is_object())
-        .cloned()
+    let meta_obj = meta_obj.ok_or_else(|| invalid("`params._meta` is required".into()))?;
+    let body_version = meta_obj
+        .protocol_version
+        .as_ref()
+        .and_then(Value::as_str)
         .ok_or_else(|| {
             invalid(format!(
-                "`_meta[\"{}\"]` is required and must be an object",
-                meta::CLIENT_CAPABILITIES
+                "`_meta[\"{}\"]` is required",
+                meta::PROTOCOL_VERSION
             ))
         })?;
+    let capabilities = match meta_obj.capabilities.take() {
+        Some(c) if c.is_object() => c,
+        _ => {
+            return Err(invalid(format!(
+                "`_meta[\"{}\"]` is required and must be an object",
+                meta::CLIENT_CAPABILITIES
+            )));
+        }
+    };
     let version_header = headers.version.get().ok().flatten().unwrap_or_default();
     if body_version != version_header {
         return Err(mismatch(
@@ -109,7 +104,7 @@ fn read_meta(
             ),
         ));
     }
-    let log_level = match fields.log_level {
+    let log_level = match &meta_obj.log_level {
         None => None,
         Some(Value::String(l)) if log_level_rank(l).is_some() => Some(l.clone()),
         Some(other) => {
@@ -126,11 +121,14 @@ fn read_meta(
             ));
         }
     };
+    let version = body_version.to_owned();
+    let client_info = meta_obj.client_info.take();
     Ok(context(
         headers,
-        &fields,
-        body_version,
+        &MetaFields::of(&meta_obj.other),
+        version,
         capabilities,
+        client_info,
         log_level,
     ))
 }
@@ -138,8 +136,9 @@ fn read_meta(
 fn context(
     headers: &Mirrored<'_>,
     fields: &MetaFields<'_>,
-    version: &str,
+    version: String,
     capabilities: Value,
+    client_info: Option<Value>,
     log_level: Option<String>,
 ) -> RequestContext {
     // `_meta.traceparent` (SEP-414) wins over the HTTP header.
@@ -150,10 +149,10 @@ fn context(
             .or_else(|| header.get().ok().flatten().map(str::to_owned))
     };
     RequestContext {
-        protocol_version: version.to_owned(),
+        protocol_version: version,
         profile: Profile::from_client_capabilities(&capabilities),
         capabilities,
-        client_info: fields.client_info.cloned(),
+        client_info,
         log_level,
         progress_token: fields
             .progress_token

@@ -101,7 +101,7 @@ impl<T: Check> Step for T {
 pub struct Envelope {
     pub id: Id,
     pub method: String,
-    pub params: Option<serde_json::Value>,
+    pub params: Option<Box<crate::protocol::ClientParams>>,
 }
 
 /// What the pipeline knows about one request so far.

@@ -8,9 +8,9 @@
 use http::{HeaderMap, StatusCode};
 
 use super::{Check, Envelope, Halt, Incoming, RequestCx, meta, name, protocol};
-use crate::jsonrpc::{FramingError, Message, ReadError};
+use crate::jsonrpc::{FramingError, Message, Read, ReadError};
 use crate::mrtr::Outcome;
-use crate::protocol::{Reason, Reject};
+use crate::protocol::{ClientParams, Reason, Reject};
 
 pub struct Parse;
 
@@ -62,7 +62,7 @@ pub enum Parsed {
 
 /// Reads one request or notification from the body's bytes.
 pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
-    let message = Message::from_slice(bytes).map_err(|e| match e {
+    let message = Message::read_request::<Box<ClientParams>>(bytes).map_err(|e| match e {
         ReadError::Json(e) => Halt::refuse(
             None,
             Reject::new(
@@ -79,11 +79,19 @@ pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
         }
     })?;
     match message {
-        Message::Request { id, method, params } => {
+        Read::Request { id, method, params } => {
             Ok(Parsed::Request(Envelope { id, method, params }))
         }
-        Message::Notification { method, .. } => Ok(Parsed::Notification(method)),
-        Message::Response { id, .. } => Err(Halt::refuse(
+        Read::Other(Message::Notification { method, .. }) => Ok(Parsed::Notification(method)),
+        // `read_request` gives every request as `Read::Request`.
+        Read::Other(Message::Request { id, .. }) => Err(Halt::refuse(
+            Some(&id),
+            Reject::new(
+                Reason::InternalError,
+                "a request was read as another message",
+            ),
+        )),
+        Read::Other(Message::Response { id, .. }) => Err(Halt::refuse(
             Some(&id),
             Reject::new(
                 Reason::ResponseNotAllowed,

@@ -454,3 +454,52 @@ async fn bad_log_level_is_invalid_params() {
         "invalid_log_level"
     );
 }
+
+/// The typed read of `params` gives the verdicts a tree did: what a
+/// `Value` refuses inside `arguments` or `_meta` is a parse error, a
+/// `_meta` that is not an object is a missing one, and an escaped member
+/// name is read as the name it spells.
+#[tokio::test]
+async fn params_read_typed_keep_the_trees_verdicts() {
+    let mut h = good_headers("tools/call");
+    h.insert("mcp-name", HeaderValue::from_static("t"));
+    let call = |params: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{params}}}"#)
+    };
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    for bad in [
+        format!(r#"{{"name":"t","arguments":{{"a":"\ud800"}},{meta}}}"#),
+        format!(r#"{{"name":"t","arguments":{{"n":1e400}},{meta}}}"#),
+        format!(r#"{{"name":"t",{meta},"_meta":{{"x":"\udfff"}}}}"#),
+    ] {
+        let r = parse(&h, call(&bad).as_bytes()).await;
+        assert_eq!(reason(r).0, "parse_error", "{bad}");
+    }
+    for not_an_object in ["[]", "null", "\"m\""] {
+        let params = format!(r#"{{"name":"t","_meta":{not_an_object}}}"#);
+        let r = parse(&h, call(&params).as_bytes()).await.unwrap_err();
+        assert_eq!(r.reject.reason.as_str(), "missing_meta", "{params}");
+        assert_eq!(r.id, Some(Id::Number(7)));
+    }
+    // `\u0069o.` spells `io.`: the protocol member, read as such.
+    let escaped = format!(
+        r#"{{"name":"t","arguments":{{"k":[1, "v"]}},"_meta":{{"\u0069o.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"elicitation":{{}}}},"progressToken":5,"x.example/k":true}}}}"#
+    );
+    let Parsed::Request(req) = parse(&h, call(&escaped).as_bytes()).await.unwrap() else {
+        panic!("not a request")
+    };
+    assert_eq!(req.ctx.protocol_version, "2026-07-28");
+    assert!(req.ctx.profile.elicitation_form);
+    assert_eq!(req.ctx.progress_token, Some(json!(5)));
+    assert_eq!(req.target(), "t");
+    // The request keeps `_meta`'s other members, and the arguments as sent.
+    assert_eq!(
+        Value::Object(req.meta.clone()),
+        json!({"progressToken": 5, "x.example/k": true})
+    );
+    assert_eq!(
+        req.arguments.text().map(|t| t.get()),
+        Some(r#"{"k":[1, "v"]}"#)
+    );
+    assert_eq!(req.arguments(), json!({"k": [1, "v"]}).as_object().unwrap());
+}

@@ -152,7 +152,12 @@ impl Run {
             addr: None,
             pr: principal_digest(&self.route.name, &self.principal.name),
             exp: (self.engine.clock.unix_now() + self.engine.ttl).as_secs(),
-            rq: request_digest(&self.route.name, req.method.as_str(), &req.params),
+            rq: request_digest(
+                &self.route.name,
+                req.method.as_str(),
+                &req.params,
+                req.arguments.value(),
+            ),
             rd: self.round,
             m: NATIVE.into(),
             tc: self.tc.clone(),

@@ -15,15 +15,16 @@ use crate::upstream::native::request_meta;
 /// client's capabilities and info, and the client's other `_meta` keys
 /// (progress token, extensions); `traceparent` from `span` when traced.
 pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map<String, Value> {
-    let mut params = req.params.clone();
+    let mut params = req.full_params();
     params.remove("inputResponses");
     params.remove("requestState");
     let mut m = request_meta(&req.ctx.capabilities, req.ctx.client_info.as_ref());
     if let Some(o) = m.as_object_mut() {
-        if let Some(Value::Object(client)) = req.params.get("_meta") {
-            for (k, v) in client {
-                o.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        if let Some(level) = &req.ctx.log_level {
+            o.insert(meta::LOG_LEVEL.into(), Value::String(level.clone()));
+        }
+        for (k, v) in &req.meta {
+            o.entry(k.clone()).or_insert_with(|| v.clone());
         }
         if let Some(tp) = span.and_then(traces::traceparent) {
             o.insert("traceparent".into(), Value::String(tp));

@@ -205,7 +205,7 @@ impl Operation {
         let subject = Subject {
             principal: &self.principal,
             tool: &self.target,
-            arguments: &self.arguments,
+            arguments: self.arguments.value(),
         };
         check_answer(&self.policy, &subject, q, answer)
     }
@@ -278,7 +278,7 @@ impl Operation {
             tool: &self.target,
             principal: &self.principal.name,
             operation: &self.id,
-            arguments: &self.arguments,
+            arguments: self.arguments.value(),
             trace_id: self.trace_id.as_deref(),
         };
         self.engine.audit.record(question_record(

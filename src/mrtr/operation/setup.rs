@@ -174,10 +174,11 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Box<Client>)> {
         id: request_id,
         method,
         params,
+        meta,
+        arguments,
         ctx,
         ..
     } = *req;
-    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
     // Boxed here, where it is made: the operation hands its client from
     // round to round, and a 400-byte value was copied at every hand-over.
     let client = Box::new(Client {
@@ -215,16 +216,9 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Box<Client>)> {
             .await;
     }
     let upstream_span = upstream_span(&root, method, &target, &session, &route);
-    let mut upstream_params = shape::into_upstream_params(params);
     // The server's own spans join the operation's trace.
-    if let Some(tp) = traces::traceparent(&upstream_span)
-        && let Some(obj) = upstream_params.as_object_mut()
-    {
-        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(m) = meta.as_object_mut() {
-            m.insert("traceparent".into(), Value::String(tp));
-        }
-    }
+    let traceparent = traces::traceparent(&upstream_span);
+    let upstream_params = shape::call_params(&params, &meta, traceparent.as_deref(), &arguments);
     let call = match session.call(method.as_str(), Some(upstream_params)).await {
         Ok(c) => c,
         Err(e) => {

@@ -202,7 +202,7 @@ impl StdioNative {
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.to_owned(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         if p.outbound.send(msg).await.is_err() {
             return Err(UpstreamError::Lost("the server's stdin is closed".into()));
@@ -230,7 +230,7 @@ impl StdioNative {
         let msg = Message::Request {
             id: Id::Number(id),
             method: "subscriptions/listen".into(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         if p.outbound.send(msg).await.is_err() {
             lock(&p.listens).remove(&id);

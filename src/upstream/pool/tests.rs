@@ -34,7 +34,7 @@ async fn serve(mut peer: Peer, push_on: PushOn) {
             let push = Message::Request {
                 id: Id::String(format!("push-{n}")),
                 method: "elicitation/create".into(),
-                params: Some(json!({"message": format!("for {n}")})),
+                params: Some(json!({"message": format!("for {n}")}).into()),
             };
             let sent = match push_on {
                 PushOn::CallStream => peer.send_on(id, push).await,
@@ -84,7 +84,7 @@ async fn ask(pool: &Arc<RoutePool>) -> (Lease, crate::upstream::session::Call, S
         .unwrap_or_else(|e| panic!("lease: {e}"));
     let mut call = lease
         .session()
-        .call("tools/call", Some(json!({"name": "t"})))
+        .call("tools/call", Some(json!({"name": "t"}).into()))
         .await
         .unwrap_or_else(|e| panic!("call: {e}"));
     let CallStep::Event(CallEvent::ServerRequest { params, .. }) = call.next().await else {

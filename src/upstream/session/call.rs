@@ -68,7 +68,7 @@ impl Session {
     pub async fn call(
         self: &Arc<Self>,
         method: &str,
-        params: Option<Value>,
+        params: Option<Payload>,
     ) -> Result<Call, UpstreamError> {
         let (events_tx, events_rx) = futures::channel::mpsc::channel(CALL_QUEUE_DEPTH);
         let dropped = Arc::new(AtomicU64::new(0));

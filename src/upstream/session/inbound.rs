@@ -102,6 +102,7 @@ pub(super) async fn dispatch(
                 answer(&outbound, id, Ok(json!({}))).await;
             }
             Message::Request { id, method, params } => {
+                let params = params.map(Payload::into_value);
                 // What the route learns: a push on its own call's stream
                 // means the server names the call each push belongs to; one
                 // on no call's stream means it does not (and never will be

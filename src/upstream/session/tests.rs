@@ -126,7 +126,7 @@ async fn an_abandoned_request_is_forgotten_and_cancelled_upstream() {
 async fn a_notification_flood_is_bounded_by_the_call_queue() {
     let (session, mut peer) = started().await;
     let mut call = session
-        .call("tools/call", Some(json!({"name": "t"})))
+        .call("tools/call", Some(json!({"name": "t"}).into()))
         .await
         .unwrap_or_else(|e| panic!("call: {e}"));
     let Some(Message::Request { id, .. }) = peer.recv().await else {

@@ -112,7 +112,7 @@ fn call(id: i64, tool: &str) -> Message {
     Message::Request {
         id: Id::Number(id),
         method: "tools/call".into(),
-        params: Some(json!({"name": tool})),
+        params: Some(json!({"name": tool}).into()),
     }
 }
 
