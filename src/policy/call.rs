@@ -70,6 +70,14 @@ pub fn on_call(policy: &Policy, call: &Call<'_>) -> Result<(), Reject> {
     }
 }
 
+/// Whether deciding a call of `tool` reads its arguments: only an `allow`
+/// rule does. A call's arguments are kept as the client's text until
+/// something reads them (`protocol::Arguments`), and a tree of them for no
+/// rule was, for a few kilobytes of arguments, most of the call's cost.
+pub fn reads_arguments(policy: &Policy, tool: &str) -> bool {
+    policy.tool(tool).is_some_and(|rules| rules.allow.is_some())
+}
+
 /// Whether `principal` may call `tool` with `arguments`.
 pub fn decide(
     policy: &Policy,
@@ -193,6 +201,22 @@ allow = '"admin" in principal.groups'
         let nook = args(json!({"room_hint": "nook"}));
         assert_eq!(decide(&p, &ann, "book_room", &nook), Decision::Allow);
         assert_eq!(decide(&p, &ann, "book_room", &Map::new()), Decision::Allow);
+    }
+
+    /// Only a tool with an `allow` rule has its arguments read (and so
+    /// built into a tree) to decide a call.
+    #[test]
+    fn only_an_allow_rule_reads_the_arguments() {
+        let p = policy();
+        assert!(reads_arguments(&p, "book_room"));
+        assert!(
+            !reads_arguments(&p, "list_rooms"),
+            "a section without `allow`"
+        );
+        assert!(
+            !reads_arguments(&p, "unknown"),
+            "decided by `[defaults] tools`"
+        );
     }
 
     #[test]

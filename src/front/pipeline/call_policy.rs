@@ -2,7 +2,9 @@
 //! ([`crate::policy::call::on_call`]), before the server sees it.
 
 use super::{Check, Halt, RequestCx};
-use crate::policy::call::{Call, on_call};
+use serde_json::Map;
+
+use crate::policy::call::{Call, on_call, reads_arguments};
 
 pub struct CallPolicy;
 
@@ -13,11 +15,18 @@ impl Check for CallPolicy {
             return Ok(());
         }
         let policy = cx.route.policy.current();
+        // The arguments' tree is built only for a rule that reads it.
+        let none = Map::new();
+        let arguments = if reads_arguments(&policy, req.target()) {
+            req.arguments()
+        } else {
+            &none
+        };
         let call = Call {
             principal: &cx.principal,
             method: req.method.as_str(),
             target: req.target(),
-            arguments: req.arguments(),
+            arguments,
         };
         on_call(&policy, &call).map_err(|reject| Halt::refuse(Some(&req.id), reject))
     }
