@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 mod payload;
 
+pub(crate) use payload::Key;
 pub use payload::{Payload, Relayable};
 
 /// A JSON-RPC request id. MCP forbids `null` ids (spec 2026-07-28

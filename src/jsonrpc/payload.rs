@@ -224,8 +224,9 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 /// A string borrowed from the input where it has no escapes (serde's own
-/// `Cow<str>` always copies).
-struct Key<'a>(Cow<'a, str>);
+/// `Cow<str>` always copies): member names that are matched or relayed,
+/// not kept (here, and in the front's typed read of a client's params).
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

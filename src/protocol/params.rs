@@ -18,7 +18,6 @@
 //! refuse the request as before), so the tree, when asked for, always
 //! reads.
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -26,6 +25,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::meta;
+use crate::jsonrpc::Key;
 
 /// `params.arguments`: its text, and its tree once something asked.
 #[derive(Debug, Clone, Default)]
@@ -206,29 +206,6 @@ impl<'de> Deserialize<'de> for ClientParams {
             }
         }
         deserializer.deserialize_map(Visit)
-    }
-}
-
-/// A member's name, borrowed from the body where it has no escape (serde's
-/// own `Cow<str>` always copies), so a name that is not kept is not copied.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(Visit)
     }
 }
 
