@@ -18,7 +18,8 @@ use crate::jsonrpc::{ErrorObject, Id, Payload, code, error_response};
 
 mod legacy_params;
 
-pub use legacy_params::{call_params, into_upstream_params, upstream_params};
+pub(crate) use legacy_params::is_2026_member;
+pub use legacy_params::{call_params, into_upstream_params};
 
 /// The `cacheScope` hint (spec 2026-07-28 `server/utilities/caching.mdx`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{ClientRequest, meta};
+use crate::protocol::{ClientRequest, meta, shape};
 use crate::telemetry::traces;
 use crate::upstream::native::request_meta;
 
@@ -15,9 +15,16 @@ use crate::upstream::native::request_meta;
 /// client's capabilities and info, and the client's other `_meta` keys
 /// (progress token, extensions); `traceparent` from `span` when traced.
 pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map<String, Value> {
-    let mut params = req.full_params();
-    params.remove("inputResponses");
-    params.remove("requestState");
+    // Not `full_params()`: its `_meta` would be copied only to be replaced.
+    let mut params: Map<String, Value> = req
+        .params
+        .iter()
+        .filter(|(k, _)| !shape::is_2026_member(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if req.arguments.text().is_some() {
+        params.insert("arguments".into(), req.arguments.value().clone());
+    }
     let mut m = request_meta(&req.ctx.capabilities, req.ctx.client_info.as_ref());
     if let Some(o) = m.as_object_mut() {
         if let Some(level) = &req.ctx.log_level {

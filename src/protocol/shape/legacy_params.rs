@@ -12,26 +12,32 @@ use crate::jsonrpc::Payload;
 use crate::protocol::meta;
 use crate::protocol::params::Arguments;
 
-/// Params for the upstream: the client's params without 2026-only fields.
-pub fn upstream_params(params: &Map<String, Value>) -> Value {
-    Value::Object(into_upstream_params(params.clone()))
+/// Whether a params member exists only in 2026-07-28 (the MRTR retry's
+/// answers and state), which a legacy server must not see.
+pub(crate) fn is_2026_member(name: &str) -> bool {
+    matches!(name, "inputResponses" | "requestState")
 }
 
-/// [`upstream_params`], moving the client's params instead of copying them.
-/// One pass over each map, no lookups by name (each would hash the name),
-/// and the order the client wrote is kept.
+/// Whether a `_meta` key is the protocol's own (`io.modelcontextprotocol/`),
+/// which the gateway answers for and a legacy server does not know.
+fn is_protocol_meta(key: &str) -> bool {
+    key.starts_with(meta::RESERVED_PREFIX)
+}
+
+/// Params for the upstream: the client's params without 2026-only fields,
+/// moved, not copied. One pass over each map, no lookups by name (each
+/// would hash the name), and the order the client wrote is kept.
 pub fn into_upstream_params(params: Map<String, Value>) -> Map<String, Value> {
     let mut out = params;
     out.retain(|k, v| match k.as_str() {
-        "inputResponses" | "requestState" => false,
         "_meta" => match v {
             Value::Object(m) => {
-                m.retain(|k, _| !k.starts_with(meta::RESERVED_PREFIX));
+                m.retain(|k, _| !is_protocol_meta(k));
                 !m.is_empty()
             }
             _ => true,
         },
-        _ => true,
+        name => !is_2026_member(name),
     });
     out
 }
@@ -71,7 +77,7 @@ impl Serialize for CallParams<'_> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
         for (k, v) in self.members {
-            if !matches!(k.as_str(), "inputResponses" | "requestState") {
+            if !is_2026_member(k) {
                 map.serialize_entry(k, v)?;
             }
         }
@@ -97,7 +103,7 @@ impl UpstreamMeta<'_> {
         let ours = self.traceparent.is_some();
         self.meta.iter().filter(move |(k, _)| {
             let replaced = ours && k.as_str() == "traceparent";
-            !(k.starts_with(meta::RESERVED_PREFIX) || replaced)
+            !(is_protocol_meta(k) || replaced)
         })
     }
 
@@ -128,8 +134,11 @@ mod tests {
     #[test]
     fn upstream_params_drop_2026_fields() {
         let p = json!({"name": "t", "inputResponses": {}, "requestState": "s", "_meta": {meta::PROTOCOL_VERSION: "2026-07-28", "progressToken": 3}});
-        let out = upstream_params(p.as_object().unwrap());
-        assert_eq!(out, json!({"name": "t", "_meta": {"progressToken": 3}}));
+        let out = into_upstream_params(p.as_object().unwrap().clone());
+        assert_eq!(
+            Value::Object(out),
+            json!({"name": "t", "_meta": {"progressToken": 3}})
+        );
     }
 
     /// The arguments go out as the client wrote them, spacing and order
