@@ -113,7 +113,7 @@ pub enum Message {
     },
 }
 
-/// A message read by [`Message::read_request`].
+/// A message read by [`Message::read_request`]: a request's params as `P`.
 #[derive(Debug)]
 pub enum Read<P> {
     Request {
@@ -121,8 +121,14 @@ pub enum Read<P> {
         method: String,
         params: Option<P>,
     },
-    /// A notification or a response.
-    Other(Message),
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: Id,
+        outcome: Result<Value, ErrorObject>,
+    },
 }
 
 /// Why a JSON value is not a JSON-RPC message.
@@ -238,6 +244,20 @@ impl<'de, P: Deserialize<'de>> Deserialize<'de> for Members<P> {
     }
 }
 
+impl<P> Members<P> {
+    /// What every message must be, whatever it is: `jsonrpc` "2.0", and an
+    /// `id`, where there is one, a string or an integer.
+    fn envelope(&self) -> Result<Option<Id>, FramingError> {
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(FramingError::WrongVersion);
+        }
+        match &self.id {
+            None => Ok(None),
+            Some(raw) => Id::from_value(raw).map(Some).ok_or(FramingError::BadId),
+        }
+    }
+}
+
 impl Members {
     fn from_object(mut obj: Map<String, Value>) -> Members {
         Members {
@@ -251,13 +271,7 @@ impl Members {
     }
 
     fn classify(self) -> Result<Message, FramingError> {
-        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-            return Err(FramingError::WrongVersion);
-        }
-        let id = match self.id {
-            None => None,
-            Some(raw) => Some(Id::from_value(&raw).ok_or(FramingError::BadId)?),
-        };
+        let id = self.envelope()?;
         if let Some(method) = self.method {
             let Value::String(method) = method else {
                 return Err(FramingError::BadMethod);
@@ -334,8 +348,7 @@ impl Message {
     {
         if let Some(text) = as_text(bytes)
             && let Ok(members) = serde_json::from_str::<Members<P>>(text)
-            && members.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0")
-            && let Some(id) = members.id.as_ref().and_then(Id::from_value)
+            && let Ok(Some(id)) = members.envelope()
             && let Some(Value::String(method)) = members.method
         {
             return Ok(Read::Request {
@@ -353,7 +366,8 @@ impl Message {
                     _ => None,
                 },
             },
-            other => Read::Other(other),
+            Message::Notification { method, params } => Read::Notification { method, params },
+            Message::Response { id, outcome } => Read::Response { id, outcome },
         })
     }
 

@@ -82,16 +82,8 @@ pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
         Read::Request { id, method, params } => {
             Ok(Parsed::Request(Envelope { id, method, params }))
         }
-        Read::Other(Message::Notification { method, .. }) => Ok(Parsed::Notification(method)),
-        // `read_request` gives every request as `Read::Request`.
-        Read::Other(Message::Request { id, .. }) => Err(Halt::refuse(
-            Some(&id),
-            Reject::new(
-                Reason::InternalError,
-                "a request was read as another message",
-            ),
-        )),
-        Read::Other(Message::Response { id, .. }) => Err(Halt::refuse(
+        Read::Notification { method, .. } => Ok(Parsed::Notification(method)),
+        Read::Response { id, .. } => Err(Halt::refuse(
             Some(&id),
             Reject::new(
                 Reason::ResponseNotAllowed,
