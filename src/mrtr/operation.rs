@@ -6,36 +6,39 @@
 //! the pushed requests they answer. In replay mode (the `replay` module) the
 //! same actor lives for one run of the call only: it ends each round instead
 //! of waiting, and a retry starts a new run. `setup` makes the actor (lease,
-//! call, spans); this module runs it.
+//! call, spans); this module runs it; `finish` ends it; `client` is the
+//! request attached to it at any moment.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Engine;
-use super::convert::{self, KeyNamer, Question};
+use super::convert::{KeyNamer, Question};
 use super::ending::Ending;
-use super::outgoing::{InputRequired, Outcome, Outgoing};
+use super::outgoing::{InputRequired, Outgoing};
 use super::state::{CLAIMS_VERSION, Claims, HOLD, REPLAY, principal_digest, request_digest_of};
-use super::table::{Entry, ResumeReceiver, ResumeSender, Tombstone};
-use crate::jsonrpc::{ErrorObject, Id, Payload, code};
+use super::table::{Entry, ResumeReceiver, ResumeSender};
+use crate::jsonrpc::{ErrorObject, Id, Payload};
 use crate::policy::Policy;
-use crate::protocol::{Method, Principal, Reject, RequestContext};
+use crate::protocol::{Method, Principal};
 use crate::route::Route;
 use crate::telemetry::traces;
 use crate::upstream::pool::Lease;
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
+mod client;
+mod finish;
 mod notifications;
 pub(crate) mod questions;
 mod replay;
 mod setup;
 pub(crate) mod spans;
 
+use client::{Client, Notified};
 pub use notifications::relayable;
 use questions::Resumed;
 use replay::Replay;
@@ -64,65 +67,6 @@ async fn next_resume(
         Some((_, rx)) => rx.next().await,
         None => std::future::pending().await,
     }
-}
-
-/// The client request currently attached to the operation.
-struct Client {
-    id: Id,
-    ctx: RequestContext,
-    tx: mpsc::Sender<Outgoing>,
-    /// This round trip's span, held so it ends when the client is answered and dropped.
-    span: tracing::Span,
-}
-
-impl Client {
-    async fn send(&self, out: Outgoing) -> bool {
-        if let Outgoing::Final {
-            outcome: Outcome::Error(reason),
-            ..
-        } = &out
-        {
-            spans::record_error(&self.span, reason.as_str());
-        }
-        self.tx.send(out).await.is_ok()
-    }
-
-    async fn reject(&self, reject: &Reject) -> bool {
-        self.send(Outgoing::reject(Some(&self.id), reject)).await
-    }
-
-    /// Queues a notification without ever waiting for the client to read.
-    /// One slot of the queue stays free for the answer (an input request or
-    /// the final response), so [`Client::send`] never waits either: a client
-    /// that does not read cannot hold the operation (and its session) past
-    /// its timeouts, nor make it buffer without bound.
-    fn notify(&self, n: Value) -> Notified {
-        if self.tx.capacity() <= ANSWER_SLOTS {
-            return if self.tx.is_closed() {
-                Notified::Closed
-            } else {
-                Notified::Dropped
-            };
-        }
-        match self.tx.try_send(Outgoing::Notification(n)) {
-            Ok(()) => Notified::Queued,
-            Err(mpsc::error::TrySendError::Full(_)) => Notified::Dropped,
-            Err(mpsc::error::TrySendError::Closed(_)) => Notified::Closed,
-        }
-    }
-}
-
-/// Queue slots kept free for the answer to the attached request: the
-/// operation is the only sender on it and sends one answer per request.
-const ANSWER_SLOTS: usize = 1;
-
-/// What [`Client::notify`] did with a notification.
-#[derive(Debug, PartialEq)]
-enum Notified {
-    Queued,
-    /// The client is not reading; the notification is gone (and counted).
-    Dropped,
-    Closed,
 }
 
 /// What driving the call produced.
@@ -496,129 +440,6 @@ impl Operation {
                 },
                 () = tokio::time::sleep_until(expires) => return Wait::End(Ending::Expired(self.engine.ttl)),
             }
-        }
-    }
-
-    async fn finish(mut self: Box<Self>, mut ending: Ending, client: Option<Box<Client>>) {
-        let abandon = !matches!(
-            ending,
-            Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)
-        );
-        if abandon {
-            // The server is never left waiting: its open questions hear `cancel`
-            // (or an error) and the call itself is cancelled.
-            let why = format!("redmark: {}", ending.outcome());
-            // Expired or never picked up: nobody answered. Anything else: the operation went away.
-            let unanswered = if matches!(ending, Ending::Expired(_) | Ending::ClientDisconnected) {
-                crate::telemetry::audit::Outcome::Unanswered
-            } else {
-                crate::telemetry::audit::Outcome::Abandoned
-            };
-            for q in std::mem::take(&mut self.pending) {
-                self.close_question(&q, unanswered, "ok", None);
-                let _ = self
-                    .session
-                    .respond(q.upstream_id.clone(), convert::abandon(&q, &why))
-                    .await;
-            }
-            // Pushed between rounds and not yet asked: they hear the same.
-            for (id, method, params) in std::mem::take(&mut self.deferred) {
-                let answer = match convert::question(id.clone(), &method, params) {
-                    Ok(q) => convert::abandon(&q, &why),
-                    Err(e) => Err(ErrorObject::new(code::METHOD_NOT_FOUND, e.to_string())),
-                };
-                let _ = self.session.respond(id, answer).await;
-            }
-            self.call.cancel(&why);
-        } else {
-            // The server is done or gone: nobody to answer, but each question
-            // still open ends in the audit log.
-            for q in std::mem::take(&mut self.pending) {
-                self.close_question(&q, crate::telemetry::audit::Outcome::Abandoned, "ok", None);
-            }
-        }
-        // The reply is made now and sent last: once the client has it, the
-        // operation's metrics and its tombstone must already be there for
-        // whatever the client does next (a scrape, a late retry of its
-        // state), whichever thread serves that.
-        let reply = client.as_ref().and_then(|client| {
-            let stamp = self.route.stamp(&self.session.init.server_info);
-            if self.registered {
-                // The tombstone answers late retries with the same ending.
-                ending.reply(self.method, &client.id, &stamp)
-            } else {
-                ending.take_reply(self.method, &client.id, &stamp)
-            }
-        });
-        if let Some(reason) = ending.policy_reason() {
-            self.engine.metrics.record_policy_rejection(
-                &self.route.name,
-                &self.target,
-                reason.as_str(),
-            );
-        }
-        let outcome = ending.outcome();
-        self.root.record("redmark.outcome", outcome);
-        // As i64: tracing-opentelemetry exports unsigned integers as strings.
-        self.root.record("redmark.rounds", i64::from(self.round));
-        // Span status is an error for every ending but completed, declined and cancelled.
-        if ending.is_failure() {
-            spans::record_error(&self.root, outcome);
-        }
-        if let Ending::UpstreamError(e) = &ending {
-            spans::record_error(&self.upstream_span, &e.code.to_string());
-        } else if matches!(ending, Ending::UpstreamLost(_) | Ending::UpstreamTimeout(_)) {
-            spans::record_error(&self.upstream_span, outcome);
-        }
-        self.engine
-            .metrics
-            .record_rounds(&self.route.name, &self.target, self.round);
-        // Dropped here (the client did not read) and in the session's queue.
-        let dropped = self.dropped + self.call.dropped();
-        if dropped > 0 {
-            self.engine
-                .metrics
-                .record_notifications_dropped(&self.route.name, dropped);
-        }
-        // At INFO only when it says more than the call's access line: a
-        // question was asked, or notifications were dropped. A plain call's
-        // second line per request was a third of its cost at the default level.
-        macro_rules! ended {
-            ($level:expr) => {
-                tracing::event!(
-                    $level,
-                    operation = %self.id, trace_id = self.trace_id.as_deref(),
-                    route = %self.route.name,
-                    tool = %self.target,
-                    outcome,
-                    rounds = self.round,
-                    dropped_notifications = dropped,
-                    elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    "operation ended"
-                )
-            };
-        }
-        if self.round > 0 || dropped > 0 {
-            ended!(tracing::Level::INFO);
-        } else {
-            ended!(tracing::Level::DEBUG);
-        }
-        self.engine
-            .metrics
-            .record_operation(&self.route.name, &self.target, outcome);
-        if self.registered {
-            self.engine.table.end(
-                &self.id,
-                Tombstone {
-                    ending,
-                    consumed_round: self.consumed,
-                    until: Instant::now() + self.engine.ttl + LATE_RETRY_GRACE,
-                    server_info: self.session.init.server_info.clone(),
-                },
-            );
-        }
-        if let (Some(client), Some(reply)) = (&client, reply) {
-            client.send(reply).await;
         }
     }
 }
