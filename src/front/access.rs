@@ -78,7 +78,7 @@ impl Pending {
             principal: &self.principal,
             status: status.as_u16(),
             outcome,
-            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            duration_ms: crate::telemetry::access::millis(self.started.elapsed()),
             operation: noted.operation.as_deref(),
             round: noted.round,
             trace_id: noted.trace_id.as_deref(),

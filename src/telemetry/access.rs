@@ -72,6 +72,12 @@ pub struct Entry<'a> {
     pub trace_id: Option<&'a str>,
 }
 
+/// A duration in milliseconds to the microsecond: `8.091`, not the
+/// `8.090678000000001` a float of the nanoseconds prints.
+pub fn millis(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
 /// The access log's sink.
 pub struct AccessLog {
     sink: Sink,
@@ -317,5 +323,17 @@ mod tests {
         assert_eq!(log.dropped(), 0);
         // Off and stderr have nothing to wait for.
         AccessLog::off().close().await;
+    }
+
+    #[test]
+    fn durations_are_written_to_the_microsecond() {
+        use std::time::Duration;
+        assert_eq!(
+            millis(Duration::from_nanos(27_375_894)).to_string(),
+            "27.376"
+        );
+        assert_eq!(millis(Duration::from_nanos(8_090_678)).to_string(), "8.091");
+        assert_eq!(millis(Duration::from_nanos(400)).to_string(), "0");
+        assert_eq!(millis(Duration::from_secs(3600)).to_string(), "3600000");
     }
 }
