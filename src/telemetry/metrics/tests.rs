@@ -74,7 +74,7 @@ fn tool_labelled_families_stop_growing_at_their_cap() {
     );
 }
 
-/// The soak (examples/soak.rs) reads the task count at rest to find leaks.
+/// The soak (examples/soak/) reads the task count at rest to find leaks.
 #[tokio::test]
 async fn renders_the_runtime_tasks_alive_at_the_scrape() {
     let m = Metrics::new();

@@ -300,7 +300,7 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
 /// protocol's, and every legacy session's unless [`for_session`] gives it
 /// its own). Its idle pool is bounded: keeping every connection ever opened
 /// (one per hold-mode call in flight, so thousands after a burst of waiting
-/// questions) for minutes is what the soak (examples/soak.rs) found with
+/// questions) for minutes is what the soak (examples/soak/) found with
 /// reqwest's defaults: 196 of them left at rest after 1,000 questions.
 ///
 /// Fails only if the TLS settings cannot be built: the gateway then refuses
