@@ -258,6 +258,67 @@ async fn serve_answers_then_stops_gracefully_on_sigterm() {
     }
 }
 
+/// A server that dies under the gateway is an INFO line an operator sees
+/// ("upstream session lost"); the sessions redmark itself closes at
+/// shutdown, whose servers exit on their closed stdin, are not.
+#[tokio::test]
+async fn a_server_that_dies_is_logged_lost_and_a_shutdown_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example(dir.path());
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+    let client = McpClient::new(gw.url("/mcp/rooms"));
+    let listed = |r: &Resp| {
+        r.result()["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    };
+    assert!(listed(
+        &client.rpc("tools/list", json!({}), json!({})).await
+    ));
+    let pid = gw.pid();
+    let upstream = eventually("one rooms process behind the gateway", || async move {
+        match children_of(pid)[..] {
+            [one] => Ok(one),
+            ref children => Err(format!("children: {children:?}")),
+        }
+    })
+    .await;
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &upstream.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let lost = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("upstream session lost"))
+            .count()
+    };
+    let running = &gw;
+    eventually("the killed server's session logged lost", || async move {
+        let lines = running.stderr_lines();
+        if lost(&lines) == 1 {
+            Ok(())
+        } else {
+            Err(format!("stderr so far: {lines:#?}"))
+        }
+    })
+    .await;
+    // A new session (and server) serves the next call (a list would come
+    // from the gateway's cache), and is closed at shutdown.
+    let call = client
+        .rpc("tools/call", json!({"name": "list_rooms"}), json!({}))
+        .await;
+    assert!(call.result()["content"].is_array(), "{}", call.last());
+    let lines = gw.stop_within(Duration::from_secs(20)).await;
+    let started = lines
+        .iter()
+        .filter(|l| l.contains("upstream session started"))
+        .count();
+    assert_eq!(started, 2, "{lines:#?}");
+    assert_eq!(lost(&lines), 1, "{lines:#?}");
+}
+
 #[tokio::test]
 async fn sighup_without_a_policy_file_does_not_end_the_gateway() {
     // SIGHUP's default action ends a process: logrotate's `kill -HUP` must not.

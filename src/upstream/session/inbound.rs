@@ -172,8 +172,18 @@ pub(super) async fn dispatch(
             }
         }
     };
-    state.alive.store(false, Ordering::Release);
-    tracing::info!(route = %route, reason = %reason, "upstream session lost");
+    // Redmark closed the session itself when `Session::close` marked it
+    // dead first (shutdown, idle, retired, a server that stopped reading,
+    // which has its own WARN line), or when the session is gone (it alone
+    // holds the outbound queue's sender). Then the transport's end (a stdio
+    // server exiting on its closed stdin) is that close, not a fault an
+    // operator must look at.
+    let closed_here = !state.alive.swap(false, Ordering::AcqRel) || outbound.upgrade().is_none();
+    if closed_here {
+        tracing::debug!(route = %route, reason = %reason, "upstream session closed");
+    } else {
+        tracing::info!(route = %route, reason = %reason, "upstream session lost");
+    }
     // The first reason stands (a session closed for not reading says so).
     lock(&state.lost_reason).get_or_insert(reason);
     // Dropping the waiters tells every caller the session is gone: every
