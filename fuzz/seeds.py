@@ -467,7 +467,7 @@ def file_seeds() -> None:
         seed("config", text.encode())
     for f in sorted((ROOT / "policies").glob("*.toml")) + [ROOT / "fuzz/policies/fuzz.toml"]:
         seed("policy", f.read_bytes())
-    issue = (ROOT / "src/policy/tests.rs").read_text().split('const ISSUE_EXAMPLE: &str = r#"')[1].split('"#;')[0]
+    issue = (ROOT / "src/policy/tests/mod.rs").read_text().split('const ISSUE_EXAMPLE: &str = r#"')[1].split('"#;')[0]
     seed("policy", issue.encode())
     seed("policy", b'[tool.a.fields.b]\npattern = "(unclosed"\nminimum = 5\nmaximum = 1\nauthz = "value +"\n')
 
