@@ -267,14 +267,14 @@ async fn a_server_that_dies_is_logged_lost_and_a_shutdown_is_not() {
     let config = rooms_example(dir.path());
     let gw = RedmarkProcess::start(&config, false, &[]).await;
     let client = McpClient::new(gw.url("/mcp/rooms"));
-    let listed = |r: &Resp| {
-        r.result()["tools"]
+    let list = client.rpc("tools/list", json!({}), json!({})).await;
+    assert!(
+        list.result()["tools"]
             .as_array()
-            .is_some_and(|t| !t.is_empty())
-    };
-    assert!(listed(
-        &client.rpc("tools/list", json!({}), json!({})).await
-    ));
+            .is_some_and(|t| !t.is_empty()),
+        "{}",
+        list.last()
+    );
     let pid = gw.pid();
     let upstream = eventually("one rooms process behind the gateway", || async move {
         match children_of(pid)[..] {

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::read::Member;
 use super::{ErrorObject, Id, Message, ReadError};
 
 /// A response's `result`.
@@ -136,19 +137,6 @@ impl Envelope<'_> {
             outcome: Ok(Payload::Text(result)),
         })
     }
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "lowercase")]
-enum Member {
-    Jsonrpc,
-    Id,
-    Method,
-    Params,
-    Result,
-    Error,
-    #[serde(other)]
-    Other,
 }
 
 impl<'de> Deserialize<'de> for Envelope<'de> {

@@ -34,10 +34,11 @@ impl<P> Default for Members<P> {
 }
 
 /// A message's member name, read without a copy of it (serde's `Cow<str>`
-/// always copies; a derived identifier matches the borrowed name).
+/// always copies; a derived identifier matches the borrowed name). Both
+/// readers use it: this module's and the relayed answer's ([`super::Relayable`]).
 #[derive(Deserialize)]
 #[serde(field_identifier, rename_all = "lowercase")]
-enum Member {
+pub(super) enum Member {
     Jsonrpc,
     Id,
     Method,
