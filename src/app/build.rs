@@ -271,14 +271,18 @@ pub fn build_at(
         shutdown.subscribe(),
         Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
     );
+    let sessions =
+        crate::front::era2025::Sessions::new(engine.keys.clone(), config.sessions.clone());
     let pipeline = Pipeline::standard(
         config.server.allowed_origins.clone(),
         authenticator.clone(),
         config.server.max_body_bytes,
         config.server.body_read_timeout,
+        sessions.clone(),
     )
     .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
+        sessions,
         routes: std::sync::RwLock::new(Arc::new(routes)),
         pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
         authenticator: std::sync::RwLock::new(authenticator),

@@ -122,8 +122,10 @@ impl Reloader {
             authenticator.clone(),
             new.server.max_body_bytes,
             new.server.body_read_timeout,
+            gw.sessions.clone(),
         )
         .then(Box::new(owner::Owner::new(gw.engine.clone())));
+        gw.sessions.configure(new.sessions.clone());
         let built = routes(
             &new,
             new_policies,

@@ -86,3 +86,15 @@ pub fn cache_ttl() -> Duration {
 pub fn max_state_bytes() -> usize {
     16 * 1024
 }
+pub fn session_idle() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+pub fn session_lifetime() -> Duration {
+    Duration::from_secs(24 * 60 * 60)
+}
+pub fn sessions_per_principal() -> usize {
+    64
+}
+pub fn sessions_total() -> usize {
+    10_000
+}

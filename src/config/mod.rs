@@ -53,6 +53,9 @@ pub struct Config {
     pub mrtr: MrtrConfig,
     #[serde(default)]
     pub state: StateConfig,
+    /// `[sessions]`: the 2025-era clients' sessions (`initialize`, `Mcp-Session-Id`).
+    #[serde(default)]
+    pub sessions: SessionsConfig,
     /// Several replicas: the internal endpoint forwarded retries arrive on.
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
@@ -155,6 +158,35 @@ impl Default for MrtrConfig {
             gather: defaults::gather(),
             gather_quiet: defaults::gather_quiet(),
             max_pending_per_principal: defaults::max_pending_per_principal(),
+        }
+    }
+}
+
+/// `[sessions]`: bounds on the sessions 2025-era clients open with `initialize`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// A session nobody used for this long ends (then 404, and the client initializes again).
+    #[serde(default = "defaults::session_idle", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// The longest a session id is honoured, used or not (it is sealed into the id).
+    #[serde(default = "defaults::session_lifetime", with = "humantime_serde")]
+    pub max_lifetime: Duration,
+    /// Sessions one principal may hold open on a replica.
+    #[serde(default = "defaults::sessions_per_principal")]
+    pub max_per_principal: usize,
+    /// Sessions a replica holds open in all.
+    #[serde(default = "defaults::sessions_total")]
+    pub max_total: usize,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: defaults::session_idle(),
+            max_lifetime: defaults::session_lifetime(),
+            max_per_principal: defaults::sessions_per_principal(),
+            max_total: defaults::sessions_total(),
         }
     }
 }

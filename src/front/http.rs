@@ -91,6 +91,9 @@ where
         Ok(()) => {
             let pending = access::Pending::new(&cx, started);
             match cx.forward.take() {
+                None if cx.era2025.is_some() => {
+                    Box::pin(super::era2025::serve::serve(&gw, &mut cx, pending)).await
+                }
                 None if internal => {
                     gw.metrics.record_forward_received(&cx.route.name);
                     serve(&gw, &mut cx, pending).await
@@ -174,7 +177,18 @@ async fn serve(
     };
     let principal = cx.principal.clone();
     let verified = cx.verified.take();
-    match dispatch::dispatch(gw, cx.route.clone(), principal, req, verified).await {
+    let reply = dispatch::dispatch(gw, cx.route.clone(), principal, req, verified).await;
+    respond(gw, reply, pending)
+}
+
+/// The response to a dispatched request, its access-log line written when
+/// its final answer is (a stream's, when the stream ends).
+pub(super) fn respond(
+    gw: &Gateway,
+    reply: Reply,
+    pending: access::Pending,
+) -> (Response<Body>, RequestOutcome) {
+    match reply {
         Reply::Json(out) => {
             if let Outgoing::Final {
                 status,
@@ -230,7 +244,7 @@ fn close_if_body_unread(cx: &RequestCx, resp: &mut Response<Body>) {
     }
 }
 
-fn halted(halt: Halt) -> (Response<Body>, RequestOutcome) {
+pub(super) fn halted(halt: Halt) -> (Response<Body>, RequestOutcome) {
     match halt {
         Halt::Refuse(refusal) => {
             let reject = &refusal.reject;

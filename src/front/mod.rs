@@ -11,16 +11,18 @@
 //! - [`oauth`]: the OAuth 2.1 resource server: JWT validation, JWKS, Protected Resource Metadata.
 //! - [`response`]: JSON and SSE response bodies.
 //! - [`access`]: what a request's access-log line says.
+//! - [`era2025`]: 2025-era clients (`initialize`, sessions, pushed questions) on the same endpoint.
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
 //! - [`cluster`]: the internal endpoint (retries forwarded by other replicas) and its signature.
 //! - [`forward`]: the client that forwards a hold-mode retry to the replica owning it.
 
-mod access;
+pub(crate) mod access;
 pub mod admin;
 pub mod auth;
 pub mod client_cert;
 pub mod cluster;
 pub mod dispatch;
+pub mod era2025;
 pub mod forward;
 pub mod http;
 mod listen;
@@ -63,6 +65,8 @@ pub struct Gateway {
     pub reload: std::sync::OnceLock<ReloadHook>,
     /// The watcher of the routes' policy files; a config reload replaces what it watches.
     pub policy_watch: crate::policy::reload::PolicyWatch,
+    /// 2025-era clients' sessions, and the questions pushed to them.
+    pub sessions: Arc<era2025::Sessions>,
 }
 
 /// Reloads the config file: what changed, or why nothing did.

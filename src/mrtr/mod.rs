@@ -44,7 +44,7 @@ use crate::telemetry::metrics::Metrics;
 /// What every operation of a gateway shares.
 pub struct Engine {
     /// Replaced whole by a config reload.
-    pub keys: state::SharedKeyring,
+    pub keys: Arc<state::SharedKeyring>,
     /// This node's name, sealed into every state.
     pub node: String,
     /// Where the other replicas reach this one (`[cluster] advertise`),
@@ -86,7 +86,7 @@ impl Engine {
         clock: clock::Clock,
     ) -> Self {
         Self {
-            keys: state::SharedKeyring::new(keys),
+            keys: Arc::new(state::SharedKeyring::new(keys)),
             node,
             advertise: None,
             draining: std::sync::atomic::AtomicBool::new(false),

@@ -288,6 +288,14 @@ impl SharedKeyring {
         self.current().unseal(token)
     }
 
+    pub fn seal_payload(&self, plain: &[u8]) -> String {
+        self.current().seal_payload(plain)
+    }
+
+    pub fn open_payload(&self, token: &str) -> Result<Vec<u8>, StateError> {
+        self.current().open_payload(token)
+    }
+
     pub fn max_len(&self) -> usize {
         self.current().max_len()
     }
@@ -402,6 +410,18 @@ impl Keyring {
 
     /// Verifies and decrypts a state without looking at its expiry.
     pub fn unseal(&self, token: &str) -> Result<Claims, StateError> {
+        let plain = self.open_payload(token)?;
+        let claims: Claims = serde_json::from_slice(&plain).map_err(|_| StateError::Malformed)?;
+        if claims.v != CLAIMS_VERSION {
+            return Err(StateError::Malformed);
+        }
+        Ok(claims)
+    }
+
+    /// Verifies and decrypts any payload sealed by [`Keyring::seal_payload`]
+    /// (a state's claims, a 2025-era session id's): what it means is the
+    /// caller's to check.
+    pub fn open_payload(&self, token: &str) -> Result<Vec<u8>, StateError> {
         // Refused before any decoding or decryption.
         if token.len() > self.max_len {
             return Err(StateError::TooLarge);
@@ -429,11 +449,7 @@ impl Keyring {
                 },
             )
             .map_err(|_| StateError::BadSignature)?;
-        let claims: Claims = serde_json::from_slice(&plain).map_err(|_| StateError::Malformed)?;
-        if claims.v != CLAIMS_VERSION {
-            return Err(StateError::Malformed);
-        }
-        Ok(claims)
+        Ok(plain)
     }
 }
 

@@ -29,6 +29,10 @@ pub use request::{ClientRequest, Method, RequestContext};
 /// Protocol versions the front speaks (spec 2026-07-28 `basic/versioning.mdx`).
 pub const SUPPORTED_VERSIONS: [&str; 1] = ["2026-07-28"];
 
+/// The initialization-based versions redmark serves to 2025-era clients,
+/// oldest first (`front::era2025`).
+pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
 pub mod meta {
     pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
     pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";

@@ -93,6 +93,17 @@ reasons! {
     /// A method earlier revisions had (`initialize`, `ping`, ...).
     MethodRemoved => "method_removed", NOT_FOUND, code::METHOD_NOT_FOUND, Client;
     MethodNotFound => "method_not_found", NOT_FOUND, code::METHOD_NOT_FOUND, Client;
+    // 2025-era clients' sessions (spec 2025-11-25 basic/transports.mdx "Session Management").
+    /// A 2025-era request other than `initialize` without `Mcp-Session-Id` (400).
+    SessionRequired => "session_required", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    /// An `Mcp-Session-Id` that is ended, expired, another principal's, or not redmark's (404: initialize again).
+    SessionUnknown => "session_unknown", NOT_FOUND, code::INVALID_REQUEST, Client;
+    /// The principal holds `[sessions] max_per_principal` sessions already.
+    TooManySessions => "too_many_sessions", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
+    /// The replica holds `[sessions] max_total` sessions already.
+    SessionsFull => "sessions_full", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+    /// A JSON-RPC response POSTed for no question that is waiting (answered already, ended, or never asked).
+    AnswerUnexpected => "answer_unexpected", BAD_REQUEST, code::INVALID_REQUEST, Client;
     MissingMeta => "missing_meta", BAD_REQUEST, code::INVALID_PARAMS, Client;
     InvalidLogLevel => "invalid_log_level", BAD_REQUEST, code::INVALID_PARAMS, Client;
     InvalidParams => "invalid_params", BAD_REQUEST, code::INVALID_PARAMS, Client;

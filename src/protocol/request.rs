@@ -228,6 +228,27 @@ impl ClientRequest {
         self.retry
     }
 
+    /// Whether it came from a 2025-era client's session (`front::era2025`),
+    /// which negotiated an initialization-based version.
+    pub fn is_2025_era(&self) -> bool {
+        crate::protocol::LEGACY_VERSIONS.contains(&self.ctx.protocol_version.as_str())
+    }
+
+    /// The same request as a retry carrying `inputResponses` and the
+    /// `requestState` they answer: how redmark retries for a 2025-era
+    /// client, which answers pushed questions instead.
+    pub fn retried_with(&self, responses: Map<String, Value>, state: String) -> ClientRequest {
+        let mut retry = self.clone();
+        retry
+            .params
+            .insert("inputResponses".into(), Value::Object(responses));
+        retry
+            .params
+            .insert("requestState".into(), Value::String(state));
+        retry.retry = true;
+        retry
+    }
+
     /// The tool or prompt name, or resource URI, the request is about ("" for none).
     pub fn target(&self) -> &str {
         &self.target

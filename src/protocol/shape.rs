@@ -105,6 +105,9 @@ pub struct Stamped {
     method: Method,
     result: Members,
     stamp: Stamp,
+    /// Written for a 2025-era client: nothing 2026-07-28 adds (no
+    /// `resultType`, caching hints or `serverInfo`), the server's `_meta` kept.
+    for_2025: bool,
 }
 
 /// The server's result object.
@@ -136,7 +139,15 @@ impl Stamped {
             method,
             result,
             stamp: stamp.clone(),
+            for_2025: false,
         }
+    }
+
+    /// The same result, written as a 2025-era client reads it.
+    #[must_use]
+    pub fn for_2025_client(mut self) -> Stamped {
+        self.for_2025 = true;
+        self
     }
 
     /// The result as a JSON tree (for the paths that read it back).
@@ -161,6 +172,24 @@ impl Stamped {
         M: serde::ser::SerializeMap,
         T: Serialize + ?Sized,
     {
+        if self.for_2025 {
+            return match meta {
+                MetaOf::Object(kept) => {
+                    let kept: Map<String, Value> = kept
+                        .iter()
+                        .filter(|(k, _)| *k != meta::RELATED_TASK && *k != meta::SERVER_INFO)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    if kept.is_empty() {
+                        Ok(())
+                    } else {
+                        map.serialize_entry("_meta", &kept)
+                    }
+                }
+                MetaOf::Absent => Ok(()),
+                MetaOf::Other(other) => map.serialize_entry("_meta", other),
+            };
+        }
         // spec 2026-07-28 basic/index.mdx "Result Responses": "The `result` MUST include a `resultType` field".
         map.serialize_entry("resultType", "complete")?;
         if self.method.cacheable() {

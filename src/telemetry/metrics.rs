@@ -74,8 +74,19 @@ pub fn method_label(sent: Option<&str>) -> &'static str {
     if let Some(m) = crate::protocol::Method::parse(sent) {
         return m.as_str();
     }
+    // 2025-era messages (`front::era2025`): a fixed set, so the label stays bounded.
+    const ERA_2025: [&str; 7] = [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "response",
+        "GET",
+        "DELETE",
+        "resources/subscribe",
+    ];
     NOTIFICATIONS
         .into_iter()
+        .chain(ERA_2025)
         .find(|n| *n == sent)
         .unwrap_or("other")
 }

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-use super::{PATIENCE, client_python, ensure_deps, eventually, everything_js, repo};
+use super::{PATIENCE, client_python, ensure_deps, eventually, everything_js, legacy_python, repo};
 
 /// A child process killed when the guard is dropped.
 pub struct ChildGuard(pub Child);
@@ -178,6 +178,15 @@ pub async fn py_client(url: &str, script: &Value) -> Vec<Value> {
     let mut cmd = Command::new(client_python());
     cmd.arg(repo().join("tests/peers/py_client.py"));
     run_driver("py_client", cmd, url, script).await
+}
+
+/// Runs the 2025-era PyPI `mcp` 1.30.0 `ClientSession` driver
+/// (tests/peers/py_client_2025.py: `initialize`, a session, pushed
+/// questions answered by its elicitation callback) against `url`.
+pub async fn py_client_2025(url: &str, script: &Value) -> Vec<Value> {
+    let mut cmd = Command::new(legacy_python());
+    cmd.arg(repo().join("tests/peers/py_client_2025.py"));
+    run_driver("py_client_2025", cmd, url, script).await
 }
 
 /// Runs the npm `@modelcontextprotocol/client` 2.4.0 driver (tests/peers/ts_client.mjs,

@@ -22,6 +22,9 @@ pub enum Client {
     Py,
     /// npm `@modelcontextprotocol/client` 2.4.0, `versionNegotiation: {mode: {pin: '2026-07-28'}}`.
     Ts,
+    /// PyPI `mcp` 1.30.0 `ClientSession`: a 2025-era client (`initialize`,
+    /// a session, questions pushed on the call's stream).
+    Py2025,
 }
 
 impl Client {
@@ -29,6 +32,7 @@ impl Client {
         let lines = match self {
             Client::Py => py_client(url, script).await,
             Client::Ts => ts_client(url, script).await,
+            Client::Py2025 => py_client_2025(url, script).await,
         };
         if let Some(fatal) = lines.iter().find(|l| l["event"] == "fatal") {
             panic!("{self:?} client lost its connection: {fatal}\n{lines:#?}");
@@ -156,7 +160,7 @@ impl Output {
             Client::Ts => Some(asked["key"].as_str().unwrap_or_else(|| {
                 panic!("the Node driver prints the input request key: {asked}")
             })),
-            Client::Py => None,
+            Client::Py | Client::Py2025 => None,
         }
     }
 }

@@ -91,6 +91,10 @@ async fn check(
 
 /// The tool's mirrored parameters against their `Mcp-Param-*` headers.
 fn mirrored(tool: &Tool, req: &ClientRequest) -> Result<(), Reject> {
+    // `Mcp-Param-*` headers are 2026-07-28's: a 2025-era client sends none.
+    if req.is_2025_era() {
+        return Ok(());
+    }
     if tool.mirrored.is_empty() {
         return Ok(());
     }

@@ -9,6 +9,7 @@
 //! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
 //! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
 //! | 6 | [`parse`] | from the bytes to the typed [`ClientRequest`], in this order: not JSON, not one JSON-RPC request (a notification is answered 202 here); then [`protocol`]: missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have; then [`meta`]: a missing `_meta`; then [`name`]: an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
+//! | 6b | `front::era2025::SessionStep` | a 2025-era message (`initialize`, or one in a session) without `Mcp-Session-Id` (400), with one that is not this principal's or has ended (404), or with an `MCP-Protocol-Version` its session cannot speak (400); the session's own messages (`initialize`, `ping`, answers, notifications, `DELETE`) skip steps 7-11 |
 //! | 7 | [`rate_limit`] | a request over the route's rate limits (429, `Retry-After`); retries counted apart |
 //! | 8 | [`tool_scopes`] | a `tools/call` whose credential lacks the tool's policy `scopes` (403 `insufficient_scope`) |
 //! | 9 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
@@ -124,6 +125,13 @@ pub struct RequestCx {
     /// Set by [`owner`]: the retry's `requestState`, opened and checked, so
     /// the engine does not open it again.
     pub verified: Option<Box<crate::mrtr::state::Claims>>,
+    /// Set by [`parse`] for a 2025-era message; its session by the step
+    /// after it (`front::era2025::SessionStep`).
+    pub era2025: Option<Box<crate::front::era2025::Era2025>>,
+    /// Set by a step that answers the request itself after the checks that
+    /// every message goes through (a 2025-era `ping`, `initialize`, a POSTed
+    /// answer): the steps after it, which check calls, do not run.
+    pub settled: bool,
 }
 
 impl RequestCx {
@@ -138,6 +146,8 @@ impl RequestCx {
             method_label: None,
             forward: None,
             verified: None,
+            era2025: None,
+            settled: false,
         }
     }
 
@@ -216,6 +226,7 @@ impl Pipeline {
         authenticator: Arc<dyn crate::front::auth::Authenticator>,
         max_body_bytes: usize,
         body_read_timeout: std::time::Duration,
+        sessions: Arc<crate::front::era2025::Sessions>,
     ) -> Self {
         let mut steps: Vec<Box<dyn Step>> = vec![
             Box::new(origin::Origin::new(allowed_origins)),
@@ -225,6 +236,7 @@ impl Pipeline {
             Box::new(body::ReadBody::new(max_body_bytes, body_read_timeout)),
         ];
         steps.push(Box::new(parse::Parse));
+        steps.push(Box::new(crate::front::era2025::SessionStep::new(sessions)));
         steps.push(Box::new(rate_limit::RateLimit));
         steps.push(Box::new(tool_scopes::ToolScopes::new(authenticator)));
         steps.push(Box::new(known_tool::KnownTool));
@@ -246,6 +258,9 @@ impl Pipeline {
                 Some(verdict) => verdict?,
                 None => step.on_request(cx).await?,
             }
+            if cx.settled {
+                break;
+            }
         }
         Ok(())
     }
@@ -257,6 +272,9 @@ pub enum Incoming {
     Request(Box<ClientRequest>),
     /// A notification, which [`parse`] answers with 202.
     Notification(String),
+    /// A 2025-era message (`initialize`, or anything in a session), which
+    /// `front::era2025` serves.
+    Era2025(Box<crate::front::era2025::Message2025>),
 }
 
 /// The checks of step 6, in order, as one pure function of the headers and

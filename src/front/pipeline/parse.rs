@@ -8,6 +8,7 @@
 use http::{HeaderMap, StatusCode};
 
 use super::{Check, Envelope, Halt, Incoming, RequestCx, meta, name, protocol};
+use crate::front::era2025::{self, Era2025, Message2025};
 use crate::jsonrpc::{FramingError, Message, Read, ReadError};
 use crate::mrtr::Outcome;
 use crate::protocol::{ClientParams, Reason, Reject};
@@ -16,9 +17,21 @@ pub struct Parse;
 
 impl Check for Parse {
     fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        // GET and DELETE carry no message: they are 2025-era (`post_only`).
+        if cx.head.method != http::Method::POST {
+            cx.method_label = Some(cx.head.method.as_str().to_owned());
+            cx.era2025 = Some(Box::new(Era2025::new(Message2025::of_http(
+                &cx.head.method,
+            ))));
+            return Ok(());
+        }
         match incoming(&cx.head.headers, &cx.bytes, &mut cx.method_label)? {
             Incoming::Request(request) => {
                 cx.request = Some(request);
+                Ok(())
+            }
+            Incoming::Era2025(message) => {
+                cx.era2025 = Some(Box::new(Era2025::new(*message)));
                 Ok(())
             }
             Incoming::Notification(_) => Err(Halt::Respond {
@@ -37,14 +50,45 @@ pub(super) fn incoming(
     bytes: &[u8],
     label: &mut Option<String>,
 ) -> Result<Incoming, Halt> {
+    // spec 2026-07-28 basic/versioning.mdx "Backward Compatibility": "A
+    // dual-era server selects its behavior from how the client opens": a
+    // request with the modern `_meta` is 2026-07-28; `initialize`, or any
+    // message in a session redmark opened with it, is 2025-era.
+    let in_session = headers.contains_key(era2025::SESSION_HEADER);
     let envelope = match message(bytes)? {
         Parsed::Request(envelope) => envelope,
-        Parsed::Notification(method) => {
+        Parsed::Notification { method, params } => {
             *label = Some(method.clone());
+            if in_session {
+                return Ok(Incoming::Era2025(Box::new(Message2025::Notification {
+                    method,
+                    params,
+                })));
+            }
             return Ok(Incoming::Notification(method));
+        }
+        Parsed::Response { id, outcome } => {
+            // An answer to a pushed question: named by what it is, not a method.
+            *label = Some("response".into());
+            if in_session {
+                return Ok(Incoming::Era2025(Box::new(Message2025::Response {
+                    id,
+                    outcome,
+                })));
+            }
+            return Err(Halt::refuse(
+                Some(&id),
+                Reject::new(
+                    Reason::ResponseNotAllowed,
+                    "clients must not send JSON-RPC responses to a 2026-07-28 endpoint",
+                ),
+            ));
         }
     };
     *label = Some(envelope.method.clone());
+    if era2025::is_2025_request(&envelope, in_session) {
+        return Ok(Incoming::Era2025(Box::new(Message2025::Request(envelope))));
+    }
     let mut headers = protocol::Mirrored::read(headers);
     protocol::check(&headers, &envelope.id, &envelope.method)?;
     // The params move into the typed request: no copy of the body's tree.
@@ -57,7 +101,14 @@ pub(super) fn incoming(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Parsed {
     Request(Envelope),
-    Notification(String),
+    Notification {
+        method: String,
+        params: Option<serde_json::Value>,
+    },
+    Response {
+        id: crate::jsonrpc::Id,
+        outcome: Result<serde_json::Value, crate::jsonrpc::ErrorObject>,
+    },
 }
 
 /// Reads one request or notification from the body's bytes.
@@ -82,13 +133,7 @@ pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
         Read::Request { id, method, params } => {
             Ok(Parsed::Request(Envelope { id, method, params }))
         }
-        Read::Notification { method, .. } => Ok(Parsed::Notification(method)),
-        Read::Response { id, .. } => Err(Halt::refuse(
-            Some(&id),
-            Reject::new(
-                Reason::ResponseNotAllowed,
-                "clients must not send JSON-RPC responses to a 2026-07-28 endpoint",
-            ),
-        )),
+        Read::Notification { method, params } => Ok(Parsed::Notification { method, params }),
+        Read::Response { id, outcome } => Ok(Parsed::Response { id, outcome }),
     }
 }

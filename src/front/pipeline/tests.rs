@@ -350,20 +350,15 @@ async fn a_missing_version_header_says_how_to_pin_the_client() {
             .starts_with("the MCP-Protocol-Version header is required")
     );
     assert_newcomer_hint(&r);
-    // A bare legacy `initialize` (no headers at all, as a legacy client sends it).
+    // A bare legacy `initialize` (no headers at all, as a legacy client
+    // sends it) is a 2025-era handshake, served by `front::era2025`.
     let legacy = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
-    let r = parse(&HeaderMap::new(), &body("initialize", legacy))
-        .await
-        .unwrap_err();
-    assert_eq!(r.reject.reason.as_str(), "header_missing");
+    let incoming = crate::front::pipeline::parse_request(&HeaderMap::new(), &body("initialize", legacy));
     assert!(
-        r.reject
-            .message
-            .starts_with("`initialize` is a legacy handshake"),
-        "{}",
-        r.reject.message
+        matches!(&incoming, Ok(crate::front::pipeline::Incoming::Era2025(m))
+            if matches!(&**m, crate::front::era2025::Message2025::Request(e) if e.method == "initialize")),
+        "{incoming:?}"
     );
-    assert_newcomer_hint(&r);
     // The Mcp-Method header is another mistake: no hint there.
     let r = parse(
         &headers(&[("mcp-protocol-version", "2026-07-28")]),

@@ -1,0 +1,649 @@
+//! 2025-era client sessions: the `Mcp-Session-Id` redmark mints at
+//! `initialize`, what it remembers, and the bounds on how many are open.
+//!
+//! What a session must remember for its whole life (route, principal,
+//! negotiated version, client capabilities and info) is sealed into its id
+//! with the state keys (XChaCha20-Poly1305, as `requestState`), so any
+//! replica that holds the keys serves any request of any session, with no
+//! stickiness: a replica that meets an id it never saw opens it and adopts
+//! the session. What changes during a session (its log level, its calls in
+//! flight, when it was last used) lives on the replica that sees it.
+//!
+//! spec 2025-11-25 basic/transports.mdx "Session Management": "The session
+//! ID SHOULD be globally unique and cryptographically secure" and "MUST only
+//! contain visible ASCII characters (ranging from 0x21 to 0x7E)": the id is
+//! a key id, a dot and base64url, all visible ASCII, around 128 random bits.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use foldhash::HashMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::SessionsConfig;
+use crate::mrtr::state::{SharedKeyring, principal_digest};
+use crate::protocol::profile::Profile;
+use crate::protocol::{Reason, Reject};
+
+/// The versions a 2025-era client may negotiate, oldest first (spec
+/// 2025-11-25 basic/lifecycle.mdx "Version Negotiation": "If the server
+/// supports the requested protocol version, it MUST respond with the same
+/// version. Otherwise, the server MUST respond with another protocol version
+/// it supports. This SHOULD be the latest version supported by the server.").
+pub use crate::protocol::LEGACY_VERSIONS;
+
+/// The version a request without `MCP-Protocol-Version` is taken to speak
+/// (spec 2025-11-25 basic/transports.mdx "Protocol Version Header": "the
+/// server SHOULD assume protocol version 2025-03-26").
+pub const ASSUMED_VERSION: &str = "2025-03-26";
+
+/// The version `initialize` answers for a client asking `requested`.
+pub fn negotiate(requested: Option<&str>) -> &'static str {
+    requested
+        .and_then(|r| LEGACY_VERSIONS.iter().find(|v| **v == r))
+        .copied()
+        .unwrap_or(LEGACY_VERSIONS[LEGACY_VERSIONS.len() - 1])
+}
+
+/// Longest `clientInfo` kept in a session id: beyond it only its name,
+/// title and version are kept (icons and descriptions can be long, and the
+/// id rides on every request).
+const MAX_CLIENT_INFO_BYTES: usize = 1024;
+
+/// What a session id says, sealed. Short names keep the id short.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    /// Marks a session id (a `requestState` never has it), and its format.
+    sid: u8,
+    /// 128 random bits, hex: the session's name in logs and tables.
+    id: String,
+    /// The route it was opened on.
+    rt: String,
+    /// Hex SHA-256 of the principal (route-scoped).
+    pr: String,
+    /// The negotiated protocol version.
+    pv: String,
+    /// The client's `capabilities` from `initialize`.
+    caps: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ci: Option<Value>,
+    /// Seconds since the Unix epoch after which the id is refused.
+    exp: u64,
+}
+
+const SEALED_FORMAT: u8 = 1;
+
+/// One session as this replica knows it.
+#[derive(Debug)]
+pub struct Session {
+    /// The session's name (not its id: the id is a credential of sorts).
+    pub name: String,
+    pub route: String,
+    principal: String,
+    pub version: String,
+    pub capabilities: Value,
+    pub client_info: Option<Value>,
+    pub profile: Profile,
+    expires: Instant,
+    last_seen: Mutex<Instant>,
+    /// Set by `logging/setLevel` (spec 2025-11-25 server/utilities/logging.mdx).
+    log_level: Mutex<Option<String>>,
+    /// Calls in flight, by their JSON-RPC id as text: `notifications/cancelled`
+    /// and `DELETE` end them.
+    calls: Mutex<HashMap<String, CancellationToken>>,
+    /// Cancelled when the session ends: every call in flight ends with it.
+    pub ended: CancellationToken,
+}
+
+impl Session {
+    pub fn log_level(&self) -> Option<String> {
+        self.log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_log_level(&self, level: String) {
+        *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(level);
+    }
+
+    /// Registers a call in flight under its JSON-RPC id; the token ends it.
+    /// The guard takes it off the table when the call ends.
+    pub fn call(self: &Arc<Self>, id: String) -> CallGuard {
+        let token = self.ended.child_token();
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), token.clone());
+        CallGuard {
+            session: Arc::downgrade(self),
+            id,
+            token,
+        }
+    }
+
+    /// Ends the call with this JSON-RPC id (`notifications/cancelled`); false if none.
+    pub fn cancel_call(&self, id: &str) -> bool {
+        let token = self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        token.map(|t| t.cancel()).is_some()
+    }
+
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn touch(&self, now: Instant) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = now;
+    }
+
+    fn idle_since(&self) -> Instant {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A call's place in its session's table, removed when the call ends.
+pub struct CallGuard {
+    session: Weak<Session>,
+    id: String,
+    pub token: CancellationToken,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.upgrade() {
+            s.calls
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&self.id);
+        }
+    }
+}
+
+/// The sessions this replica holds, and the ended ones it must keep refusing.
+pub struct Sessions {
+    keys: Arc<SharedKeyring>,
+    config: Mutex<SessionsConfig>,
+    live: DashMap<String, Arc<Session>>,
+    per_principal: DashMap<String, usize>,
+    /// Ended sessions (deleted, idle), until their sealed lifetime runs out:
+    /// their ids still open, and must get 404.
+    ended: DashMap<String, Instant>,
+    /// Questions pushed to clients, waiting for their answers, by the
+    /// JSON-RPC id they were pushed with.
+    answers: DashMap<String, Waiting>,
+}
+
+/// A client's answer to a pushed question: its result, or the error it sent.
+pub type Answer = Result<Value, crate::jsonrpc::ErrorObject>;
+
+#[derive(Debug)]
+struct Waiting {
+    session: String,
+    tx: tokio::sync::oneshot::Sender<Answer>,
+}
+
+/// A pushed question's wait for its answer; the question is forgotten when
+/// this is dropped (answered, or its call ended).
+pub struct Expected {
+    sessions: Weak<Sessions>,
+    pub id: String,
+    pub rx: tokio::sync::oneshot::Receiver<Answer>,
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        if let Some(s) = self.sessions.upgrade() {
+            s.answers.remove(&self.id);
+        }
+    }
+}
+
+/// Ended sessions remembered at most; past it the oldest are forgotten
+/// (their ids then open again for their own principal only).
+const MAX_ENDED: usize = 262_144;
+
+/// Why a session id is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("this MCP session is not known here: it ended, expired, or was never opened")]
+    Unknown,
+    #[error("the principal holds {0} sessions already ([sessions] max_per_principal)")]
+    TooManyForPrincipal(usize),
+    #[error("this replica holds {0} sessions already ([sessions] max_total)")]
+    Full(usize),
+}
+
+impl SessionError {
+    pub fn reject(self) -> Reject {
+        let (reason, hint) = match self {
+            SessionError::Unknown => (
+                Reason::SessionUnknown,
+                "; send `initialize` to start a new session",
+            ),
+            SessionError::TooManyForPrincipal(_) => (
+                Reason::TooManySessions,
+                "; end one with DELETE, or wait for an idle one to end",
+            ),
+            SessionError::Full(_) => (Reason::SessionsFull, "; try another replica or later"),
+        };
+        Reject::new(reason, format!("{self}{hint}"))
+    }
+}
+
+/// What `initialize` tells a new session.
+pub struct Opening<'a> {
+    pub route: &'a str,
+    pub principal: &'a str,
+    pub version: &'a str,
+    pub capabilities: Value,
+    pub client_info: Option<Value>,
+}
+
+impl Sessions {
+    pub fn new(keys: Arc<SharedKeyring>, config: SessionsConfig) -> Arc<Self> {
+        let sessions = Arc::new(Self {
+            keys,
+            config: Mutex::new(config),
+            live: DashMap::new(),
+            per_principal: DashMap::new(),
+            ended: DashMap::new(),
+            answers: DashMap::new(),
+        });
+        tokio::spawn(reaper(Arc::downgrade(&sessions)));
+        sessions
+    }
+
+    /// A reloaded `[sessions]` applies to the next check.
+    pub fn configure(&self, config: SessionsConfig) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
+    }
+
+    fn config(&self) -> SessionsConfig {
+        self.config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Opens a session: its id, and the session as this replica holds it.
+    pub fn open(&self, opening: Opening<'_>) -> Result<(String, Arc<Session>), SessionError> {
+        let config = self.config();
+        if self.live.len() >= config.max_total {
+            return Err(SessionError::Full(config.max_total));
+        }
+        let held = self.per_principal.get(opening.principal).map_or(0, |n| *n);
+        if held >= config.max_per_principal {
+            return Err(SessionError::TooManyForPrincipal(config.max_per_principal));
+        }
+        let client_info = opening.client_info.map(short_client_info);
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let sealed = Sealed {
+            sid: SEALED_FORMAT,
+            id: hex::encode(rand::random::<[u8; 16]>()),
+            rt: opening.route.to_owned(),
+            pr: principal_digest(opening.route, opening.principal),
+            pv: opening.version.to_owned(),
+            caps: opening.capabilities,
+            ci: client_info,
+            exp: (now_unix + config.max_lifetime).as_secs(),
+        };
+        let token = self
+            .keys
+            .seal_payload(&serde_json::to_vec(&sealed).unwrap_or_default());
+        let session = self.adopt(sealed, opening.principal, config.max_lifetime);
+        Ok((token, session))
+    }
+
+    /// The session a request names, checked: sealed by these keys, not
+    /// expired or ended, opened on this route by this principal. Any failure
+    /// is the same 404, so an id tells a stranger nothing.
+    pub fn find(
+        &self,
+        token: &str,
+        route: &str,
+        principal: &str,
+    ) -> Result<Arc<Session>, SessionError> {
+        let plain = self
+            .keys
+            .open_payload(token)
+            .map_err(|_| SessionError::Unknown)?;
+        let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| SessionError::Unknown)?;
+        if sealed.sid != SEALED_FORMAT
+            || sealed.rt != route
+            || sealed.pr != principal_digest(route, principal)
+        {
+            return Err(SessionError::Unknown);
+        }
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs();
+        if now_unix >= sealed.exp || self.ended.contains_key(&sealed.id) {
+            return Err(SessionError::Unknown);
+        }
+        if let Some(live) = self.live.get(&sealed.id) {
+            live.touch(Instant::now());
+            return Ok(live.clone());
+        }
+        // Opened by another replica (or by this one before a restart): adopt
+        // it within the same bounds as a new one.
+        let config = self.config();
+        if self.live.len() >= config.max_total {
+            return Err(SessionError::Full(config.max_total));
+        }
+        let left = Duration::from_secs(sealed.exp.saturating_sub(now_unix));
+        Ok(self.adopt(sealed, principal, left))
+    }
+
+    fn adopt(&self, sealed: Sealed, principal: &str, left: Duration) -> Arc<Session> {
+        let now = Instant::now();
+        let profile = Profile::from_client_capabilities(&sealed.caps);
+        let session = Arc::new(Session {
+            name: sealed.id.clone(),
+            route: sealed.rt,
+            principal: principal.to_owned(),
+            version: sealed.pv,
+            capabilities: sealed.caps,
+            client_info: sealed.ci,
+            profile,
+            expires: now + left,
+            last_seen: Mutex::new(now),
+            log_level: Mutex::new(None),
+            calls: Mutex::new(HashMap::default()),
+            ended: CancellationToken::new(),
+        });
+        let entry = self.live.entry(sealed.id);
+        match entry {
+            dashmap::Entry::Occupied(o) => o.get().clone(),
+            dashmap::Entry::Vacant(v) => {
+                *self.per_principal.entry(principal.to_owned()).or_insert(0) += 1;
+                v.insert(session.clone());
+                session
+            }
+        }
+    }
+
+    /// A question about to be pushed to `session`'s client: the JSON-RPC id
+    /// to push it with (this replica's `node` in it, then 64 random bits),
+    /// and where its answer arrives.
+    pub fn expect(self: &Arc<Self>, session: &Session, node: &str) -> Expected {
+        let id = format!("redmark-{node}-{}", hex::encode(rand::random::<[u8; 8]>()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.answers.insert(
+            id.clone(),
+            Waiting {
+                session: session.name.clone(),
+                tx,
+            },
+        );
+        Expected {
+            sessions: Arc::downgrade(self),
+            id,
+            rx,
+        }
+    }
+
+    /// Hands the client's answer to the call waiting for it; false when no
+    /// question of this session waits under that id.
+    pub fn deliver(&self, session: &Session, id: &crate::jsonrpc::Id, answer: Answer) -> bool {
+        let crate::jsonrpc::Id::String(id) = id else {
+            return false;
+        };
+        match self.answers.remove_if(id, |_, w| w.session == session.name) {
+            Some((_, w)) => w.tx.send(answer).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Questions waiting for answers on this replica.
+    pub fn questions_waiting(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// Ends a session (`DELETE`, idle, shutdown): its calls in flight end,
+    /// and its id gets 404 from now on.
+    pub fn end(&self, session: &Session) {
+        self.forget(&session.name, session.expires);
+    }
+
+    fn forget(&self, name: &str, until: Instant) {
+        if let Some((_, s)) = self.live.remove(name) {
+            s.ended.cancel();
+            if let dashmap::Entry::Occupied(mut n) = self.per_principal.entry(s.principal.clone()) {
+                *n.get_mut() -= 1;
+                if *n.get() == 0 {
+                    n.remove();
+                }
+            }
+        }
+        if self.ended.len() >= MAX_ENDED {
+            self.sweep_ended(Instant::now());
+        }
+        if self.ended.len() < MAX_ENDED {
+            self.ended.insert(name.to_owned(), until);
+        }
+    }
+
+    fn sweep_ended(&self, now: Instant) {
+        self.ended.retain(|_, until| *until > now);
+    }
+
+    /// Ends the sessions idle past `[sessions] idle_timeout` (and those past
+    /// their lifetime); a session with a call in flight is not idle.
+    fn reap(&self, now: Instant) {
+        let idle = self.config().idle_timeout;
+        let stale: Vec<(String, Instant)> = self
+            .live
+            .iter()
+            .filter(|s| {
+                s.expires <= now || (s.calls_in_flight() == 0 && s.idle_since() + idle <= now)
+            })
+            .map(|s| (s.name.clone(), s.expires))
+            .collect();
+        for (name, until) in stale {
+            tracing::debug!(session = %name, "2025-era session ended (idle)");
+            self.forget(&name, until);
+        }
+        self.sweep_ended(now);
+    }
+
+    /// Ends every session (shutdown): their calls in flight end now.
+    pub fn end_all(&self) {
+        let names: Vec<(String, Instant)> = self
+            .live
+            .iter()
+            .map(|s| (s.name.clone(), s.expires))
+            .collect();
+        for (name, until) in names {
+            self.forget(&name, until);
+        }
+    }
+}
+
+/// How often idle sessions are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(5);
+
+async fn reaper(sessions: Weak<Sessions>) {
+    let mut tick = tokio::time::interval(REAP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(s) = sessions.upgrade() else { return };
+        s.reap(Instant::now());
+    }
+}
+
+/// `clientInfo` as kept in the id: whole when short, else its name, title and version.
+fn short_client_info(info: Value) -> Value {
+    let len = serde_json::to_vec(&info).map_or(usize::MAX, |b| b.len());
+    if len <= MAX_CLIENT_INFO_BYTES {
+        return info;
+    }
+    let mut kept = serde_json::Map::new();
+    for key in ["name", "title", "version"] {
+        if let Some(Value::String(s)) = info.get(key) {
+            kept.insert(key.to_owned(), Value::String(s.chars().take(128).collect()));
+        }
+    }
+    Value::Object(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mrtr::state::Keyring;
+    use serde_json::json;
+
+    fn sessions(config: SessionsConfig) -> Arc<Sessions> {
+        Sessions::new(Arc::new(SharedKeyring::new(Keyring::ephemeral())), config)
+    }
+
+    fn opening<'a>(principal: &'a str) -> Opening<'a> {
+        Opening {
+            route: "r",
+            principal,
+            version: "2025-11-25",
+            capabilities: json!({"elicitation": {}}),
+            client_info: Some(json!({"name": "c", "version": "1"})),
+        }
+    }
+
+    #[test]
+    fn versions_negotiate_to_the_clients_or_the_latest() {
+        assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(negotiate(Some("2024-11-05")), "2024-11-05");
+        assert_eq!(negotiate(Some("2026-07-28")), "2025-11-25");
+        assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
+        assert_eq!(negotiate(None), "2025-11-25");
+    }
+
+    #[tokio::test]
+    async fn an_id_is_visible_ascii_and_opens_only_for_its_principal_and_route() {
+        let s = sessions(SessionsConfig::default());
+        let (id, session) = s.open(opening("alice")).unwrap();
+        assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");
+        assert!(session.profile.elicitation_form);
+        assert_eq!(s.find(&id, "r", "alice").unwrap().name, session.name);
+        assert_eq!(s.find(&id, "r", "bob").unwrap_err(), SessionError::Unknown);
+        assert_eq!(
+            s.find(&id, "other", "alice").unwrap_err(),
+            SessionError::Unknown
+        );
+        let mut forged = id.clone();
+        forged.pop();
+        forged.push(if id.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(
+            s.find(&forged, "r", "alice").unwrap_err(),
+            SessionError::Unknown
+        );
+        assert_eq!(
+            s.find("nonsense", "r", "alice").unwrap_err(),
+            SessionError::Unknown
+        );
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_stays_ended_and_its_calls_end_with_it() {
+        let s = sessions(SessionsConfig::default());
+        let (id, session) = s.open(opening("alice")).unwrap();
+        let call = session.call("7".into());
+        s.end(&session);
+        assert!(call.token.is_cancelled());
+        assert_eq!(
+            s.find(&id, "r", "alice").unwrap_err(),
+            SessionError::Unknown
+        );
+        assert!(s.is_empty());
+    }
+
+    #[tokio::test]
+    async fn another_replica_adopts_a_session_it_never_saw() {
+        let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
+        let a = Sessions::new(keys.clone(), SessionsConfig::default());
+        let b = Sessions::new(keys, SessionsConfig::default());
+        let (id, opened) = a.open(opening("alice")).unwrap();
+        let adopted = b.find(&id, "r", "alice").unwrap();
+        assert_eq!(adopted.name, opened.name);
+        assert_eq!(adopted.version, "2025-11-25");
+        assert_eq!(
+            adopted.client_info,
+            Some(json!({"name": "c", "version": "1"}))
+        );
+    }
+
+    #[tokio::test]
+    async fn sessions_are_bounded_per_principal_and_in_all() {
+        let s = sessions(SessionsConfig {
+            max_per_principal: 2,
+            max_total: 3,
+            ..SessionsConfig::default()
+        });
+        s.open(opening("alice")).unwrap();
+        let (_, second) = s.open(opening("alice")).unwrap();
+        assert_eq!(
+            s.open(opening("alice")).unwrap_err(),
+            SessionError::TooManyForPrincipal(2)
+        );
+        s.open(opening("bob")).unwrap();
+        assert_eq!(s.open(opening("carol")).unwrap_err(), SessionError::Full(3));
+        s.end(&second);
+        s.open(opening("alice")).unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_session_ends_and_one_with_a_call_in_flight_does_not() {
+        let s = sessions(SessionsConfig {
+            idle_timeout: Duration::from_secs(60),
+            ..SessionsConfig::default()
+        });
+        let (idle_id, _) = s.open(opening("alice")).unwrap();
+        let (busy_id, busy) = s.open(opening("alice")).unwrap();
+        let _call = busy.call("1".into());
+        tokio::time::sleep(Duration::from_secs(61 + REAP_EVERY.as_secs())).await;
+        assert_eq!(
+            s.find(&idle_id, "r", "alice").unwrap_err(),
+            SessionError::Unknown
+        );
+        assert!(s.find(&busy_id, "r", "alice").is_ok());
+    }
+
+    #[test]
+    fn a_long_client_info_is_cut_to_its_name_and_version() {
+        let long = json!({"name": "n", "version": "1", "description": "x".repeat(5000)});
+        assert_eq!(
+            short_client_info(long),
+            json!({"name": "n", "version": "1"})
+        );
+    }
+}
