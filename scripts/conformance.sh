@@ -37,7 +37,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-REQUIREMENTS=2026-07-28
+REQUIREMENTS="${CONFORMANCE_REQUIREMENTS:-2026-07-28}"
 SRC="$ROOT/scripts/conformance"
 CACHE="$ROOT/.cache/conformance"
 OUT="$ROOT/target/conformance"

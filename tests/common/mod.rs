@@ -9,6 +9,7 @@
 //! * [`walker`]: `Op`, one logical operation walked round by round, and the
 //!   checks of `InputRequiredResult`s and complete results;
 //! * [`certs`]: a test CA (rcgen), server and client certificates, HTTPS clients;
+//! * [`era2025`]: `Session2025`, a 2025-era client spoken by hand;
 //! * [`errors`]: `assert_error`, the one check of an error answer;
 //! * [`schema`]: validation against the 2026-07-28 JSON schema;
 //! * [`peers`]: child processes (legacy servers, the `redmark` binary, the
@@ -18,6 +19,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod era2025;
 pub mod errors;
 pub mod fixture_log;
 pub mod gateway;
@@ -31,6 +33,8 @@ use std::sync::{Mutex, OnceLock};
 
 #[allow(unused_imports)]
 pub use certs::*;
+#[allow(unused_imports)]
+pub use era2025::*;
 #[allow(unused_imports)]
 pub use errors::*;
 #[allow(unused_imports)]
