@@ -47,9 +47,15 @@ async fn a_2025_client_books_the_big_room_through_two_questions() {
         .find(|l| l["event"] == "initialized")
         .expect("initialized");
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-    assert_eq!(init["result"]["serverInfo"]["name"], "rooms-example", "{init}");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "rooms-example",
+        "{init}"
+    );
     let session = init["session"].as_str().expect("a session id");
-    assert!(session.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{session}");
+    assert!(
+        session.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+        "{session}"
+    );
     let booking = seed_story_outcome(&out);
     fronted.counted("book_room", "completed", 1.0).await;
     seed_story_booking_exists(&fronted, PY25, &booking).await;
@@ -107,6 +113,9 @@ async fn a_2025_session_answers_ping_and_set_level_and_leaves_nothing_pending() 
     assert_eq!(out.result(0), &json!({}));
     assert_eq!(out.result(1), &json!({}));
     assert!(out.tool_names(2).contains(&"book_room".to_owned()));
-    fronted.gw.wait_metric("redmark_pending_operations", 0.0).await;
+    fronted
+        .gw
+        .wait_metric("redmark_pending_operations", 0.0)
+        .await;
     fronted.stop().await;
 }

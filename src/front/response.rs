@@ -90,10 +90,25 @@ pub fn sse_with_end(
     keepalive: Duration,
     on_end: Option<EndHook>,
 ) -> Response<Body> {
+    sse_from(Some(first), rx, keepalive, on_end)
+}
+
+/// An SSE response with nothing to say yet: a 2025-era client's standalone
+/// stream, whose first message is the first notice that comes.
+pub fn sse_waiting(rx: mpsc::Receiver<Outgoing>, keepalive: Duration) -> Response<Body> {
+    sse_from(None, rx, keepalive, None)
+}
+
+fn sse_from(
+    first: Option<Value>,
+    rx: mpsc::Receiver<Outgoing>,
+    keepalive: Duration,
+    on_end: Option<EndHook>,
+) -> Response<Body> {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let state = SseState {
-        first: Some(first),
+        first,
         rx,
         tick,
         done: false,

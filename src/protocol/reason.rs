@@ -102,6 +102,8 @@ reasons! {
     TooManySessions => "too_many_sessions", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
     /// The replica holds `[sessions] max_total` sessions already.
     SessionsFull => "sessions_full", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
+    /// A second `GET` on a session whose standalone stream is open (409).
+    StreamAlreadyOpen => "stream_already_open", CONFLICT, code::INVALID_REQUEST, Client;
     /// A JSON-RPC response POSTed for no question that is waiting (answered already, ended, or never asked).
     AnswerUnexpected => "answer_unexpected", BAD_REQUEST, code::INVALID_REQUEST, Client;
     MissingMeta => "missing_meta", BAD_REQUEST, code::INVALID_PARAMS, Client;

@@ -19,12 +19,15 @@
 //! - [`call`]: a call, served by the same engine as a 2026 client's; each
 //!   `input_required` round becomes pushed requests on the call's stream,
 //!   whose answers redmark gathers and sends back as the retry.
+//! - [`standalone`]: the stream a `GET` opens: list-changed notices and the
+//!   updates of subscribed resources.
 //! - [`shape`]: 2026-07-28 results and questions as a 2025-era client reads them.
 
 pub mod call;
 pub mod serve;
 pub mod session;
 pub mod shape;
+pub mod standalone;
 
 use std::sync::Arc;
 
@@ -178,7 +181,8 @@ impl Check for SessionStep {
                         session.version
                     ),
                 )
-                .with("supported", serde_json::json!(session::LEGACY_VERSIONS)),
+                .with("supported", serde_json::json!(session::LEGACY_VERSIONS))
+                .with("requested", v.as_str()),
             ));
         }
         era.session_id = Some(sid);

@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Map, Value, json};
 
 use super::session::{Opening, Session, negotiate};
-use super::{Era2025, Message2025, SESSION_HEADER, call};
+use super::{Era2025, Message2025, SESSION_HEADER, call, standalone};
 use crate::front::Gateway;
 use crate::front::access::Pending;
 use crate::front::dispatch::{self, Reply};
@@ -104,20 +104,60 @@ pub async fn serve(
         }
         Message2025::Get => {
             // spec 2025-11-25 basic/transports.mdx "Listening for Messages
-            // from the Server": "The server MUST either return
+            // from the Server": "The client MUST include an Accept header,
+            // listing text/event-stream"; "The server MUST either return
             // Content-Type: text/event-stream in response to this HTTP GET,
-            // or else return HTTP 405 Method Not Allowed". Notifications
-            // that belong to no request are not relayed to 2025-era
-            // sessions (README "Both eras").
-            let mut resp = response::empty(StatusCode::METHOD_NOT_ALLOWED);
-            resp.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-            (resp, Outcome::Error(Reason::MethodNotAllowed))
+            // or else return HTTP 405 Method Not Allowed".
+            if !accepts_sse(&cx.head.headers) {
+                let reject = Reject::new(
+                    Reason::NotAcceptable,
+                    "a GET opens an SSE stream: Accept must list text/event-stream",
+                );
+                (
+                    response::json(reject.status(), &reject.response(None)),
+                    Outcome::Error(reject.reason),
+                )
+            } else {
+                match standalone::open(gw.clone(), cx.route.clone(), cx.principal.clone(), session)
+                {
+                    Ok(rx) => {
+                        write(&pending, gw, &response::empty(StatusCode::OK), Outcome::Ok);
+                        return (
+                            response::sse_waiting(rx, gw.sse_keepalive),
+                            RequestOutcome::Stream,
+                        );
+                    }
+                    Err(standalone::Refused::AlreadyOpen) => {
+                        let reject = Reject::new(
+                            Reason::StreamAlreadyOpen,
+                            "this session has its standalone stream open already",
+                        );
+                        (
+                            response::json(reject.status(), &reject.response(None)),
+                            Outcome::Error(reject.reason),
+                        )
+                    }
+                }
+            }
         }
         Message2025::Request(_) => return missing_session(),
     };
     write(&pending, gw, &resp, outcome);
     (resp, RequestOutcome::Done(outcome))
+}
+
+fn accepts_sse(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|r| r.split(';').next().unwrap_or_default().trim())
+        .any(|r| {
+            r.eq_ignore_ascii_case("text/event-stream")
+                || r.eq_ignore_ascii_case("text/*")
+                || r == "*/*"
+        })
 }
 
 fn write(pending: &Pending, gw: &Gateway, resp: &Response<Body>, outcome: Outcome) {
@@ -162,6 +202,9 @@ fn answer_locally(session: &Session, envelope: Envelope) -> (Response<Body>, Out
         // respond promptly with an empty response".
         "ping" => Ok(json!({})),
         "logging/setLevel" => set_level(session, params.as_deref()),
+        "resources/subscribe" | "resources/unsubscribe" if session.can_subscribe => {
+            subscribe(session, &method, params.as_deref())
+        }
         _ => Err(Reject::new(
             Reason::MethodNotFound,
             format!("Method not found: `{method}`"),
@@ -185,6 +228,22 @@ fn set_level(session: &Session, params: Option<&ClientParams>) -> Result<Value, 
             )
         })?;
     session.set_log_level(level.to_owned());
+    Ok(json!({}))
+}
+
+/// spec 2025-11-25 server/resources.mdx "Subscriptions": the updates of
+/// `uri` reach the session's standalone stream (`GET`) from now on, or no
+/// longer. Offered only where the server itself can subscribe.
+fn subscribe(
+    session: &Session,
+    method: &str,
+    params: Option<&ClientParams>,
+) -> Result<Value, Reject> {
+    let uri = params
+        .and_then(|p| p.members.get("uri"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| Reject::new(Reason::InvalidParams, "`uri` (a string) is required"))?;
+    session.subscribe(uri, method == "resources/subscribe");
     Ok(json!({}))
 }
 
@@ -258,12 +317,18 @@ async fn initialize(
         Ok(server) => server,
         Err(out) => return out,
     };
+    let can_subscribe = server
+        .capabilities
+        .pointer("/resources/subscribe")
+        .and_then(Value::as_bool)
+        == Some(true);
     let opened = gw.sessions.open(Opening {
         route: &route.name,
         principal: &principal.name,
         version,
         capabilities,
         client_info,
+        can_subscribe,
     });
     let (sid, session) = match opened {
         Ok(opened) => opened,
@@ -396,18 +461,12 @@ async fn describe(
 }
 
 /// The server's capabilities as a 2025-era session is served: no 2026
-/// `extensions` or tasks; no list-changed or subscription promises, which
-/// need the standalone stream redmark does not open for 2025-era sessions.
+/// `extensions` or tasks. List-changed notices and resource updates reach
+/// the session on its standalone stream (`GET`), as the server promises them.
 fn server_capabilities(caps: Option<&Value>) -> Value {
     let mut caps = caps.and_then(Value::as_object).cloned().unwrap_or_default();
     caps.shift_remove("extensions");
     caps.shift_remove("tasks");
-    for kind in ["tools", "prompts", "resources"] {
-        if let Some(Value::Object(c)) = caps.get_mut(kind) {
-            c.shift_remove("listChanged");
-            c.shift_remove("subscribe");
-        }
-    }
     Value::Object(caps)
 }
 
@@ -416,7 +475,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn server_capabilities_promise_only_what_a_2025_session_gets() {
+    fn server_capabilities_lose_2026s_extensions_and_tasks() {
         let caps = json!({
             "tools": {"listChanged": true},
             "resources": {"subscribe": true, "listChanged": true},
@@ -426,7 +485,7 @@ mod tests {
         });
         assert_eq!(
             server_capabilities(Some(&caps)),
-            json!({"tools": {}, "resources": {}, "logging": {}})
+            json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true}, "logging": {}})
         );
     }
 

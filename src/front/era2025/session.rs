@@ -74,6 +74,9 @@ struct Sealed {
     ci: Option<Value>,
     /// Seconds since the Unix epoch after which the id is refused.
     exp: u64,
+    /// Whether `initialize` promised `resources.subscribe` (the server has it).
+    #[serde(default)]
+    rs: bool,
 }
 
 const SEALED_FORMAT: u8 = 1;
@@ -98,6 +101,17 @@ pub struct Session {
     calls: Mutex<HashMap<String, CancellationToken>>,
     /// Cancelled when the session ends: every call in flight ends with it.
     pub ended: CancellationToken,
+    /// Whether the session may subscribe to resources (`initialize` said so).
+    pub can_subscribe: bool,
+    /// `resources/subscribe`d URIs; the standalone stream restarts its
+    /// upstream listen when they change (`subscriptions_changed`).
+    subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    subscriptions_changed: tokio::sync::watch::Sender<u64>,
+    /// Set while a standalone stream (`GET`) is open on this replica: one at
+    /// a time, so no notice is sent twice (spec 2025-11-25
+    /// basic/transports.mdx "Multiple Connections": "MUST NOT broadcast the
+    /// same message across multiple streams").
+    pub standalone: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -145,6 +159,38 @@ impl Session {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+
+    /// Adds (`true`) or removes a resource subscription.
+    pub fn subscribe(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut subs = self
+                .subscriptions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if on {
+                subs.insert(uri.to_owned())
+            } else {
+                subs.remove(uri)
+            }
+        };
+        if changed {
+            self.subscriptions_changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    pub fn subscriptions(&self) -> Vec<String> {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Turns when the subscribed URIs change.
+    pub fn watch_subscriptions(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.subscriptions_changed.subscribe()
     }
 
     fn touch(&self, now: Instant) {
@@ -258,6 +304,8 @@ pub struct Opening<'a> {
     pub version: &'a str,
     pub capabilities: Value,
     pub client_info: Option<Value>,
+    /// `initialize` promised `resources.subscribe`.
+    pub can_subscribe: bool,
 }
 
 impl Sessions {
@@ -317,6 +365,7 @@ impl Sessions {
             caps: opening.capabilities,
             ci: client_info,
             exp: (now_unix + config.max_lifetime).as_secs(),
+            rs: opening.can_subscribe,
         };
         let token = self
             .keys
@@ -382,6 +431,10 @@ impl Sessions {
             log_level: Mutex::new(None),
             calls: Mutex::new(HashMap::default()),
             ended: CancellationToken::new(),
+            can_subscribe: sealed.rs,
+            subscriptions: Mutex::new(std::collections::BTreeSet::new()),
+            subscriptions_changed: tokio::sync::watch::Sender::new(0),
+            standalone: std::sync::atomic::AtomicBool::new(false),
         });
         let entry = self.live.entry(sealed.id);
         match entry {
@@ -536,6 +589,7 @@ mod tests {
             version: "2025-11-25",
             capabilities: json!({"elicitation": {}}),
             client_info: Some(json!({"name": "c", "version": "1"})),
+            can_subscribe: false,
         }
     }
 

@@ -353,7 +353,8 @@ async fn a_missing_version_header_says_how_to_pin_the_client() {
     // A bare legacy `initialize` (no headers at all, as a legacy client
     // sends it) is a 2025-era handshake, served by `front::era2025`.
     let legacy = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
-    let incoming = crate::front::pipeline::parse_request(&HeaderMap::new(), &body("initialize", legacy));
+    let incoming =
+        crate::front::pipeline::parse_request(&HeaderMap::new(), &body("initialize", legacy));
     assert!(
         matches!(&incoming, Ok(crate::front::pipeline::Incoming::Era2025(m))
             if matches!(&**m, crate::front::era2025::Message2025::Request(e) if e.method == "initialize")),
