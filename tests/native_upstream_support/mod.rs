@@ -125,9 +125,33 @@ pub async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool, key: &str) {
     } else {
         py_client(&gw.url, &script).await
     };
+    three_ways_outcomes(fx, &out, node.then_some(key));
+}
+
+/// The same three answers from a 2025-era client (PyPI `mcp` 1.30.0
+/// `ClientSession`): the server's `InputRequiredResult`s reach it as pushed
+/// questions, and redmark retries the server with its answers.
+pub async fn three_ways_from_a_2025_client(fx: &Fixture, gw: &TestGateway) {
+    let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
+    let script = json!({
+        "steps": [step("accept"), step("decline"), step("cancel")],
+        "elicitation": [
+            {"action": "accept", "content": {"nights": 3}},
+            {"action": "decline"},
+            {"action": "cancel"},
+        ],
+    });
+    let out = py_client_2025(&gw.url, &script).await;
+    assert!(out.iter().any(|l| l["event"] == "initialized"), "{out:#?}");
+    three_ways_outcomes(fx, &out, None);
+}
+
+/// What every three-way run shows: three questions, three results, and the
+/// server's tool received accept (with the content), decline, cancel.
+fn three_ways_outcomes(fx: &Fixture, out: &[Value], key: Option<&str>) {
     let asked: Vec<&Value> = out.iter().filter(|l| l["event"] == "elicitation").collect();
     assert_eq!(asked.len(), 3, "{out:#?}");
-    if node {
+    if let Some(key) = key {
         // The Node driver prints the key it answered: the server's own.
         assert_eq!(asked[0]["key"], key, "{out:#?}");
     }
