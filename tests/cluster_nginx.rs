@@ -538,3 +538,39 @@ async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishe
     assert!(lines.iter().any(|l| l.contains("draining")), "{lines:#?}");
     cluster.settled().await;
 }
+
+/// A 2025-era client (PyPI `mcp` 1.30.0 `ClientSession`) through the same
+/// balancer: its `initialize`, its call and each of its answers land on
+/// whichever replica; the session is sealed into its id, so any replica
+/// serves it, and an answer that lands on a replica that does not hold the
+/// call is forwarded to the one that does (named, sealed, in the question's id).
+#[tokio::test]
+async fn a_2025_era_session_is_served_by_every_replica_and_its_answers_forwarded() {
+    let cluster = Cluster::start().await;
+    for (route, tag) in [("/mcp", "s25-http"), ("/stdio", "s25-stdio")] {
+        for i in 0..3 {
+            let tag = format!("{tag}-{i}");
+            let lines = py_client_2025(&cluster.url(route), &rounds_script(&tag)).await;
+            assert!(
+                lines.iter().any(|l| l["event"] == "initialized"),
+                "{route}: {lines:?}"
+            );
+            let done = step(&lines, 0);
+            assert_eq!(done["ok"], true, "{route}: {lines:?}");
+            let out = tool_output(&done["result"]);
+            assert_eq!(out["tag"], tag.as_str());
+            assert_eq!(names(&out), ["one", "two", "three"], "{route}");
+        }
+    }
+    // Six calls of three answers each, by round robin over three replicas:
+    // answers landed away from their call and were forwarded, and arrived.
+    let mut out = 0.0;
+    let mut into = 0.0;
+    for route in ["main", "stdio"] {
+        out += cluster.sum(&forwarded(route)).await;
+        into += cluster.sum(&received(route)).await;
+    }
+    assert!(out >= 2.0, "{out} answers forwarded");
+    assert_eq!(out, into, "every forward arrived");
+    cluster.settled().await;
+}

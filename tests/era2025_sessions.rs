@@ -184,7 +184,7 @@ async fn the_standalone_stream_opens_once_per_session() {
 async fn pushed(stream: &mut SseReader) -> (Value, Value) {
     let q = stream.next(WAIT).await.expect("a pushed question");
     assert_eq!(q["method"], "elicitation/create", "{q}");
-    assert!(q["id"].as_str().unwrap().starts_with("redmark-"), "{q}");
+    assert!(q["id"].as_str().unwrap().starts_with("redmark."), "{q}");
     (q["id"].clone(), q)
 }
 

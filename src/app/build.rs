@@ -271,8 +271,22 @@ pub fn build_at(
         shutdown.subscribe(),
         Arc::new(move |route: &str, ok: bool| reload_metrics.record_policy_reload(route, ok)),
     );
-    let sessions =
-        crate::front::era2025::Sessions::new(engine.keys.clone(), config.sessions.clone());
+    let sessions = crate::front::era2025::Sessions::new(
+        engine.keys.clone(),
+        config.sessions.clone(),
+        engine.node.clone(),
+        engine.advertise.clone(),
+    );
+    // A 2025-era client's answer forwarded by another replica finds its
+    // session here, after the internal endpoint's own checks.
+    let cluster = cluster.map(|mut c| {
+        c.pipeline = c
+            .pipeline
+            .then(Box::new(crate::front::era2025::SessionStep::internal(
+                sessions.clone(),
+            )));
+        c
+    });
     let pipeline = Pipeline::standard(
         config.server.allowed_origins.clone(),
         authenticator.clone(),

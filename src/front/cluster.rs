@@ -180,6 +180,23 @@ struct RetryOnly;
 
 impl Check for RetryOnly {
     fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        // A 2025-era client's answer to a question this replica pushed
+        // (`front::era2025`): its session is found by the next step.
+        if let Some(era) = &cx.era2025 {
+            if matches!(
+                era.message,
+                crate::front::era2025::Message2025::Response { .. }
+            ) {
+                return Ok(());
+            }
+            return Err(Halt::refuse(
+                None,
+                Reject::new(
+                    Reason::ForwardNotRetry,
+                    "of a 2025-era session, only an answer to a pushed question is forwarded",
+                ),
+            ));
+        }
         let req = cx.request()?;
         if req.method.is_operation() && req.is_retry() {
             Ok(())
@@ -196,7 +213,8 @@ impl Check for RetryOnly {
 }
 
 /// The internal endpoint's pipeline: body (bounded as on the client
-/// listener), signature, media types and parse. The receiving replica ran
+/// listener), signature, media types and parse (the composition step adds
+/// the 2025-era session step, for forwarded answers). The receiving replica ran
 /// the client-facing checks (origin, credentials, the tool, the policy's
 /// `on_call`) and the state's own before it forwarded.
 pub fn pipeline(secret: Secret, max_body_bytes: usize, body_read_timeout: Duration) -> Pipeline {

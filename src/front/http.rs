@@ -92,6 +92,9 @@ where
             let pending = access::Pending::new(&cx, started);
             match cx.forward.take() {
                 None if cx.era2025.is_some() => {
+                    if internal {
+                        gw.metrics.record_forward_received(&cx.route.name);
+                    }
                     Box::pin(super::era2025::serve::serve(&gw, &mut cx, pending)).await
                 }
                 None if internal => {

@@ -237,7 +237,7 @@ impl Call {
     ) -> Result<Map<String, Value>, Abandoned> {
         let mut waiting: Vec<(&str, &Value, Expected)> = Vec::with_capacity(round.requests.len());
         for (key, request) in &round.requests {
-            let expected = self.sessions.expect(&self.session, &self.gw.engine.node);
+            let expected = self.sessions.expect(&self.session);
             let pushed = shape::push(&expected.id, request, &self.session.version);
             if tx.send(Outgoing::Notification(pushed)).await.is_err() {
                 return Err(Abandoned::Gone);

@@ -116,11 +116,26 @@ fn engine_method(method: &str) -> Option<Method> {
 /// Step 6b: the session a 2025-era message belongs to.
 pub struct SessionStep {
     sessions: Arc<Sessions>,
+    /// On the client listener: an answer to a question another replica
+    /// pushed is forwarded there. Never on the internal endpoint (a
+    /// forwarded request is never forwarded again).
+    forwards: bool,
 }
 
 impl SessionStep {
     pub fn new(sessions: Arc<Sessions>) -> Self {
-        Self { sessions }
+        Self {
+            sessions,
+            forwards: true,
+        }
+    }
+
+    /// The step on the internal endpoint (`front::cluster`).
+    pub fn internal(sessions: Arc<Sessions>) -> Self {
+        Self {
+            sessions,
+            forwards: false,
+        }
     }
 }
 
@@ -187,6 +202,21 @@ impl Check for SessionStep {
         }
         era.session_id = Some(sid);
         era.session = Some(session.clone());
+        // The call this answer belongs to waits on another replica: it is
+        // forwarded there, as a hold-mode retry is (`pipeline::owner`).
+        if self.forwards
+            && let Message2025::Response { id, .. } = &era.message
+            && let Some((node, addr)) = self.sessions.owner_elsewhere(id)
+        {
+            cx.forward = Some(crate::front::pipeline::owner::ForwardTo {
+                node,
+                addr,
+                operation: format!("answer {}", call::id_key(id)),
+                tc: None,
+            });
+            cx.settled = true;
+            return Ok(());
+        }
         let call = match &era.message {
             Message2025::Request(e) => engine_method(&e.method).is_some(),
             _ => false,

@@ -229,6 +229,11 @@ impl Drop for CallGuard {
 /// The sessions this replica holds, and the ended ones it must keep refusing.
 pub struct Sessions {
     keys: Arc<SharedKeyring>,
+    /// This replica's node id and its advertised internal address
+    /// (`[cluster] advertise`), sealed into every pushed question's id so an
+    /// answer that lands on another replica is forwarded here.
+    node: String,
+    advertise: Option<String>,
     config: Mutex<SessionsConfig>,
     live: DashMap<String, Arc<Session>>,
     per_principal: DashMap<String, usize>,
@@ -238,6 +243,21 @@ pub struct Sessions {
     /// Questions pushed to clients, waiting for their answers, by the
     /// JSON-RPC id they were pushed with.
     answers: DashMap<String, Waiting>,
+}
+
+/// How the id of every pushed question begins.
+pub const PUSH_PREFIX: &str = "redmark.";
+
+/// What a pushed question's id says, sealed.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Owner {
+    /// The node holding the call.
+    n: String,
+    /// Its internal address, when it is in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    a: Option<String>,
+    r: String,
 }
 
 /// A client's answer to a pushed question: its result, or the error it sent.
@@ -309,9 +329,16 @@ pub struct Opening<'a> {
 }
 
 impl Sessions {
-    pub fn new(keys: Arc<SharedKeyring>, config: SessionsConfig) -> Arc<Self> {
+    pub fn new(
+        keys: Arc<SharedKeyring>,
+        config: SessionsConfig,
+        node: String,
+        advertise: Option<String>,
+    ) -> Arc<Self> {
         let sessions = Arc::new(Self {
             keys,
+            node,
+            advertise,
             config: Mutex::new(config),
             live: DashMap::new(),
             per_principal: DashMap::new(),
@@ -448,10 +475,20 @@ impl Sessions {
     }
 
     /// A question about to be pushed to `session`'s client: the JSON-RPC id
-    /// to push it with (this replica's `node` in it, then 64 random bits),
-    /// and where its answer arrives.
-    pub fn expect(self: &Arc<Self>, session: &Session, node: &str) -> Expected {
-        let id = format!("redmark-{node}-{}", hex::encode(rand::random::<[u8; 8]>()));
+    /// to push it with, and where its answer arrives. The id is sealed: it
+    /// names this replica and its internal address (so a replica the answer
+    /// lands on forwards it here, and no client can point that forward
+    /// elsewhere) and 64 random bits.
+    pub fn expect(self: &Arc<Self>, session: &Session) -> Expected {
+        let owner = Owner {
+            n: self.node.clone(),
+            a: self.advertise.clone(),
+            r: hex::encode(rand::random::<[u8; 8]>()),
+        };
+        let sealed = self
+            .keys
+            .seal_payload(&serde_json::to_vec(&owner).unwrap_or_default());
+        let id = format!("{PUSH_PREFIX}{sealed}");
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.answers.insert(
             id.clone(),
@@ -482,6 +519,24 @@ impl Sessions {
     /// Questions waiting for answers on this replica.
     pub fn questions_waiting(&self) -> usize {
         self.answers.len()
+    }
+
+    /// The replica that pushed the question answered under `id`, when it is
+    /// another one this replica can forward to: its node and address.
+    pub fn owner_elsewhere(&self, id: &crate::jsonrpc::Id) -> Option<(String, String)> {
+        let crate::jsonrpc::Id::String(id) = id else {
+            return None;
+        };
+        if self.answers.contains_key(id) {
+            return None;
+        }
+        let sealed = id.strip_prefix(PUSH_PREFIX)?;
+        let plain = self.keys.open_payload(sealed).ok()?;
+        let owner: Owner = serde_json::from_slice(&plain).ok()?;
+        if owner.n == self.node {
+            return None;
+        }
+        Some((owner.n, owner.a?))
     }
 
     /// Ends a session (`DELETE`, idle, shutdown): its calls in flight end,
@@ -579,7 +634,12 @@ mod tests {
     use serde_json::json;
 
     fn sessions(config: SessionsConfig) -> Arc<Sessions> {
-        Sessions::new(Arc::new(SharedKeyring::new(Keyring::ephemeral())), config)
+        Sessions::new(
+            Arc::new(SharedKeyring::new(Keyring::ephemeral())),
+            config,
+            "n1".into(),
+            None,
+        )
     }
 
     fn opening<'a>(principal: &'a str) -> Opening<'a> {
@@ -644,11 +704,28 @@ mod tests {
     #[tokio::test]
     async fn another_replica_adopts_a_session_it_never_saw() {
         let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
-        let a = Sessions::new(keys.clone(), SessionsConfig::default());
-        let b = Sessions::new(keys, SessionsConfig::default());
+        let a = Sessions::new(
+            keys.clone(),
+            SessionsConfig::default(),
+            "a".into(),
+            Some("http://a".into()),
+        );
+        let b = Sessions::new(keys, SessionsConfig::default(), "b".into(), None);
         let (id, opened) = a.open(opening("alice")).unwrap();
         let adopted = b.find(&id, "r", "alice").unwrap();
         assert_eq!(adopted.name, opened.name);
+        // A question a pushed is answered on b: b names a as its owner.
+        let asked = a.expect(&opened);
+        let answer_id = crate::jsonrpc::Id::String(asked.id.clone());
+        assert_eq!(a.owner_elsewhere(&answer_id), None, "a holds it");
+        assert_eq!(
+            b.owner_elsewhere(&answer_id),
+            Some(("a".into(), "http://a".into()))
+        );
+        assert!(b.deliver(&adopted, &answer_id, Ok(json!({}))) == false);
+        assert!(a.deliver(&opened, &answer_id, Ok(json!({"action": "cancel"}))));
+        let forged = crate::jsonrpc::Id::String(format!("{PUSH_PREFIX}x.y"));
+        assert_eq!(b.owner_elsewhere(&forged), None);
         assert_eq!(adopted.version, "2025-11-25");
         assert_eq!(
             adopted.client_info,
