@@ -276,6 +276,7 @@ pub fn build_at(
         config.sessions.clone(),
         engine.node.clone(),
         engine.advertise.clone(),
+        metrics.client_sessions(),
     );
     // A 2025-era client's answer forwarded by another replica finds its
     // session here, after the internal endpoint's own checks.

@@ -87,7 +87,10 @@ where
     let (head, body) = req.into_parts();
     let body: RequestBody = body.map_err(Into::into).boxed_unsync();
     let mut cx = RequestCx::new(route, head, body);
-    let (resp, outcome) = match pipeline.run(&mut cx).await {
+    let verdict = pipeline.run(&mut cx).await;
+    // Read before `era2025::serve` takes the message.
+    let era = if cx.era2025.is_some() { "2025" } else { "2026" };
+    let (resp, outcome) = match verdict {
         Ok(()) => {
             let pending = access::Pending::new(&cx, started);
             match cx.forward.take() {
@@ -132,6 +135,7 @@ where
         &cx.route.name,
         method,
         outcome.as_str(),
+        era,
         started.elapsed().as_secs_f64(),
     );
     resp

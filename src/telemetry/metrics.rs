@@ -94,7 +94,7 @@ pub fn method_label(sent: Option<&str>) -> &'static str {
 /// Resolved handles of the families recorded on every call.
 struct Handles {
     /// `requests` and `duration` by (route, method, outcome).
-    requests: Labelled<(Counter, Histogram)>,
+    requests: Labelled<(Counter, Histogram, Counter)>,
     /// `operations` by (route, tool, outcome).
     operations: Labelled<Counter>,
     /// `rounds` by (route, tool).
@@ -142,6 +142,8 @@ pub struct Metrics {
     dropped: Family<RouteLabels, Counter>,
     rate_limited: Family<LimitLabels, Counter>,
     replay_rounds: Family<ToolLabels, Counter>,
+    eras: Family<labels::EraLabels, Counter>,
+    client_sessions: Gauge,
     tasks: Gauge,
     /// The event loops whose tasks count too. Weak: tasks on the loops hold
     /// the gateway, which holds these metrics.
@@ -176,9 +178,17 @@ impl SessionGauges {
 
 impl Metrics {
     /// `method`: a [`method_label`].
-    pub fn record_request(&self, route: &str, method: &str, outcome: &str, seconds: f64) {
+    /// `era`: the client's, `2026` or `2025` (`redmark_client_era_requests`).
+    pub fn record_request(
+        &self,
+        route: &str,
+        method: &str,
+        outcome: &str,
+        era: &str,
+        seconds: f64,
+    ) {
         self.handles.requests.with(
-            &[route, method, outcome],
+            &[route, method, outcome, era],
             &[],
             |v| {
                 let counter = self.requests.get_or_create(&RequestLabels {
@@ -190,11 +200,16 @@ impl Metrics {
                     route: v[0].into(),
                     method: v[1].into(),
                 });
-                (counter.clone(), histogram.clone())
+                let era = self.eras.get_or_create(&labels::EraLabels {
+                    route: v[0].into(),
+                    era: v[3].into(),
+                });
+                (counter.clone(), histogram.clone(), era.clone())
             },
-            |(counter, histogram)| {
+            |(counter, histogram, era)| {
                 counter.inc();
                 histogram.observe(seconds);
+                era.inc();
             },
         );
     }
@@ -318,6 +333,11 @@ impl Metrics {
     }
 
     /// A retry another replica forwarded here, signed and admitted.
+    /// The gauge of 2025-era client sessions, set by the session table.
+    pub fn client_sessions(&self) -> Gauge {
+        self.client_sessions.clone()
+    }
+
     pub fn record_forward_received(&self, route: &str) {
         self.cluster
             .received

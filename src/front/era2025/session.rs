@@ -234,6 +234,8 @@ pub struct Sessions {
     /// answer that lands on another replica is forwarded here.
     node: String,
     advertise: Option<String>,
+    /// `redmark_client_sessions`: how many this replica holds.
+    gauge: prometheus_client::metrics::gauge::Gauge,
     config: Mutex<SessionsConfig>,
     live: DashMap<String, Arc<Session>>,
     per_principal: DashMap<String, usize>,
@@ -334,11 +336,13 @@ impl Sessions {
         config: SessionsConfig,
         node: String,
         advertise: Option<String>,
+        gauge: prometheus_client::metrics::gauge::Gauge,
     ) -> Arc<Self> {
         let sessions = Arc::new(Self {
             keys,
             node,
             advertise,
+            gauge,
             config: Mutex::new(config),
             live: DashMap::new(),
             per_principal: DashMap::new(),
@@ -469,6 +473,7 @@ impl Sessions {
             dashmap::Entry::Vacant(v) => {
                 *self.per_principal.entry(principal.to_owned()).or_insert(0) += 1;
                 v.insert(session.clone());
+                self.count();
                 session
             }
         }
@@ -548,6 +553,7 @@ impl Sessions {
     fn forget(&self, name: &str, until: Instant) {
         if let Some((_, s)) = self.live.remove(name) {
             s.ended.cancel();
+            self.count();
             if let dashmap::Entry::Occupied(mut n) = self.per_principal.entry(s.principal.clone()) {
                 *n.get_mut() -= 1;
                 if *n.get() == 0 {
@@ -561,6 +567,11 @@ impl Sessions {
         if self.ended.len() < MAX_ENDED {
             self.ended.insert(name.to_owned(), until);
         }
+    }
+
+    fn count(&self) {
+        self.gauge
+            .set(i64::try_from(self.live.len()).unwrap_or(i64::MAX));
     }
 
     fn sweep_ended(&self, now: Instant) {
@@ -639,6 +650,7 @@ mod tests {
             config,
             "n1".into(),
             None,
+            Default::default(),
         )
     }
 
@@ -709,8 +721,15 @@ mod tests {
             SessionsConfig::default(),
             "a".into(),
             Some("http://a".into()),
+            Default::default(),
         );
-        let b = Sessions::new(keys, SessionsConfig::default(), "b".into(), None);
+        let b = Sessions::new(
+            keys,
+            SessionsConfig::default(),
+            "b".into(),
+            None,
+            Default::default(),
+        );
         let (id, opened) = a.open(opening("alice")).unwrap();
         let adopted = b.find(&id, "r", "alice").unwrap();
         assert_eq!(adopted.name, opened.name);
@@ -722,7 +741,7 @@ mod tests {
             b.owner_elsewhere(&answer_id),
             Some(("a".into(), "http://a".into()))
         );
-        assert!(b.deliver(&adopted, &answer_id, Ok(json!({}))) == false);
+        assert!(!b.deliver(&adopted, &answer_id, Ok(json!({}))));
         assert!(a.deliver(&opened, &answer_id, Ok(json!({"action": "cancel"}))));
         let forged = crate::jsonrpc::Id::String(format!("{PUSH_PREFIX}x.y"));
         assert_eq!(b.owner_elsewhere(&forged), None);

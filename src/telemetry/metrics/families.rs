@@ -10,8 +10,9 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::labels::{
-    AllocatorLabels, LimitLabels, MethodLabels, ModeLabels, OperationLabels, ProtocolLabels,
-    RejectionLabels, ReloadLabels, RequestLabels, RouteLabels, SessionLabels, ToolLabels,
+    AllocatorLabels, EraLabels, LimitLabels, MethodLabels, ModeLabels, OperationLabels,
+    ProtocolLabels, RejectionLabels, ReloadLabels, RequestLabels, RouteLabels, SessionLabels,
+    ToolLabels,
 };
 use super::{ClusterMetrics, Handles, Metrics};
 
@@ -142,6 +143,18 @@ impl Metrics {
             "Rounds of questions asked in replay mode (the upstream call ended, nothing held until the retry)",
             replay_rounds.clone(),
         );
+        let eras = Family::<EraLabels, Counter>::default();
+        registry.register(
+            "client_era_requests",
+            "Client requests by route and the client's era: 2026 (stateless 2026-07-28) or 2025 (initialize and a session)",
+            eras.clone(),
+        );
+        let client_sessions = Gauge::default();
+        registry.register(
+            "client_sessions",
+            "2025-era client sessions this replica holds (opened by initialize, ended by DELETE or idleness)",
+            client_sessions.clone(),
+        );
         let tasks = Gauge::default();
         registry.register(
             "runtime_tasks",
@@ -156,6 +169,8 @@ impl Metrics {
         );
         Self {
             handles: Handles::default(),
+            eras,
+            client_sessions,
             tasks,
             loops: OnceLock::new(),
             allocator,

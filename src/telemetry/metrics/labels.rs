@@ -29,6 +29,13 @@ pub struct ModeLabels {
     pub mode: String,
 }
 
+/// A client request's era: `2026` (stateless) or `2025` (a session).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EraLabels {
+    pub route: String,
+    pub era: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProtocolLabels {
     pub route: String,

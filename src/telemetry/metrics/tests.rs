@@ -6,12 +6,23 @@ use super::*;
 #[test]
 fn renders_requests_and_sessions() {
     let m = Metrics::new();
-    m.record_request("rooms", "tools/list", "ok", 0.01);
+    m.record_request("rooms", "tools/list", "ok", "2026", 0.01);
+    m.record_request("rooms", "tools/list", "ok", "2025", 0.01);
+    m.record_request("rooms", "initialize", "ok", "2025", 0.01);
     m.session_gauges("rooms").set(2, 1, 3);
+    m.client_sessions().set(4);
     let text = m.render();
+    // The client's era is its own family: the requests' labels are as they were.
+    for sample in [
+        r#"redmark_client_era_requests_total{route="rooms",era="2026"} 1"#,
+        r#"redmark_client_era_requests_total{route="rooms",era="2025"} 2"#,
+        r#"redmark_client_sessions 4"#,
+    ] {
+        assert!(text.contains(sample), "{sample} in {text}");
+    }
     assert!(
         text.contains(
-            r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 1"#
+            r#"redmark_requests_total{route="rooms",method="tools/list",outcome="ok"} 2"#
         ),
         "{text}"
     );
