@@ -15,6 +15,8 @@ if [[ "${1:-}" != "--demo" ]]; then
 fi
 
 LOG=target/redmark-demo.log
+# The demo starts from the example's seed bookings (bk-1, bk-2).
+rm -f target/rooms-state.json
 target/debug/redmark serve --config "$CONFIG" --listen 127.0.0.1:0 --admin 127.0.0.1:0 >/tmp/redmark-demo.$$ 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; rm -f /tmp/redmark-demo.$$' EXIT

@@ -56,6 +56,10 @@ fn rooms_example(dir: &std::path::Path) -> std::path::PathBuf {
             &toml_path(&repo().join("policies/rooms.toml")),
         )
         .replace(
+            "\"../../target/rooms-state.json\"",
+            &toml_path(&dir.join("rooms-state.json")),
+        )
+        .replace(
             "\"../../target/rooms-audit.jsonl\"",
             &toml_path(&dir.join("audit.jsonl")),
         );

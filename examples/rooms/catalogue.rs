@@ -59,7 +59,7 @@ pub(crate) struct Booking {
     pub(crate) hour: u32,
 }
 
-/// In-memory state. It lasts as long as the process.
+/// The bookings and the next id (kept by `store::Store`).
 pub(crate) struct State {
     pub(crate) bookings: BTreeMap<String, Booking>,
     pub(crate) next_id: u32,

@@ -30,7 +30,7 @@ use std::{
     borrow::Cow,
     collections::BTreeMap,
     sync::{
-        Arc, Mutex, MutexGuard, PoisonError,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
 };
@@ -48,8 +48,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 mod catalogue;
+mod store;
 
-use catalogue::{Booking, ROOM_IDS, ROOMS, State, resolve_hint, room_by_id};
+use catalogue::{Booking, ROOM_IDS, ROOMS, resolve_hint, room_by_id};
+use store::Store;
 
 const VERSION: &str = match option_env!("CARGO_PKG_VERSION") {
     Some(version) => version,
@@ -193,7 +195,7 @@ struct NewMeeting {
 
 #[derive(Clone)]
 struct Rooms {
-    state: Arc<Mutex<State>>,
+    store: Arc<Store>,
     /// Set by `logging/setLevel` to debug or info.
     info_logs: Arc<AtomicBool>,
 }
@@ -201,21 +203,10 @@ struct Rooms {
 #[tool_router]
 impl Rooms {
     fn new() -> Self {
-        let mut state = State {
-            bookings: BTreeMap::new(),
-            next_id: 1,
-        };
-        state.book(&ROOMS[1], "2026-09-17", 9); // bk-1: Studio B
-        state.book(&ROOMS[2], "2026-09-17", 14); // bk-2: The Nook
-        let state = Arc::new(Mutex::new(state));
         Self {
-            state,
+            store: Arc::new(Store::from_env()),
             info_logs: Arc::default(),
         }
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sends one `notifications/message` if the client asked for info-level logs.
@@ -277,9 +268,9 @@ impl Rooms {
             }
         };
 
-        let conflict = self.state().taken(room, day, hour);
+        let conflict = self.store.with(|s| s.taken(room, day, hour));
         if let Some(existing) = conflict {
-            let free = self.state().free_rooms(day, hour);
+            let free = self.store.with(|s| s.free_rooms(day, hour));
             let name = room.name;
             let clash = format!("{name} is already booked on {day} at {hour:02}:00 ({existing})");
             if free.is_empty() {
@@ -313,13 +304,16 @@ impl Rooms {
             room = offered;
         }
 
-        let booking_id = {
-            let mut state = self.state();
-            if let Some(existing) = state.taken(room, day, hour) {
+        let booked = self.store.with(|state| match state.taken(room, day, hour) {
+            Some(existing) => Err(existing),
+            None => Ok(state.book(room, day, hour)),
+        });
+        let booking_id = match booked {
+            Ok(id) => id,
+            Err(existing) => {
                 let taken = format!("{} was booked meanwhile ({existing}).", room.name);
                 return tool_error(taken);
             }
-            state.book(room, day, hour)
         };
         let (id, slot) = (room.id, format!("{day} at {hour:02}:00"));
         eprintln!("rooms: booked {booking_id}: {id} on {slot}");
@@ -337,12 +331,18 @@ impl Rooms {
     #[tool(annotations(destructive_hint = true, read_only_hint = false))]
     async fn cancel_booking(&self, Parameters(args): Parameters<CancelBooking>) -> CallToolResult {
         let id = args.booking_id.trim();
-        let mut state = self.state();
-        let Some(Booking { room, day, hour }) = state.bookings.remove(id) else {
-            let known: Vec<&str> = state.bookings.keys().map(String::as_str).collect();
-            let known = known.join(", ");
-            let unknown = format!("No booking with id '{id}'. Known ids: {known}.");
-            return tool_error(unknown);
+        let removed = self.store.with(|state| {
+            state.bookings.remove(id).ok_or_else(|| {
+                let known: Vec<&str> = state.bookings.keys().map(String::as_str).collect();
+                known.join(", ")
+            })
+        });
+        let Booking { room, day, hour } = match removed {
+            Ok(booking) => booking,
+            Err(known) => {
+                let unknown = format!("No booking with id '{id}'. Known ids: {known}.");
+                return tool_error(unknown);
+            }
         };
         let name = room.name;
         text(format!(
@@ -377,7 +377,7 @@ impl Rooms {
         let Some(priority) = answer.as_i64().filter(|p| (1..=5).contains(p)) else {
             return bad_answer(&answer, "an integer from 1 to 5");
         };
-        let ticket_id = self.state().next_id("tck");
+        let ticket_id = self.store.with(|s| s.next_id("tck"));
         let summary = format!("Created ticket {ticket_id} '{title}' with priority {priority}.");
         let value = json!({"ticket_id": ticket_id, "title": title, "priority": priority});
         structured(summary, value)
@@ -424,7 +424,7 @@ impl Rooms {
             return bad_answer(&answer, "EUR, GBP or USD");
         };
         progress(2.0, "Invoice issued").await;
-        let invoice_id = self.state().next_id("inv");
+        let invoice_id = self.store.with(|s| s.next_id("inv"));
         let summary = format!("Invoice {invoice_id} for {customer}: {amount:.2} {currency}.");
         let value = json!({
             "invoice_id": invoice_id, "customer": customer, "amount": amount, "currency": currency
@@ -463,7 +463,7 @@ impl Rooms {
             return bad_answer(&answer, ROOM_IDS);
         };
         let (id, name) = (room.id, room.name);
-        let meeting_id = self.state().next_id("mtg");
+        let meeting_id = self.store.with(|s| s.next_id("mtg"));
         let summary = format!("Meeting {meeting_id} scheduled in {name} ({id}) at {start}.");
         let value = json!({"meeting_id": meeting_id, "room_id": id, "start": start});
         structured(summary, value)

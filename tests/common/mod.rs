@@ -172,5 +172,17 @@ pub fn everything_stdio_config(extra: &str) -> String {
 
 pub fn rooms_config(extra: &str) -> String {
     let bin = rooms_bin();
-    stdio_config(&[bin.to_str().unwrap()], extra)
+    stdio_config(&[bin.to_str().unwrap()], extra) + &rooms_state_env()
+}
+
+/// The `env` line of a rooms upstream: a bookings file of its own, shared
+/// by every process redmark runs of it (examples/rooms/store.rs), under
+/// cargo's target tmp dir.
+pub fn rooms_state_env() -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("rooms-{}-{n}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    format!("env = {{ ROOMS_STATE = {} }}\n", toml_path(&path))
 }

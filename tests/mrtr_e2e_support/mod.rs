@@ -266,11 +266,12 @@ pub fn rooms_policy_config() -> String {
     let policy = repo().join("policies/rooms.toml");
     let bin = rooms_bin();
     format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n{}{}\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [{}]\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n{}{}\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [{}]\n{}",
         api_key(ALICE, "alice", &["facilities"]),
         api_key(BOB, "bob", &[]),
         toml_str(policy.to_str().unwrap()),
         toml_str(bin.to_str().unwrap()),
+        rooms_state_env(),
     )
 }
 

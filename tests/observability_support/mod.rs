@@ -72,6 +72,10 @@ pub fn rooms_example_config(dir: &Path, extra: &str) -> PathBuf {
             "\"../../target/rooms-audit.jsonl\"",
             dir.join("audit.jsonl"),
         ),
+        (
+            "\"../../target/rooms-state.json\"",
+            dir.join("rooms-state.json"),
+        ),
     ] {
         assert!(
             out.contains(from),
