@@ -101,6 +101,10 @@ reasons! {
     /// A bug in redmark: a request path ended without an answer.
     InternalError => "internal_error", INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, Gateway;
 
+    /// A `requestState` on a method without retries (only `tools/call`,
+    /// `prompts/get` and `resources/read` have one): refused before the rate
+    /// limits, so it can never pass for a retry.
+    StateNotAllowed => "state_not_allowed", BAD_REQUEST, code::INVALID_PARAMS, Client;
     // requestState, checked in this order (DESIGN "requestState").
     StateMalformed => "state_malformed", OK, code::INVALID_PARAMS, Client;
     StateUnknownKey => "state_unknown_key", OK, code::INVALID_PARAMS, Client;
