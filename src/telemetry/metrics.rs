@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock, Weak};
 mod families;
 mod labels;
 
-use super::labelled::Labelled;
+use super::labelled::{Labelled, shape};
 use crate::event_loops::EventLoops;
 pub use labels::{
     AllocatorLabels, ForwardLabels, LimitLabels, MethodLabels, ModeLabels, OperationLabels,
@@ -54,7 +54,8 @@ struct ClusterMetrics {
 /// Members a tool-labelled family may grow to: the tool label is the name
 /// a client sent (a server that cannot list its tools vouches for none) or
 /// a resource URI, so past this many distinct label sets new ones count
-/// under `tool="_other"`.
+/// under `tool="_other"`. Each value is at most
+/// [`MAX_LABEL_BYTES`](super::labelled::MAX_LABEL_BYTES) long ([`shape`]).
 pub const MAX_TOOL_SERIES: usize = 10_000;
 
 /// The `tool` label of what is counted past [`MAX_TOOL_SERIES`].
@@ -189,6 +190,9 @@ impl Metrics {
     }
 
     pub fn record_operation(&self, route: &str, tool: &str, outcome: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.operations.with(
             &[route, tool, outcome],
             &[route, OTHER_TOOL, outcome],
@@ -216,6 +220,9 @@ impl Metrics {
     }
 
     pub fn record_policy_rejection(&self, route: &str, tool: &str, reason: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.rejections.with(
             &[route, tool, reason],
             &[route, OTHER_TOOL, reason],
@@ -243,6 +250,9 @@ impl Metrics {
     }
 
     pub fn record_rounds(&self, route: &str, tool: &str, rounds: u32) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.rounds.with(
             &[route, tool],
             &[route, OTHER_TOOL],
@@ -252,6 +262,9 @@ impl Metrics {
     }
 
     pub fn record_replay_round(&self, route: &str, tool: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.replay_rounds.with(
             &[route, tool],
             &[route, OTHER_TOOL],
@@ -261,6 +274,9 @@ impl Metrics {
     }
 
     pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.answers.with(
             &[route, tool],
             &[route, OTHER_TOOL],
