@@ -162,6 +162,10 @@ reasons! {
     UpstreamLost => "upstream_lost", OK, code::INTERNAL_ERROR, Upstream;
     UpstreamUnavailable => "upstream_unavailable", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
     UpstreamIncompatible => "upstream_incompatible", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
+    /// A native server's result 2026-07-28 does not allow on the method:
+    /// `input_required` (or any `resultType` but `complete`) on discovery,
+    /// a list, `completion/complete` or a listen's end. Never relayed.
+    UpstreamInvalidResult => "upstream_invalid_result", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
     /// No upstream session became free within `lease_timeout`.
     UpstreamBusy => "upstream_busy", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     UpstreamTimeout => "upstream_timeout", GATEWAY_TIMEOUT, code::INTERNAL_ERROR, Upstream;
