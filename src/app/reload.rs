@@ -224,13 +224,14 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 /// The settings bound at start that differ between `old` and `new`.
 fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 13] = [
+    let checks: [(&'static str, bool); 14] = [
         ("server.listen", o.listen.get_ref() != n.listen.get_ref()),
         (
             "server.admin",
             o.admin.as_ref().map(toml::Spanned::get_ref)
                 != n.admin.as_ref().map(toml::Spanned::get_ref),
         ),
+        ("server.admin_hosts", o.admin_hosts != n.admin_hosts),
         (
             "server.max_connections",
             o.max_connections != n.max_connections,

@@ -174,6 +174,7 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     let listeners = Listeners {
         client: listener,
         admin,
+        admin_hosts: front::admin::AllowedHosts::new(admin_addr, &config.server.admin_hosts),
         admin_tls,
         internal,
     };
@@ -205,6 +206,8 @@ fn listener_tls(
 struct Listeners {
     client: TcpListener,
     admin: Option<TcpListener>,
+    /// The `Host` values the admin listener answers.
+    admin_hosts: front::admin::AllowedHosts,
     admin_tls: Option<Arc<crate::front::tls::Tls>>,
     internal: Option<TcpListener>,
 }
@@ -228,11 +231,12 @@ async fn serve(
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
+    let hosts = Arc::new(listeners.admin_hosts);
     let admin_task = listeners.admin.map(|listener| {
         let gw = gw.clone();
         tokio::spawn(front::server::serve(
             listener,
-            move |req| front::admin::handle(gw.clone(), req),
+            move |req| front::admin::handle(gw.clone(), hosts.clone(), req),
             admin_limits,
             async move {
                 let _ = admin_stopped.await;

@@ -83,6 +83,10 @@ pub struct ServerConfig {
     /// Largest request body accepted, in bytes; larger bodies get 413.
     #[serde(default = "defaults::max_body_bytes")]
     pub max_body_bytes: usize,
+    /// Names, besides loopback and the admin listener's own address, that
+    /// the admin listener answers as `Host` (DNS rebinding protection).
+    #[serde(default)]
+    pub admin_hosts: Vec<String>,
     /// Allowed `Origin` values (scheme://host[:port]). Unset: loopback origins only.
     #[serde(default)]
     pub allowed_origins: Option<Vec<String>>,
