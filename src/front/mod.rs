@@ -18,6 +18,7 @@
 mod access;
 pub mod admin;
 pub mod auth;
+pub mod body_budget;
 pub mod client_cert;
 pub mod cluster;
 pub mod dispatch;

@@ -78,6 +78,9 @@ reasons! {
     /// The body did not arrive within `body_read_timeout` (a trickle, or a
     /// `Content-Length` longer than what was sent).
     BodyTimeout => "body_timeout", REQUEST_TIMEOUT, code::INVALID_REQUEST, Client;
+    /// A body would take its connection's or the listener's request-body
+    /// memory past its bound (`front::body_budget`): 503 with `Retry-After`, `data.scope`.
+    BodyMemoryExhausted => "body_memory_exhausted", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     /// `max_connections` are open: 503 with `Retry-After`, then the connection is closed.
     TooManyConnections => "too_many_connections", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     ParseError => "parse_error", BAD_REQUEST, code::PARSE_ERROR, Client;

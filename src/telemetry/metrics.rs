@@ -128,6 +128,8 @@ pub struct Metrics {
     session_mode: Family<ModeLabels, Gauge>,
     upstream_protocol: Family<ProtocolLabels, Gauge>,
     connections: Gauge,
+    /// `redmark_request_body_bytes`: updated by the listener's body budget.
+    body_bytes: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
     rate_limited: Family<LimitLabels, Counter>,
@@ -288,6 +290,11 @@ impl Metrics {
     /// One client connection opened (`1`) or closed (`-1`).
     pub fn add_client_connection(&self, delta: i64) {
         self.connections.inc_by(delta);
+    }
+
+    /// The gauge of request body bytes held (`front::body_budget`).
+    pub fn body_bytes_gauge(&self) -> Gauge {
+        self.body_bytes.clone()
     }
 
     pub fn record_connection_refused(&self) {

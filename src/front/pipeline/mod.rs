@@ -124,6 +124,9 @@ pub struct RequestCx {
     /// Set by [`owner`]: the retry's `requestState`, opened and checked, so
     /// the engine does not open it again.
     pub verified: Option<Box<crate::mrtr::state::Claims>>,
+    /// Set by [`body`]: the body memory the request holds, given back when
+    /// the context is dropped.
+    pub body_lease: Option<crate::front::body_budget::Lease>,
 }
 
 impl RequestCx {
@@ -138,6 +141,7 @@ impl RequestCx {
             method_label: None,
             forward: None,
             verified: None,
+            body_lease: None,
         }
     }
 
