@@ -472,6 +472,36 @@ def file_seeds() -> None:
     seed("policy", b'[tool.a.fields.b]\npattern = "(unclosed"\nminimum = 5\nmaximum = 1\nauthz = "value +"\n')
 
 
+def label_and_jwks_seeds() -> None:
+    """Issue 42's parsers: label shaping (tool names and URIs as clients send
+    them, short, at the bound, long, multi-byte) and JWK sets member by member
+    (a good key beside a numeric kid, an unknown kty, an encryption key)."""
+    for value in [
+        "book_room",
+        "x" * 128,
+        "x" * 129,
+        "demo://resource/static/document/" + "a" * 4096 + ".md",
+        "é" * 100,
+        "file:///" + "日本" * 50,
+        "",
+    ]:
+        seed("label", value.encode())
+    okp = {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo", "kid": "good", "alg": "EdDSA", "use": "sig"}
+    rsa = {"kty": "RSA", "kid": "rsa", "alg": "RS256", "use": "sig", "e": "AQAB",
+           "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"}
+    sets = [
+        {"keys": [okp]},
+        {"keys": [okp, dict(okp, kid=42)]},
+        {"keys": [rsa, {"kty": "XYZ", "kid": "strange"}, dict(rsa, kid="enc", use="enc", alg="RSA-OAEP")]},
+        {"keys": [dict(okp, x="not base64 !"), {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"}]},
+        {"keys": []},
+        {"keys": {}},
+        {},
+    ]
+    for doc in sets:
+        seed("jwks", json.dumps(doc).encode())
+
+
 def main() -> None:
     for need in (ROOMS, REDMARK, LEGACY_PY, CLIENT_PY):
         if not need.exists():
@@ -484,6 +514,7 @@ def main() -> None:
     unit_test_requests()
     state_seeds(real_states)
     file_seeds()
+    label_and_jwks_seeds()
     for target, inputs in sorted(seeds.items()):
         d = CORPUS / target
         d.mkdir(parents=True, exist_ok=True)

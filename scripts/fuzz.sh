@@ -38,7 +38,7 @@ WANT_PATH="${FUZZ_PATH:-auto}"
 FRESH="${FUZZ_FRESH:-$([[ "${CI:-}" == true ]] && echo 1 || echo 0)}"
 TARGET_DIR="$ROOT/target/fuzz"
 LOGS="$TARGET_DIR/logs"
-ALL_TARGETS=(request_state request sse framing guard answer config policy)
+ALL_TARGETS=(request_state request sse framing guard answer config policy label jwks)
 
 log() { printf '[fuzz] %s\n' "$*"; }
 die() { printf '[fuzz] ERROR: %s\n' "$*" >&2; exit 1; }

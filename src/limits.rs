@@ -2,9 +2,11 @@
 //! route and per tool (`[route.rate_limit]`, a policy's `[tool.NAME] rate`),
 //! and what a refused request is told (which limit, and when to come back).
 //!
-//! Retries (requests that carry a `requestState`) are counted in a bucket of
-//! their own and by no other limit: they are a person answering a question
-//! the server asked, and must never wait because a model called fast.
+//! Retries (a `tools/call`, `prompts/get` or `resources/read` that carries
+//! a `requestState`; see `ClientRequest::is_retry`) are counted in a bucket
+//! of their own and by no other limit: they are a person answering a
+//! question the server asked, and must never wait because a model called
+//! fast. No other method has a retry, so no other request is exempt.
 //! Memory stays bounded: keys whose bucket is full again are dropped every
 //! [`SWEEP_EVERY`] checks.
 

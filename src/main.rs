@@ -179,7 +179,14 @@ fn reload(admin: &str) -> ExitCode {
     let url = format!("{}/reload", admin.trim_end_matches('/'));
     let sent = tokio::runtime::Runtime::new().map(|rt| {
         rt.block_on(async {
-            let resp = reqwest::Client::new().post(&url).send().await?;
+            // The admin listener takes a reload only as JSON (a type a
+            // browser cannot send cross-origin without a preflight).
+            let resp = reqwest::Client::new()
+                .post(&url)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body("{}")
+                .send()
+                .await?;
             let status = resp.status();
             Ok::<_, reqwest::Error>((status, resp.text().await?))
         })

@@ -246,3 +246,103 @@ async fn one_sighup_reads_a_policy_once_and_a_removed_routes_policy_is_not_watch
     );
     gw.stop().await;
 }
+
+/// Issue 42: the admin listener checked neither `Origin` nor `Host`. A web
+/// page could reload the config with a cross-origin `text/plain` POST (no
+/// preflight) and read `/metrics` through a rebound name. Now `POST
+/// /reload` needs `Content-Type: application/json`, a foreign `Origin` is
+/// refused, and only `Host`s naming this listener are answered.
+#[tokio::test]
+async fn the_admin_listener_refuses_cross_origin_reloads_and_rebound_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("redmark.toml");
+    let server = "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n";
+    let alice = api_key("k-alice", "alice", &[]);
+    let bob = api_key("k-bob", "bob", &[]);
+    write(
+        &config,
+        &format!("{server}{alice}{}", route("main", "/mcp")),
+    );
+    let gw = RedmarkProcess::start(&config, false, &[]).await;
+    let main = gw.url("/mcp");
+    // A change waiting for a reload: bob's key.
+    write(
+        &config,
+        &format!("{server}{alice}{bob}{}", route("main", "/mcp")),
+    );
+    let http = reqwest::Client::new();
+    let reload = format!("{}/reload", gw.admin);
+    let port = gw.admin.rsplit(':').next().unwrap().to_owned();
+    let status = |r: reqwest::Response| r.status().as_u16();
+
+    // What a page's `fetch(..., {method: "POST", body: "x"})` sends: text/plain.
+    let plain = http
+        .post(&reload)
+        .header("content-type", "text/plain")
+        .header("origin", "http://evil.example")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(plain), 403);
+    let no_type = http.post(&reload).body("x").send().await.unwrap();
+    assert_eq!(status(no_type), 415);
+    let cross = http
+        .post(&reload)
+        .header("content-type", "application/json")
+        .header("origin", "http://evil.example")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(cross), 403);
+    let rebound = http
+        .post(&reload)
+        .header("content-type", "application/json")
+        .header("host", format!("evil.example:{port}"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(rebound), 403);
+    assert_eq!(
+        list(&main, "k-bob").await.reason(),
+        "invalid_credentials",
+        "no refused request reloaded the config"
+    );
+
+    // Reads: a rebound name is refused, loopback names are answered.
+    let metrics = format!("{}/metrics", gw.admin);
+    for (host, want) in [
+        (format!("evil.example:{port}"), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+    ] {
+        let r = http
+            .get(&metrics)
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(r), want, "Host: {host}");
+    }
+    let readyz = http
+        .get(format!("{}/readyz", gw.admin))
+        .header("host", "rebind.evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(readyz), 403);
+
+    // The real thing: what `redmark reload` sends.
+    let ok = http
+        .post(&reload)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(ok), 200);
+    assert_eq!(list(&main, "k-bob").await.status, 200);
+    gw.stop().await;
+}

@@ -105,6 +105,45 @@ async fn a_retry_is_not_throttled_by_the_call_rate() {
     gw.stop().await;
 }
 
+/// Issue 42: a made-up `requestState` on a method without retries once
+/// passed for a person's retry and escaped `per_principal` and `per_route`.
+/// Now it is refused before the limits (and never reaches the server), and
+/// one on `tools/call` counts against `retries` and is refused unopened.
+#[tokio::test]
+async fn a_made_up_request_state_escapes_no_limit() {
+    let fx = Fixture::with_policy("");
+    let gw = gateway(&fx, "per_principal = \"1/m\"\nretries = \"1/m\"").await;
+    let ok = list(&gw, ANN).await;
+    assert_eq!(ok.status, 200, "{}", ok.raw);
+    for method in [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "completion/complete",
+    ] {
+        let params = json!({"_meta": meta(json!({})), "requestState": "x"});
+        let rb = gw.request(method, params).bearer_auth(ANN);
+        let r = read_resp(gw.send(rb).await).await;
+        assert_error(&r, 400, -32602, "state_not_allowed");
+    }
+    // The bucket that one plain list emptied is still empty.
+    let plain = list(&gw, ANN).await;
+    let err = assert_error(&plain, 429, -32603, "rate_limited");
+    assert_eq!(err.error["data"]["limit"], "per_principal");
+    // On tools/call a made-up state is a retry: it spends the retries
+    // bucket, is refused unopened, and the next one is over the limit.
+    let call = |state: &str| {
+        let params = json!({"_meta": meta(json!({})), "name": "ask", "arguments": {}, "requestState": state});
+        gw.request("tools/call", params).bearer_auth(ANN)
+    };
+    let first = read_resp(gw.send(call("x")).await).await;
+    assert_error(&first, 200, -32602, "state_malformed");
+    let second = read_resp(gw.send(call("y")).await).await;
+    let err = assert_error(&second, 429, -32603, "rate_limited");
+    assert_eq!(err.error["data"]["limit"], "retries");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn a_tool_rate_from_the_policy_limits_that_tool_only() {
     let fx = Fixture::with_policy("[tool.ask]\nrate = \"1/m\"\n");

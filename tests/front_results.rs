@@ -315,3 +315,50 @@ async fn metrics_count_requests_and_health_endpoints_answer() {
     }
     gw.stop().await;
 }
+
+/// Issue 42: a `resources/read` URI is the `tool` label of the operation
+/// metrics. Long distinct URIs once grew every scrape by their whole length
+/// (16 of 300 KiB: 49 MB); now each label is at most 128 bytes (cut, with a
+/// stable hash) and the scrape stays small.
+#[tokio::test]
+async fn long_resource_uris_do_not_grow_the_scrape() {
+    let gw = gateway().await;
+    let before = gw.metrics().await.len();
+    let filler = "a".repeat(32 * 1024);
+    for i in 0..16 {
+        let uri = format!("demo://resource/static/document/{i}-{filler}.md");
+        let r = call(&gw, json!(i), "resources/read", json!({"uri": uri})).await;
+        assert_eq!(r.status, 200, "{}", &r.raw[..r.raw.len().min(300)]);
+    }
+    let text = gw.metrics().await;
+    // 16 URIs of 32 KiB, unshaped, are 512 KiB in each series that names them.
+    assert!(
+        text.len() < before + 64 * 1024,
+        "the scrape grew from {before} to {} bytes",
+        text.len()
+    );
+    let shaped: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("redmark_operations_total{") && l.contains("~"))
+        .collect();
+    assert_eq!(
+        shaped.len(),
+        16,
+        "one series per URI, each cut with its hash"
+    );
+    for line in shaped {
+        let value = line
+            .split("tool=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        assert_eq!(value.len(), 128, "{line}");
+        assert!(
+            value.starts_with("demo://resource/static/document/"),
+            "{line}"
+        );
+    }
+    gw.stop().await;
+}

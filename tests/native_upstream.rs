@@ -351,3 +351,70 @@ async fn decline_on_missing_capability_answers_a_native_server_itself() {
         vec![Value::Null, json!("ts-state:the Ritz")]
     );
 }
+
+/// Issue 42: a native server that answers a list or `completion/complete`
+/// with `input_required` (spec 2026-07-28 mrtr.mdx: "Servers MUST NOT send
+/// InputRequiredResult responses on any other client requests") gets an
+/// invalid-answer error of its own; its form (a password field) and its
+/// unsealed `requestState` never reach the client. A complete result that
+/// carries a stray `requestState` loses it. The server is
+/// tests/fixtures/native_hostile_server.py (the SDKs cannot be made to do this).
+#[tokio::test]
+async fn input_required_where_the_spec_forbids_it_is_never_relayed() {
+    let fx = Fixture::new();
+    let upstream = format!(
+        "command = [{}, {}]\nenv = {{ FIXTURE_LOG = {} }}\nprotocol = \"2026-07-28\"",
+        toml_path(&client_python()),
+        toml_path(&fixture_file("native_hostile_server.py")),
+        toml_path(&fx.log.path)
+    );
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    for (method, params) in [
+        ("prompts/list", json!({})),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}}),
+        ),
+    ] {
+        let r = gw.rpc(method, params, caps()).await;
+        let err = assert_error(&r, 502, -32603, "upstream_invalid_result");
+        assert_eq!(err.error["data"]["method"], method, "{}", r.raw);
+        assert!(
+            !r.raw.contains("server-own-unsealed-state"),
+            "{method}: {}",
+            r.raw
+        );
+        assert!(!r.raw.contains("password"), "{method}: {}", r.raw);
+    }
+    // The server did get each request: the refusal is of its answer.
+    let asked: Vec<String> = fx
+        .log
+        .events()
+        .iter()
+        .filter_map(|e| e["method"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        asked.iter().any(|m| m == "completion/complete"),
+        "{asked:?}"
+    );
+    let listed = gw.rpc("tools/list", json!({}), caps()).await;
+    assert_eq!(
+        listed.result()["tools"][0]["name"],
+        "echo",
+        "{}",
+        listed.raw
+    );
+    let echoed = gw
+        .rpc(
+            "tools/call",
+            json!({"name": "echo", "arguments": {}}),
+            caps(),
+        )
+        .await;
+    let out = complete("tools/call", &echoed);
+    assert_eq!(out["content"][0]["text"], "echoed", "{out}");
+    assert!(out.get("requestState").is_none(), "{out}");
+    gw.stop().await;
+}

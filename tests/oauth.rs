@@ -373,6 +373,35 @@ async fn a_rotated_key_is_picked_up_without_a_restart() {
     );
 }
 
+/// Issue 42: the IdP rotates to a set with one member redmark cannot read
+/// (a numeric `kid`) and drops the old key. The refresh keeps the members
+/// it can read (RFC 7517 §5): the new key is trusted, and the removed one
+/// is not any more.
+#[tokio::test]
+async fn a_jwks_with_one_bad_member_keeps_the_others_and_forgets_the_removed_key() {
+    let idp = Idp::start().await;
+    let fixture = Fixture::new();
+    let (_up, upstream_url) = upstream(&fixture).await;
+    let gw = TestGateway::start(&config(&idp.issuer, &upstream_url, "", "")).await;
+    let before = idp.token("agent", "mcp", &resource(&gw)).await;
+    assert_eq!(
+        call(&gw, Some(&before), "whoami", json!({})).await.result()["content"][0]["text"],
+        "ok"
+    );
+    idp.rotate_with(json!({"drop_old": true, "bad_member": true}))
+        .await;
+    let after = idp.token("agent", "mcp", &resource(&gw)).await;
+    let resp = call(&gw, Some(&after), "whoami", json!({})).await;
+    assert_eq!(
+        resp.result()["content"][0]["text"],
+        "ok",
+        "the new key is trusted despite the bad member: {}",
+        resp.raw
+    );
+    let old = call(&gw, Some(&before), "whoami", json!({})).await;
+    assert_unauthorized(&old, "invalid_token");
+}
+
 #[tokio::test]
 async fn api_keys_keep_working_beside_oauth() {
     let (_idp, gw, _f) = setup().await;

@@ -17,6 +17,8 @@
 //! | `answer` | `convert::question`, `guard::check`, `convert::answer`, `policy::answer::judge`, `Question::mark` | a push, the client's answer, the call's arguments |
 //! | `config` | `config::Config::parse` | a config file |
 //! | `policy` | `policy::Policy::parse`, then its CEL rules | a policy file |
+//! | `label` | `telemetry::labelled::shape` | a tool name or resource URI a client sent |
+//! | `jwks` | `front::oauth::jwks::read_jwks` | an issuer's JWK set document |
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::missing_panics_doc)]
 
@@ -56,6 +58,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("answer", answer),
     ("config", config),
     ("policy", policy),
+    ("label", label),
+    ("jwks", jwks),
 ];
 
 // ---------------------------------------------------------------- requestState
@@ -659,5 +663,55 @@ pub fn policy(data: &[u8]) {
                 let _ = judge(&policy, &subject, &schema, &content);
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------- metric labels
+
+/// A tool name or resource URI, as a client sent it, shaped into a metric
+/// label: never longer than the bound, the same for the same value, kept
+/// whole when it fits, else a prefix of it and `~` with 16 hex digits.
+pub fn label(data: &[u8]) {
+    use redmark::telemetry::labelled::{MAX_LABEL_BYTES, shape};
+    let value = String::from_utf8_lossy(data);
+    let shaped = shape(&value);
+    assert!(shaped.len() <= MAX_LABEL_BYTES, "{} bytes", shaped.len());
+    assert_eq!(shape(&value), shaped, "not stable");
+    if value.len() <= MAX_LABEL_BYTES {
+        assert_eq!(shaped, value, "a value that fits was changed");
+    } else {
+        let (prefix, hash) = shaped
+            .rsplit_once('~')
+            .expect("a cut value ends with ~hash");
+        assert!(value.starts_with(prefix), "not a prefix of the value");
+        assert_eq!(hash.len(), 16);
+        assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()), "{hash}");
+    }
+}
+
+// ---------------------------------------------------------------- JWKS
+
+/// An issuer's JWK set: read member by member; a document without a `keys`
+/// array is refused, and otherwise every member is kept, skipped (and
+/// named), or left out by design (encryption and symmetric keys).
+pub fn jwks(data: &[u8]) {
+    use redmark::front::oauth::jwks::read_jwks;
+    let Ok(doc) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let members = doc.get("keys").and_then(Value::as_array).map(Vec::len);
+    match read_jwks(doc) {
+        Ok(read) => {
+            let members = members.expect("a set read without a keys array");
+            assert!(read.len() + read.skipped.len() <= members.min(64));
+            let kids = read.kids();
+            assert!(kids.windows(2).all(|w| w[0] < w[1]), "{kids:?}");
+            for s in &read.skipped {
+                assert!(s.index < members.min(64), "{s}");
+                assert!(s.kid.as_ref().is_none_or(|k| k.chars().count() <= 64));
+                let _ = s.to_string();
+            }
+        }
+        Err(_) => assert!(members.is_none(), "a keys array refused"),
     }
 }

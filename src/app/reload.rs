@@ -226,12 +226,17 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
 /// The settings bound at start that differ between `old` and `new`.
 fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 13] = [
+    let checks: [(&'static str, bool); 15] = [
         ("server.listen", o.listen.get_ref() != n.listen.get_ref()),
         (
             "server.admin",
             o.admin.as_ref().map(toml::Spanned::get_ref)
                 != n.admin.as_ref().map(toml::Spanned::get_ref),
+        ),
+        ("server.admin_hosts", o.admin_hosts != n.admin_hosts),
+        (
+            "server.max_body_memory",
+            o.max_body_memory != n.max_body_memory,
         ),
         (
             "server.max_connections",

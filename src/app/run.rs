@@ -162,8 +162,18 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     if let Some(loops) = &loops {
         gateway.metrics.count_tasks_on(loops);
     }
+    // The budget is the listener's, bound at start; a reload may change
+    // max_body_bytes, which sets each connection's share per request.
+    let body_budget = front::body_budget::BodyBudget::new(
+        config
+            .server
+            .max_body_memory
+            .max(config.server.max_body_bytes),
+        Some(gateway.metrics.body_bytes_gauge()),
+    );
     let limits = front::server::Limits {
         max_connections: config.server.max_connections,
+        body_budget: Some(body_budget),
         header_read_timeout: config.server.header_read_timeout,
         send_timeout: config.server.send_timeout,
         grace: config.server.shutdown_grace,
@@ -174,6 +184,7 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     let listeners = Listeners {
         client: listener,
         admin,
+        admin_hosts: front::admin::AllowedHosts::new(admin_addr, &config.server.admin_hosts),
         admin_tls,
         internal,
     };
@@ -205,6 +216,8 @@ fn listener_tls(
 struct Listeners {
     client: TcpListener,
     admin: Option<TcpListener>,
+    /// The `Host` values the admin listener answers.
+    admin_hosts: front::admin::AllowedHosts,
     admin_tls: Option<Arc<crate::front::tls::Tls>>,
     internal: Option<TcpListener>,
 }
@@ -221,6 +234,8 @@ async fn serve(
     let loops = limits.loops.clone();
     let admin_limits = front::server::Limits {
         max_connections: 256,
+        // No request body is read there.
+        body_budget: None,
         grace: std::time::Duration::from_secs(1),
         metrics: None,
         tls: listeners.admin_tls,
@@ -228,11 +243,12 @@ async fn serve(
         ..limits.clone()
     };
     let (admin_stop, admin_stopped) = oneshot::channel::<()>();
+    let hosts = Arc::new(listeners.admin_hosts);
     let admin_task = listeners.admin.map(|listener| {
         let gw = gw.clone();
         tokio::spawn(front::server::serve(
             listener,
-            move |req| front::admin::handle(gw.clone(), req),
+            move |req| front::admin::handle(gw.clone(), hosts.clone(), req),
             admin_limits,
             async move {
                 let _ = admin_stopped.await;

@@ -4,6 +4,9 @@ use std::time::Duration;
 pub fn max_body_bytes() -> usize {
     4 * 1024 * 1024
 }
+pub fn max_body_memory() -> usize {
+    256 * 1024 * 1024
+}
 pub fn shutdown_grace() -> Duration {
     Duration::from_secs(10)
 }

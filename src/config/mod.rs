@@ -86,6 +86,14 @@ pub struct ServerConfig {
     /// Largest request body accepted, in bytes; larger bodies get 413.
     #[serde(default = "defaults::max_body_bytes")]
     pub max_body_bytes: usize,
+    /// Most bytes of request bodies held at once over every connection
+    /// (never less than `max_body_bytes`); beyond, 503 `body_memory_exhausted`.
+    #[serde(default = "defaults::max_body_memory")]
+    pub max_body_memory: usize,
+    /// Names, besides loopback and the admin listener's own address, that
+    /// the admin listener answers as `Host` (DNS rebinding protection).
+    #[serde(default)]
+    pub admin_hosts: Vec<String>,
     /// Allowed `Origin` values (scheme://host[:port]). Unset: loopback origins only.
     #[serde(default)]
     pub allowed_origins: Option<Vec<String>>,

@@ -19,6 +19,7 @@
 pub(crate) mod access;
 pub mod admin;
 pub mod auth;
+pub mod body_budget;
 pub mod client_cert;
 pub mod cluster;
 pub mod dispatch;

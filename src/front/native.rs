@@ -154,11 +154,11 @@ fn subscription_notice(id: &Id, method: &str, params: Option<Value>) -> Option<V
 fn listen_end(id: &Id, outcome: Result<Value, crate::jsonrpc::ErrorObject>) -> Reply {
     match outcome {
         Ok(mut result) => {
-            if let Some(o) = result.as_object_mut() {
-                o.entry("resultType").or_insert_with(|| "complete".into());
-                if let Some(Value::Object(m)) = o.get_mut("_meta") {
-                    m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
-                }
+            if let Err(reject) = only_complete("subscriptions/listen", &mut result) {
+                return Reply::reject(id, &reject);
+            }
+            if let Some(Value::Object(m)) = result.get_mut("_meta") {
+                m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
             }
             Reply::result(id, result)
         }
@@ -185,15 +185,17 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
         Ok(Err(e)) => return Reply::upstream_error(&req.id, e),
         Err(e) => return Reply::reject(&req.id, &e.into_reject()),
     };
-    if let Some(o) = result.as_object_mut() {
-        o.entry("resultType").or_insert_with(|| "complete".into());
-        if req.method == Method::Discover {
-            // The versions a client may speak are redmark's to say.
-            o.insert(
-                "supportedVersions".into(),
-                json!(crate::protocol::SUPPORTED_VERSIONS),
-            );
-        }
+    if let Err(reject) = only_complete(req.method.as_str(), &mut result) {
+        return Reply::reject(&req.id, &reject);
+    }
+    if req.method == Method::Discover
+        && let Some(o) = result.as_object_mut()
+    {
+        // The versions a client may speak are redmark's to say.
+        o.insert(
+            "supportedVersions".into(),
+            json!(crate::protocol::SUPPORTED_VERSIONS),
+        );
     }
     if req.method == Method::ToolsList {
         remember_tools(
@@ -207,6 +209,44 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
         result = filter_tool_list(&route.policy.current(), principal, result);
     }
     Reply::result(&req.id, result)
+}
+
+/// A result relayed without an operation must be a complete one: spec
+/// 2026-07-28 basic/patterns/mrtr.mdx, "Servers MUST NOT send
+/// `InputRequiredResult` responses on any other client requests" than
+/// `prompts/get`, `resources/read` and `tools/call`. Relayed, its questions
+/// would reach the client unguarded and its own `requestState` unsealed
+/// (issue 42), so any other `resultType` is an invalid answer of the
+/// server's. A complete result keeps no `requestState` or `inputRequests`
+/// either: those belong to an `InputRequiredResult` only, and a server's
+/// state reaches a client only sealed in redmark's.
+pub(crate) fn only_complete(method: &str, result: &mut Value) -> Result<(), Reject> {
+    let Some(o) = result.as_object_mut() else {
+        return Ok(());
+    };
+    match o.get("resultType") {
+        None => {
+            // Absent means complete (schema `Result.resultType`).
+            o.insert("resultType".into(), "complete".into());
+        }
+        Some(Value::String(t)) if t == "complete" => {}
+        Some(other) => {
+            let shown = match other {
+                Value::String(t) => t.chars().take(64).collect::<String>(),
+                _ => "a non-string".to_owned(),
+            };
+            return Err(Reject::new(
+                Reason::UpstreamInvalidResult,
+                format!(
+                    "the server answered {method} with resultType `{shown}`; 2026-07-28 allows only `complete` there (input_required only on tools/call, prompts/get and resources/read)"
+                ),
+            )
+            .with("method", method));
+        }
+    }
+    o.remove("requestState");
+    o.remove("inputRequests");
+    Ok(())
 }
 
 /// The tool definitions of a first page, for the known-tool step, the call's

@@ -23,7 +23,10 @@
 //!   client that never reads its response costs a bounded amount of memory for
 //!   at most `send_timeout` after its last successful write.
 //! - Request bodies are bounded in the pipeline's `body` step
-//!   (`max_body_bytes`, `body_read_timeout`).
+//!   (`max_body_bytes`, `body_read_timeout`), and what they hold in memory
+//!   per connection (HTTP/2 streams) and in all by the listener's
+//!   [`BodyBudget`](super::body_budget::BodyBudget), whose share each
+//!   request carries as an extension.
 
 use std::future::Future;
 use std::io;
@@ -81,6 +84,9 @@ pub struct Limits {
     pub tls: Option<Arc<super::tls::Tls>>,
     /// The event loops connections are served on; `None`: the runtime that accepts.
     pub loops: Option<Arc<EventLoops>>,
+    /// What request bodies may hold in memory, per connection and in all
+    /// (the client listener's; each request carries its connection's).
+    pub body_budget: Option<super::body_budget::BodyBudget>,
 }
 
 /// Serves `handler` on `listener` until `shutdown` resolves, then waits up to
@@ -147,6 +153,10 @@ pub async fn serve<H, F>(
             send_timeout: limits.send_timeout,
             peer,
             client: None,
+            body_budget: limits
+                .body_budget
+                .as_ref()
+                .map(super::body_budget::BodyBudget::connection),
         };
         let tls = limits.tls.clone();
         let metrics = limits.metrics.clone();
@@ -219,6 +229,8 @@ struct Connection<H> {
     peer: std::net::SocketAddr,
     /// The principal of the client certificate (`[server.tls] client_principal`).
     client: Option<super::client_cert::CertPrincipal>,
+    /// This connection's share of the listener's request-body memory.
+    body_budget: Option<super::body_budget::ConnectionBudget>,
 }
 
 impl<H, F> Connection<H>
@@ -234,9 +246,13 @@ where
         let idle = activity.clone();
         let handler = self.handler;
         let client = self.client;
+        let body_budget = self.body_budget;
         let service = service_fn(move |mut req: Request<Incoming>| {
             if let Some(c) = &client {
                 req.extensions_mut().insert(c.clone());
+            }
+            if let Some(b) = &body_budget {
+                req.extensions_mut().insert(b.clone());
             }
             let handler = handler.clone();
             let busy = InFlight::start(activity.clone());

@@ -78,6 +78,9 @@ reasons! {
     /// The body did not arrive within `body_read_timeout` (a trickle, or a
     /// `Content-Length` longer than what was sent).
     BodyTimeout => "body_timeout", REQUEST_TIMEOUT, code::INVALID_REQUEST, Client;
+    /// A body would take its connection's or the listener's request-body
+    /// memory past its bound (`front::body_budget`): 503 with `Retry-After`, `data.scope`.
+    BodyMemoryExhausted => "body_memory_exhausted", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     /// `max_connections` are open: 503 with `Retry-After`, then the connection is closed.
     TooManyConnections => "too_many_connections", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     ParseError => "parse_error", BAD_REQUEST, code::PARSE_ERROR, Client;
@@ -114,6 +117,10 @@ reasons! {
     /// A bug in redmark: a request path ended without an answer.
     InternalError => "internal_error", INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, Gateway;
 
+    /// A `requestState` on a method without retries (only `tools/call`,
+    /// `prompts/get` and `resources/read` have one): refused before the rate
+    /// limits, so it can never pass for a retry.
+    StateNotAllowed => "state_not_allowed", BAD_REQUEST, code::INVALID_PARAMS, Client;
     // requestState, checked in this order (DESIGN "requestState").
     StateMalformed => "state_malformed", OK, code::INVALID_PARAMS, Client;
     StateUnknownKey => "state_unknown_key", OK, code::INVALID_PARAMS, Client;
@@ -171,6 +178,10 @@ reasons! {
     UpstreamLost => "upstream_lost", OK, code::INTERNAL_ERROR, Upstream;
     UpstreamUnavailable => "upstream_unavailable", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
     UpstreamIncompatible => "upstream_incompatible", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
+    /// A native server's result 2026-07-28 does not allow on the method:
+    /// `input_required` (or any `resultType` but `complete`) on discovery,
+    /// a list, `completion/complete` or a listen's end. Never relayed.
+    UpstreamInvalidResult => "upstream_invalid_result", BAD_GATEWAY, code::INTERNAL_ERROR, Upstream;
     /// No upstream session became free within `lease_timeout`.
     UpstreamBusy => "upstream_busy", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     UpstreamTimeout => "upstream_timeout", GATEWAY_TIMEOUT, code::INTERNAL_ERROR, Upstream;

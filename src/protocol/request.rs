@@ -175,6 +175,9 @@ pub struct ClientRequest {
     target: String,
     /// [`ClientRequest::is_retry`], read once with the target.
     retry: bool,
+    /// Whether params carry a `requestState` at all, on any method (see
+    /// [`ClientRequest::has_state`]).
+    has_state: bool,
     /// The called tool as its server lists it, once the known-tool step
     /// found it (the operation reads its annotations without a second lookup).
     pub tool: Option<std::sync::Arc<crate::protocol::tool::Tool>>,
@@ -195,15 +198,22 @@ impl ClientRequest {
         } = params;
         let meta = meta.map(|m| m.other).unwrap_or_default();
         // One pass over the members: each lookup by name hashes the name.
-        let (mut name, mut uri, mut retry) = (None, None, false);
+        let (mut name, mut uri, mut has_state) = (None, None, false);
         for (k, v) in &params {
             match k.as_str() {
                 "name" => name = Some(v),
                 "uri" => uri = Some(v),
-                "requestState" => retry = true,
+                "requestState" => has_state = true,
                 _ => {}
             }
         }
+        // Only the methods that can answer `input_required` have a retry
+        // (schema 2026-07-28: `requestState` is a member of
+        // CallToolRequestParams, GetPromptRequestParams and
+        // ReadResourceRequestParams only). A `requestState` on any other
+        // method makes nothing a retry: it must never move a request out of
+        // the call limits (the parse step refuses it, see `has_state`).
+        let retry = has_state && method.is_operation();
         let target = name
             .or(uri)
             .and_then(Value::as_str)
@@ -219,11 +229,15 @@ impl ClientRequest {
             param_headers,
             target,
             retry,
+            has_state,
             tool: None,
         }
     }
 
-    /// Whether the request carries a `requestState`: a retry of an operation.
+    /// Whether the request is a retry of an operation: a `tools/call`,
+    /// `prompts/get` or `resources/read` that carries a `requestState`
+    /// (which the `owner` step then opens, or refuses). A `requestState` on
+    /// any other method is never a retry.
     pub fn is_retry(&self) -> bool {
         self.retry
     }
@@ -246,7 +260,13 @@ impl ClientRequest {
             .params
             .insert("requestState".into(), Value::String(state));
         retry.retry = true;
+        retry.has_state = true;
         retry
+    }
+
+    /// Whether params carry a `requestState` member, whatever the method.
+    pub fn has_state(&self) -> bool {
+        self.has_state
     }
 
     /// The tool or prompt name, or resource URI, the request is about ("" for none).

@@ -12,9 +12,46 @@
 //! vouch for, a resource URI) must not grow a family without bound: each
 //! member is kept, and rendered on every scrape, for the process's life.
 //! Past [`Labelled::cap`] distinct sets, new ones are recorded under the
-//! caller's overflow values (`tool="_other"`).
+//! caller's overflow values (`tool="_other"`). Nor may one value be long:
+//! [`shape`] bounds each such value's length (a 300 KiB URI once made every
+//! scrape 3 MiB longer, for good), so a family's memory is bounded by its
+//! cap times [`MAX_LABEL_BYTES`].
 
+use std::borrow::Cow;
 use std::sync::RwLock;
+
+use sha2::{Digest, Sha256};
+
+/// The longest label value a client's input becomes, in bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// Hex digits of the hash that ends a shortened value: 64 bits, so two
+/// long values that share their first bytes still get distinct labels.
+const HASH_HEX: usize = 16;
+
+/// A label value from what a client sent, at most [`MAX_LABEL_BYTES`] long:
+/// a value that fits is kept as it is; a longer one is cut (at a character
+/// boundary) and ends with `~` and the first 64 bits of its SHA-256 in hex.
+/// The same value always gives the same label, on every replica and after
+/// a restart, so dashboards can still tell long values apart.
+pub fn shape(value: &str) -> Cow<'_, str> {
+    if value.len() <= MAX_LABEL_BYTES {
+        return Cow::Borrowed(value);
+    }
+    let digest = Sha256::digest(value.as_bytes());
+    let keep = MAX_LABEL_BYTES - 1 - HASH_HEX;
+    let mut cut = keep;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut shaped = String::with_capacity(MAX_LABEL_BYTES);
+    shaped.push_str(&value[..cut]);
+    shaped.push('~');
+    for b in &digest[..HASH_HEX / 2] {
+        shaped.push_str(&format!("{b:02x}"));
+    }
+    Cow::Owned(shaped)
+}
 
 /// A family's members made so far, by their label values.
 pub struct Labelled<M> {
@@ -105,6 +142,26 @@ fn join<'a>(values: &[&str], stack: &'a mut [u8; STACK_KEY], heap: &'a mut Vec<u
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn short_values_are_kept_and_long_ones_cut_with_a_stable_hash() {
+        assert!(matches!(shape("book_room"), Cow::Borrowed("book_room")));
+        let exact = "x".repeat(MAX_LABEL_BYTES);
+        assert_eq!(shape(&exact), exact.as_str());
+        let long = format!("file:///{}", "a".repeat(300 * 1024));
+        let shaped = shape(&long);
+        assert_eq!(shaped.len(), MAX_LABEL_BYTES);
+        assert!(long.starts_with(shaped.split('~').next().unwrap()));
+        assert_eq!(shape(&long), shaped, "the same value, the same label");
+        // Two long values that differ only past the cut stay apart.
+        let other = format!("{long}b");
+        assert_ne!(shape(&other), shaped);
+        // A multi-byte character across the cut is never split.
+        let wide = "é".repeat(MAX_LABEL_BYTES);
+        let shaped = shape(&wide);
+        assert!(shaped.len() <= MAX_LABEL_BYTES);
+        assert!(shaped.starts_with('é') && shaped.contains('~'));
+    }
 
     #[test]
     fn a_label_set_is_made_once_and_found_again() {

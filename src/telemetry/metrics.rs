@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock, Weak};
 mod families;
 mod labels;
 
-use super::labelled::Labelled;
+use super::labelled::{Labelled, shape};
 use crate::event_loops::EventLoops;
 pub use labels::{
     AllocatorLabels, ForwardLabels, LimitLabels, MethodLabels, ModeLabels, OperationLabels,
@@ -54,7 +54,8 @@ struct ClusterMetrics {
 /// Members a tool-labelled family may grow to: the tool label is the name
 /// a client sent (a server that cannot list its tools vouches for none) or
 /// a resource URI, so past this many distinct label sets new ones count
-/// under `tool="_other"`.
+/// under `tool="_other"`. Each value is at most
+/// [`MAX_LABEL_BYTES`](super::labelled::MAX_LABEL_BYTES) long ([`shape`]).
 pub const MAX_TOOL_SERIES: usize = 10_000;
 
 /// The `tool` label of what is counted past [`MAX_TOOL_SERIES`].
@@ -138,6 +139,8 @@ pub struct Metrics {
     session_mode: Family<ModeLabels, Gauge>,
     upstream_protocol: Family<ProtocolLabels, Gauge>,
     connections: Gauge,
+    /// `redmark_request_body_bytes`: updated by the listener's body budget.
+    body_bytes: Gauge,
     refused: Counter,
     dropped: Family<RouteLabels, Counter>,
     rate_limited: Family<LimitLabels, Counter>,
@@ -215,6 +218,9 @@ impl Metrics {
     }
 
     pub fn record_operation(&self, route: &str, tool: &str, outcome: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.operations.with(
             &[route, tool, outcome],
             &[route, OTHER_TOOL, outcome],
@@ -242,6 +248,9 @@ impl Metrics {
     }
 
     pub fn record_policy_rejection(&self, route: &str, tool: &str, reason: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.rejections.with(
             &[route, tool, reason],
             &[route, OTHER_TOOL, reason],
@@ -269,6 +278,9 @@ impl Metrics {
     }
 
     pub fn record_rounds(&self, route: &str, tool: &str, rounds: u32) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.rounds.with(
             &[route, tool],
             &[route, OTHER_TOOL],
@@ -278,6 +290,9 @@ impl Metrics {
     }
 
     pub fn record_replay_round(&self, route: &str, tool: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.replay_rounds.with(
             &[route, tool],
             &[route, OTHER_TOOL],
@@ -287,6 +302,9 @@ impl Metrics {
     }
 
     pub fn record_answer(&self, route: &str, tool: &str, seconds: f64) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
         self.handles.answers.with(
             &[route, tool],
             &[route, OTHER_TOOL],
@@ -298,6 +316,11 @@ impl Metrics {
     /// One client connection opened (`1`) or closed (`-1`).
     pub fn add_client_connection(&self, delta: i64) {
         self.connections.inc_by(delta);
+    }
+
+    /// The gauge of request body bytes held (`front::body_budget`).
+    pub fn body_bytes_gauge(&self) -> Gauge {
+        self.body_bytes.clone()
     }
 
     pub fn record_connection_refused(&self) {

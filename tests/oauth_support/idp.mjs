@@ -12,6 +12,10 @@
 // real provider will not do on request):
 //   POST /_test/rotate         a new signing key (new kid) signs from now on;
 //                              the old one stays published. Answers {kid}.
+//                              Body {drop_old: true}: the old keys are no
+//                              longer published; {bad_member: true}: /jwks
+//                              also carries a member with a numeric `kid`
+//                              (which a JWK parser cannot read).
 //   POST /_test/mint  {claims} signs `claims` with the current key: an
 //                              expired token, another issuer's `iss`.
 //   GET  /_test/kid            the current signing kid.
@@ -82,15 +86,26 @@ current = await newKey();
 let issuer;
 let handler;
 let jwksFetches = 0;
+let badMember = false;
 const server = http.createServer(async (req, res) => {
   try {
     if (req.url === "/_test/rotate" && req.method === "POST") {
+      const opts = await body(req);
       current = await newKey();
+      if (opts.drop_old) keys = [current];
+      if (opts.bad_member) badMember = true;
       handler = provider(issuer).callback();
       res.writeHead(200, { "content-type": "application/json" });
       return res.end(JSON.stringify({ kid: current.kid }));
     }
     if (req.url === "/jwks") jwksFetches += 1;
+    if (req.url === "/jwks" && badMember) {
+      // The provider's own /jwks, plus one member no JWK parser reads.
+      const published = keys.map(({ kty, n, e, kid, alg, use }) => ({ kty, n, e, kid, alg, use }));
+      published.push({ kty: "RSA", kid: 42, use: "sig", n: current.n, e: current.e });
+      res.writeHead(200, { "content-type": "application/jwk-set+json" });
+      return res.end(JSON.stringify({ keys: published }));
+    }
     if (req.url === "/_test/jwks_fetches") {
       res.writeHead(200, { "content-type": "application/json" });
       return res.end(JSON.stringify({ count: jwksFetches }));

@@ -114,7 +114,13 @@ impl Idp {
 
     /// A new signing key with a new kid; returns the kid.
     pub async fn rotate(&self) -> String {
-        self.post_json("/_test/rotate", json!({})).await["kid"]
+        self.rotate_with(json!({})).await
+    }
+
+    /// [`Idp::rotate`] with options: `drop_old` (the old keys are no longer
+    /// published), `bad_member` (the JWKS also carries a numeric `kid`).
+    pub async fn rotate_with(&self, options: Value) -> String {
+        self.post_json("/_test/rotate", options).await["kid"]
             .as_str()
             .expect("kid")
             .to_owned()

@@ -268,6 +268,19 @@ fn typed(
         ));
     };
     let mut params = params.map(|p| *p).unwrap_or_default();
+    // 2025-era requests have no retries: redmark retries for the client
+    // (`call`). A `requestState` here would be a way around the rate limits
+    // and into the state checks that no 2025-era client needs.
+    if params.members.contains_key("requestState") || params.members.contains_key("inputResponses")
+    {
+        return Err(Halt::refuse(
+            Some(&id),
+            Reject::new(
+                Reason::StateNotAllowed,
+                "a 2025-era request carries no `requestState` or `inputResponses`: answer pushed questions instead",
+            ),
+        ));
+    }
     // A 2025-era `_meta` has no protocol members; a client that put some
     // there anyway does not get to speak for its session.
     let other = params.meta.take().map(|m| m.other).unwrap_or_else(Map::new);

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, PublicKeyUse};
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -43,7 +43,7 @@ impl KeySet {
     fn find(&self, kid: Option<&str>) -> Option<Key> {
         match kid {
             Some(kid) => self.by_kid.get(kid).cloned(),
-            None if self.by_kid.len() + self.unnamed.len() == 1 => self
+            None if self.len() == 1 => self
                 .unnamed
                 .first()
                 .or_else(|| self.by_kid.values().next())
@@ -133,7 +133,7 @@ impl KeyStore {
         state.last_attempt = Some(Instant::now());
         match self.fetch_keys(&mut state).await {
             Ok(set) => {
-                tracing::info!(issuer = %self.issuer, keys = set.by_kid.len() + set.unnamed.len(), "JWKS fetched");
+                tracing::info!(issuer = %self.issuer, keys = set.len(), "JWKS fetched");
                 let set = Arc::new(set);
                 match self.keys.write() {
                     Ok(mut k) => *k = set,
@@ -159,9 +159,19 @@ impl KeyStore {
             url: uri.clone(),
             why: "not found".into(),
         })?;
-        let set: JwkSet = serde_json::from_value(doc)
-            .map_err(|e| FetchError::Document(format!("{uri} is not a JWK set: {e}")))?;
-        Ok(keys_of(&set))
+        let read = read_jwks(doc).map_err(|e| FetchError::Document(format!("{uri}: {e}")))?;
+        if !read.skipped.is_empty() {
+            let skipped: Vec<String> = read.skipped.iter().map(ToString::to_string).collect();
+            tracing::warn!(issuer = %self.issuer, jwks_uri = %uri, skipped = ?skipped, kept = read.len(), "JWKS members skipped (RFC 7517 §5); the others are used");
+        }
+        if read.is_empty() && !read.skipped.is_empty() {
+            // Nothing usable at all looks like a broken document, not a
+            // revocation of every key: the keys held stay, as for a failed fetch.
+            return Err(FetchError::Document(format!(
+                "{uri}: no member of the JWK set is a usable signature key"
+            )));
+        }
+        Ok(read.keys)
     }
 
     /// The `jwks_uri` of the issuer's metadata: RFC 8414 first, then OpenID
@@ -274,41 +284,195 @@ impl KeyStore {
     }
 }
 
-/// The signature keys of a JWK set: encryption keys and symmetric (`oct`)
-/// keys are dropped, the latter so a public key can never serve as an HMAC secret.
-fn keys_of(set: &JwkSet) -> KeySet {
-    let mut out = KeySet::default();
-    for jwk in set.keys.iter().take(MAX_KEYS) {
-        if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
-            continue;
+/// Why a document is not a JWK set at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JwksError {
+    /// RFC 7517 §5.1: "keys" is REQUIRED, and its value is an array of JWKs.
+    #[error("not a JWK set: no `keys` array")]
+    NoKeys,
+}
+
+/// A member of a JWK set that was not used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedKey {
+    /// Its place in `keys`, from 0.
+    pub index: usize,
+    /// Its `kid` as sent (JSON, cut to 64 characters), when it has one.
+    pub kid: Option<String>,
+    pub why: String,
+}
+
+impl std::fmt::Display for SkippedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "keys[{}]", self.index)?;
+        if let Some(kid) = &self.kid {
+            write!(f, " (kid {kid})")?;
         }
-        if matches!(
-            jwk.algorithm,
-            AlgorithmParameters::OctetKey(_) | AlgorithmParameters::Other(_)
-        ) {
-            continue;
-        }
-        let Ok(decoding) = DecodingKey::from_jwk(jwk) else {
-            continue;
+        write!(f, ": {}", self.why)
+    }
+}
+
+/// What a JWK set yields: its usable signature keys, and the members
+/// skipped because they could not be read or used.
+#[derive(Default)]
+pub struct Jwks {
+    keys: KeySet,
+    pub skipped: Vec<SkippedKey>,
+}
+
+impl Jwks {
+    /// The `kid`s of the keys kept, sorted (keys without one are not listed).
+    pub fn kids(&self) -> Vec<&str> {
+        let mut kids: Vec<&str> = self.keys.by_kid.keys().map(String::as_str).collect();
+        kids.sort_unstable();
+        kids
+    }
+
+    /// How many keys were kept, with a `kid` or without.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl KeySet {
+    fn len(&self) -> usize {
+        self.by_kid.len() + self.unnamed.len()
+    }
+}
+
+/// Reads a JWK set member by member. RFC 7517 §5: "Implementations SHOULD
+/// ignore JWKs within a JWK Set that use "kty" (key type) values that are
+/// not understood by them, that are missing required members, or for which
+/// values are out of the supported ranges." So one member redmark cannot
+/// read (a numeric `kid`, an unknown `kty`, a key that does not decode) is
+/// skipped and named in [`Jwks::skipped`]; it no longer discards the whole
+/// set, which kept a removed key trusted and refused the new one (issue 42).
+/// Only a document without a `keys` array is not a set at all.
+pub fn read_jwks(doc: Value) -> Result<Jwks, JwksError> {
+    let Value::Object(mut doc) = doc else {
+        return Err(JwksError::NoKeys);
+    };
+    let Some(Value::Array(members)) = doc.remove("keys") else {
+        return Err(JwksError::NoKeys);
+    };
+    let mut out = Jwks::default();
+    for (index, member) in members.into_iter().take(MAX_KEYS).enumerate() {
+        let kid = member.get("kid").map(|k| match k {
+            Value::String(s) => s.chars().take(64).collect(),
+            other => other.to_string().chars().take(64).collect(),
+        });
+        let skip = |why: String| SkippedKey {
+            index,
+            kid: kid.clone(),
+            why,
         };
-        // A JWK `alg` that is not a signature algorithm (`RSA-OAEP`) leaves the key unusable.
-        let alg = match jwk.common.key_algorithm {
-            None => None,
-            Some(a) => match serde_json::to_value(a)
-                .ok()
-                .and_then(|v| v.as_str().and_then(|s| Algorithm::from_str(s).ok()))
-            {
-                Some(alg) => Some(alg),
-                None => continue,
-            },
-        };
-        let key = Key { decoding, alg };
-        match &jwk.common.key_id {
-            Some(kid) => {
-                out.by_kid.insert(kid.clone(), key);
+        let jwk: Jwk = match serde_json::from_value(member) {
+            Ok(jwk) => jwk,
+            Err(e) => {
+                out.skipped
+                    .push(skip(format!("not a JWK redmark reads: {e}")));
+                continue;
             }
-            None => out.unnamed.push(key),
+        };
+        match key_of(&jwk) {
+            Ok(Some(key)) => match &jwk.common.key_id {
+                Some(kid) => {
+                    out.keys.by_kid.insert(kid.clone(), key);
+                }
+                None => out.keys.unnamed.push(key),
+            },
+            // An encryption or symmetric key: not for verifying tokens, by design.
+            Ok(None) => {}
+            Err(why) => out.skipped.push(skip(why)),
         }
     }
-    out
+    Ok(out)
+}
+
+/// The verification key of one JWK. Encryption keys and symmetric (`oct`)
+/// keys give `None`, the latter so a public key can never serve as an HMAC
+/// secret; a key of a type not understood, one that does not decode, or one
+/// that names an `alg` that is not a signature algorithm, is an error that
+/// says why.
+fn key_of(jwk: &Jwk) -> Result<Option<Key>, String> {
+    if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
+        return Ok(None);
+    }
+    match jwk.algorithm {
+        AlgorithmParameters::OctetKey(_) => return Ok(None),
+        AlgorithmParameters::Other(_) => return Err("key type (`kty`) not understood".into()),
+        _ => {}
+    }
+    let decoding = DecodingKey::from_jwk(jwk).map_err(|e| format!("key does not decode: {e}"))?;
+    // A JWK `alg` that is not a signature algorithm (`RSA-OAEP`) leaves the key unusable.
+    let alg = match jwk.common.key_algorithm {
+        None => None,
+        Some(a) => Some(
+            serde_json::to_value(a)
+                .ok()
+                .and_then(|v| v.as_str().and_then(|s| Algorithm::from_str(s).ok()))
+                .ok_or_else(|| format!("`alg` {a:?} is not a signature algorithm"))?,
+        ),
+    };
+    Ok(Some(Key { decoding, alg }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+    use base64::Engine;
+    use serde_json::json;
+
+    fn ed25519(kid: Value) -> Value {
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).unwrap();
+        let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+        let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
+        json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"})
+    }
+
+    /// Issue 42: one member redmark cannot read (a numeric `kid`) discarded
+    /// the whole refreshed set. Each member now stands alone (RFC 7517 §5).
+    #[test]
+    fn a_bad_member_is_skipped_and_named_and_the_others_are_kept() {
+        let doc = json!({"keys": [
+            ed25519(json!("old")),
+            ed25519(json!(42)),
+            {"kty": "XYZ", "kid": "strange"},
+            {"kty": "OKP", "crv": "Ed25519", "x": "not base64 !", "kid": "broken"},
+            {"kty": "RSA", "kid": "enc", "use": "enc", "n": "AQAB", "e": "AQAB"},
+            ed25519(json!("new")),
+        ]});
+        let read = read_jwks(doc).unwrap();
+        assert_eq!(read.kids(), vec!["new", "old"]);
+        let skipped: Vec<(usize, Option<&str>)> = read
+            .skipped
+            .iter()
+            .map(|s| (s.index, s.kid.as_deref()))
+            .collect();
+        assert_eq!(
+            skipped,
+            vec![(1, Some("42")), (2, Some("strange")), (3, Some("broken"))],
+            "an encryption key is left out by design, not reported: {:?}",
+            read.skipped
+        );
+        assert!(
+            read.skipped[0]
+                .to_string()
+                .starts_with("keys[1] (kid 42): ")
+        );
+    }
+
+    #[test]
+    fn a_document_without_a_keys_array_is_not_a_set() {
+        for doc in [json!({}), json!({"keys": {}}), json!([]), json!("keys")] {
+            assert_eq!(read_jwks(doc).err(), Some(JwksError::NoKeys));
+        }
+        assert!(read_jwks(json!({"keys": []})).unwrap().is_empty());
+    }
 }

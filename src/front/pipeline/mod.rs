@@ -132,6 +132,9 @@ pub struct RequestCx {
     /// every message goes through (a 2025-era `ping`, `initialize`, a POSTed
     /// answer): the steps after it, which check calls, do not run.
     pub settled: bool,
+    /// Set by [`body`]: the body memory the request holds, given back when
+    /// the context is dropped.
+    pub body_lease: Option<crate::front::body_budget::Lease>,
 }
 
 impl RequestCx {
@@ -148,6 +151,7 @@ impl RequestCx {
             verified: None,
             era2025: None,
             settled: false,
+            body_lease: None,
         }
     }
 

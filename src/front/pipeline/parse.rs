@@ -2,8 +2,9 @@
 //! JSON-RPC request: a notification is accepted here with 202 and no body
 //! (spec streamable-http.mdx "Sending Messages"); a response is refused ("The
 //! client MUST NOT send JSON-RPC responses"). Then, in this order, the
-//! mirrored protocol headers ([`super::protocol`]), `_meta` ([`super::meta`])
-//! and `Mcp-Name` ([`super::name`]).
+//! mirrored protocol headers ([`super::protocol`]), `_meta` ([`super::meta`]),
+//! `Mcp-Name` ([`super::name`]), and a `requestState` on a method that has
+//! no retry ([`state_without_retry`]).
 
 use http::{HeaderMap, StatusCode};
 
@@ -11,7 +12,7 @@ use super::{Check, Envelope, Halt, Incoming, RequestCx, meta, name, protocol};
 use crate::front::era2025::{self, Era2025, Message2025};
 use crate::jsonrpc::{FramingError, Message, Read, ReadError};
 use crate::mrtr::Outcome;
-use crate::protocol::{ClientParams, Reason, Reject};
+use crate::protocol::{ClientParams, ClientRequest, Reason, Reject};
 
 pub struct Parse;
 
@@ -94,7 +95,32 @@ pub(super) fn incoming(
     // The params move into the typed request: no copy of the body's tree.
     let request = meta::request(&mut headers, envelope)?;
     name::check(&headers, &request)?;
+    state_without_retry(&request)?;
     Ok(Incoming::Request(Box::new(request)))
+}
+
+/// A `requestState` on a method that cannot answer `input_required`
+/// (`server/discover`, the lists, `completion/complete`,
+/// `subscriptions/listen`): the 2026-07-28 schema has the member only on
+/// `tools/call`, `prompts/get` and `resources/read` (CallToolRequestParams,
+/// GetPromptRequestParams, ReadResourceRequestParams). There is no question
+/// it could answer, so it is refused here, before the rate limits: were it
+/// counted as a retry, it would move the request out of `per_principal`
+/// and `per_route` (issue 42).
+fn state_without_retry(request: &ClientRequest) -> Result<(), Halt> {
+    if !request.has_state() || request.method.is_operation() {
+        return Ok(());
+    }
+    Err(Halt::refuse(
+        Some(&request.id),
+        Reject::new(
+            Reason::StateNotAllowed,
+            format!(
+                "`params.requestState` is not allowed on {}: only tools/call, prompts/get and resources/read are retried",
+                request.method
+            ),
+        ),
+    ))
 }
 
 /// One message from a client.

@@ -1,8 +1,11 @@
 //! Step 7: the route's rate limits (`[route.rate_limit]`, a policy's
 //! `[tool.NAME] rate`; [`crate::limits`]). Over a limit: HTTP 429 with
 //! `Retry-After` and `data.reason: "rate_limited"` naming the limit, before
-//! anything reaches the server. A request that carries a `requestState` is a
-//! retry (a person answering) and counts only against the retries bucket.
+//! anything reaches the server. A `tools/call`, `prompts/get` or
+//! `resources/read` that carries a `requestState` is a retry (a person
+//! answering) and counts only against the retries bucket; a `requestState`
+//! on any other method was refused by step 6 (`state_not_allowed`), so it
+//! never passes for a retry here.
 
 use super::{Check, Halt, RequestCx};
 use crate::limits::{Limited, Request};

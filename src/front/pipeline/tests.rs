@@ -497,3 +497,44 @@ async fn params_read_typed_keep_the_trees_verdicts() {
     );
     assert_eq!(req.arguments(), json!({"k": [1, "v"]}).as_object().unwrap());
 }
+
+/// A `requestState` makes a retry only on the three methods that have one
+/// (issue 42: on a list it took the request out of the call limits); on
+/// any other it is refused with its own reason, before the rate limits.
+#[tokio::test]
+async fn a_request_state_is_a_retry_only_where_a_retry_exists() {
+    for method in [
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "completion/complete",
+    ] {
+        let params = json!({"_meta": meta(), "requestState": "x"});
+        let got = parse(&good_headers(method), &body(method, params)).await;
+        assert_eq!(
+            reason(got),
+            ("state_not_allowed", -32602, StatusCode::BAD_REQUEST),
+            "{method}"
+        );
+    }
+    // Without one, the same requests are plain new requests.
+    let plain = parse(
+        &good_headers("prompts/list"),
+        &body("prompts/list", json!({"_meta": meta()})),
+    )
+    .await;
+    let Ok(Parsed::Request(r)) = plain else {
+        panic!("{plain:?}")
+    };
+    assert!(!r.is_retry() && !r.has_state());
+    // On tools/call it is a retry (the owner step opens it, or refuses it).
+    let mut h = good_headers("tools/call");
+    h.insert("mcp-name", HeaderValue::from_static("t"));
+    let params = json!({"_meta": meta(), "name": "t", "requestState": "x"});
+    let Ok(Parsed::Request(r)) = parse(&h, &body("tools/call", params)).await else {
+        panic!("a tools/call with a state is parsed")
+    };
+    assert!(r.is_retry());
+}

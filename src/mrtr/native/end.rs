@@ -57,6 +57,12 @@ impl Run {
                 let mut result = result.clone().into_value();
                 if let Some(o) = result.as_object_mut() {
                     o.entry("resultType").or_insert_with(|| "complete".into());
+                    // A server's own state reaches a client only sealed in
+                    // redmark's (issue 42); a complete result has none.
+                    if o.get("resultType").and_then(serde_json::Value::as_str) == Some("complete") {
+                        o.remove("requestState");
+                        o.remove("inputRequests");
+                    }
                 }
                 Outgoing::result(&req.id, result)
             }

@@ -103,6 +103,12 @@ impl Metrics {
             "Client connections open on the 2026-07-28 listener",
             connections.clone(),
         );
+        let body_bytes = Gauge::default();
+        registry.register(
+            "request_body_bytes",
+            "Bytes of request bodies the client listener holds now (bounded per connection and by [server] max_body_memory)",
+            body_bytes.clone(),
+        );
         let refused = Counter::default();
         registry.register(
             "connections_refused",
@@ -178,6 +184,7 @@ impl Metrics {
             rate_limited,
             replay_rounds,
             connections,
+            body_bytes,
             refused,
             dropped,
             registry,

@@ -126,3 +126,55 @@ fn renders_the_allocator_stats_by_kind() {
         assert!(text.contains(&line), "{line} in {text}");
     }
 }
+
+/// Issue 42: the label values a client chooses are bounded in length as
+/// well as in number, so a scrape is bounded whatever clients send. More
+/// distinct long values than the cap go through every tool-labelled
+/// family; no label is longer than `MAX_LABEL_BYTES` and the scrape stays
+/// within (cap + 1) members times what one member renders.
+#[test]
+fn long_and_many_tool_labels_keep_the_scrape_bounded() {
+    use crate::telemetry::labelled::MAX_LABEL_BYTES;
+    let record = |m: &Metrics, tool: &str| {
+        m.record_operation("r", tool, "completed");
+        m.record_policy_rejection("r", tool, "policy_denied");
+        m.record_rounds("r", tool, 2);
+        m.record_replay_round("r", tool);
+        m.record_answer("r", tool, 1.5);
+    };
+    // What one member of each family renders, with a label at the bound.
+    let one = Metrics::new();
+    let base = one.render().len();
+    record(&one, &"t".repeat(4096));
+    let per_member = one.render().len() - base;
+    assert!(per_member < 16 * 1024, "{per_member}");
+
+    let m = Metrics::new();
+    let filler = "u".repeat(1024);
+    for i in 0..MAX_TOOL_SERIES + 100 {
+        record(&m, &format!("file:///{i}/{filler}"));
+    }
+    let text = m.render();
+    let bound = base + (MAX_TOOL_SERIES + 1) * per_member;
+    assert!(
+        text.len() <= bound,
+        "scrape {} bytes over its bound {bound}",
+        text.len()
+    );
+    // Unshaped, the values alone would have been 5 x 10 MiB.
+    assert!(text.len() < 64 * 1024 * 1024);
+    for line in text.lines().filter(|l| l.contains("tool=\"")) {
+        let value = line
+            .split("tool=\"")
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .unwrap();
+        assert!(value.len() <= MAX_LABEL_BYTES, "{line}");
+    }
+    assert!(
+        text.contains(
+            r#"redmark_operations_total{route="r",tool="_other",outcome="completed"} 100"#
+        ),
+        "past the cap, counted under _other"
+    );
+}

@@ -1,0 +1,4 @@
+#![no_main]
+//! libFuzzer entry point; the target itself is `redmark_fuzz::jwks`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| redmark_fuzz::jwks(data));
