@@ -129,7 +129,9 @@ impl ServerHandler for Fixture {
         let capabilities: ServerCapabilities = de(json!({
             "tools": {"listChanged": true},
             "prompts": {"listChanged": true},
-            "resources": {},
+            // Its resources never change, so a subscription is accepted and
+            // never sees an update (the 2025-11-25 scenarios ask for the RPC).
+            "resources": {"subscribe": true},
             "completions": {},
             "logging": {},
         }));
@@ -228,6 +230,19 @@ impl ServerHandler for Fixture {
     // client receives is redmark's decision (`_meta` logLevel).
     #[allow(deprecated)]
     async fn set_level(&self, _: SetLevelRequestParams, _: Ctx) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    // Legacy subscriptions (2025-11-25 server/resources.mdx "Subscriptions"):
+    // redmark subscribes on its upstream session for a 2025-era client's
+    // standalone stream.
+    #[allow(deprecated)]
+    async fn subscribe(&self, _: SubscribeRequestParams, _: Ctx) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(&self, _: UnsubscribeRequestParams, _: Ctx) -> Result<(), ErrorData> {
         Ok(())
     }
 }
