@@ -841,6 +841,14 @@ fn main() {
             &gateway_url,
             Some(redmark.child.id()),
         ),
+        // The same gateway and call from a 2025-era client: `initialize`,
+        // then each call in its session, without the 2026 `_meta`.
+        (
+            "redmark, 2025-era client",
+            Kind::Legacy,
+            &gateway_url,
+            Some(redmark.child.id()),
+        ),
     ];
     // (rps, p50, p99, errors) per path, per run; the proxy's CPU µs per call beside.
     let mut pass: Vec<Vec<(f64, f64, f64, usize)>> = vec![Vec::new(); paths.len()];
@@ -1025,6 +1033,14 @@ fn main() {
             r.0 / d.0
         );
     }
+    // The 2025-era client's cost beside the 2026 client's, measured in the same run.
+    let (modern, era2025) = (m[3], m[4]);
+    out!(
+        "\n2025-era client vs 2026-07-28 client through redmark: {:.2}x the rate, {:.2}x the p50, {:.2}x the CPU per call.",
+        era2025.0 / modern.0,
+        era2025.1 / modern.1,
+        cpu[4] / cpu[3]
+    );
     if light > 0 {
         out!(
             "\n| passthrough at light load ({light} client(s), one request at a time) | req/s | p50 ms | p99 ms | errors | added p50, ms | added p50 vs nginx's |"

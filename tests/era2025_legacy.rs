@@ -119,3 +119,38 @@ async fn a_2025_session_answers_ping_and_set_level_and_leaves_nothing_pending() 
         .await;
     fronted.stop().await;
 }
+
+// --- npm @modelcontextprotocol/sdk 1.32.2 `Client`, the other 2025-era SDK ---
+
+const TS25: Client = Client::Ts2025;
+
+#[tokio::test]
+async fn a_2025_node_client_books_the_big_room_through_two_questions() {
+    let fronted = Server::Rooms.front().await;
+    let out = fronted.run(TS25, &seed_story_script()).await;
+    let init = out
+        .lines
+        .iter()
+        .find(|l| l["event"] == "initialized")
+        .expect("initialized");
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert!(init["session"].as_str().is_some(), "{init}");
+    let booking = seed_story_outcome(&out);
+    seed_story_booking_exists(&fronted, TS25, &booking).await;
+    fronted.stop().await;
+}
+
+#[tokio::test]
+async fn a_2025_node_client_answers_a_fastmcp_server_over_http() {
+    let fronted = Server::LegacyPyHttp.front().await;
+    fastmcp_register().run(&fronted, TS25).await;
+    fronted.stop().await;
+}
+
+#[tokio::test]
+async fn a_2025_node_clients_answers_meet_the_policy_and_its_red_mark() {
+    let fronted = Server::Rooms.front().await;
+    let out = fronted.run_as(TS25, BOB, &policy_script()).await;
+    policy_outcomes(&out, &fronted).await;
+    fronted.stop().await;
+}

@@ -89,3 +89,20 @@ async fn a_2025_clients_invalid_answer_is_asked_again_and_never_reaches_the_nati
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_2025_node_client_answers_a_native_typescript_v2_server_over_http_three_ways() {
+    let fx = Fixture::new();
+    let (_server, upstream) = ts_http_server(&fx).await;
+    let gw = TestGateway::start(&config(&fx, &upstream)).await;
+    three_ways_from_a_2025_node_client(&fx, &gw).await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_2025_node_client_answers_a_native_python_server_over_stdio_three_ways() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&config(&fx, &stdio_upstream(&fx))).await;
+    three_ways_from_a_2025_node_client(&fx, &gw).await;
+    gw.stop().await;
+}

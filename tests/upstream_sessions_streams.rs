@@ -316,3 +316,86 @@ async fn the_fixture_over_streamable_http() {
     assert_eq!(again["pid"], me["pid"]);
     gw.stop().await;
 }
+
+/// A 2025-era session's standalone stream (`GET`) carries the server's
+/// list-changed notices, without 2026-07-28's subscription id; its calls
+/// carry the log messages at the level its `logging/setLevel` chose.
+#[tokio::test]
+async fn a_2025_era_session_hears_list_changed_on_get_and_logs_at_its_level() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&fx.config("", "")).await;
+    let mut s = Session2025::new(&gw.url);
+    let init = s.initialize("2025-11-25", json!({})).await;
+    assert_eq!(init.result()["capabilities"]["tools"]["listChanged"], true);
+    let get = gw
+        .http
+        .get(&gw.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", s.id.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    let mut standalone = SseReader::new(get);
+    // The listen under the stream is open once the server has its session for it.
+    gw.wait_metric(&sessions("leased"), 1.0).await;
+    let added = s
+        .request(
+            json!(1),
+            "tools/call",
+            json!({"name": "add_tool", "arguments": {"name": "fresh_tool"}}),
+        )
+        .await;
+    assert_eq!(
+        added.last()["result"]["content"][0]["text"],
+        "added fresh_tool"
+    );
+    let changed = standalone
+        .next(Duration::from_secs(15))
+        .await
+        .expect("list_changed");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert!(changed.pointer("/params/_meta").is_none(), "{changed}");
+
+    let set = s
+        .request(json!(2), "logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(set.result(), &json!({}));
+    let quiet = s
+        .request(
+            json!(3),
+            "tools/call",
+            json!({"name": "log", "arguments": {"level": "info", "text": "hidden"}}),
+        )
+        .await;
+    assert!(
+        !quiet
+            .messages
+            .iter()
+            .any(|m| m["method"] == "notifications/message"),
+        "an info message below the session's level: {:?}",
+        quiet.messages
+    );
+    let loud = s
+        .request(
+            json!(4),
+            "tools/call",
+            json!({"name": "log", "arguments": {"level": "error", "text": "shown"}}),
+        )
+        .await;
+    let logged: Vec<&Value> = loud
+        .messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .collect();
+    assert_eq!(logged.len(), 1, "{:?}", loud.messages);
+    assert_eq!(logged[0]["params"]["data"], "shown");
+    assert_eq!(loud.last()["id"], 4);
+    drop(standalone);
+    assert_eq!(s.delete().await, 200);
+    gw.wait_metric(&sessions("leased"), 0.0).await;
+    gw.stop().await;
+}

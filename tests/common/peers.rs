@@ -189,6 +189,16 @@ pub async fn py_client_2025(url: &str, script: &Value) -> Vec<Value> {
     run_driver("py_client_2025", cmd, url, script).await
 }
 
+/// Runs the 2025-era npm `@modelcontextprotocol/sdk` 1.32.2 `Client` driver
+/// (tests/peers/ts_client_2025.mjs) against `url`.
+pub async fn ts_client_2025(url: &str, script: &Value) -> Vec<Value> {
+    ensure_deps();
+    let mut cmd = Command::new("node");
+    cmd.arg(repo().join("tests/peers/ts_client_2025.mjs"))
+        .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
+    run_driver("ts_client_2025", cmd, url, script).await
+}
+
 /// Runs the npm `@modelcontextprotocol/client` 2.4.0 driver (tests/peers/ts_client.mjs,
 /// pinned to 2026-07-28 unless the script says otherwise) against `url` with `script`,
 /// returning its JSON output lines.

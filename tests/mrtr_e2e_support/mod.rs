@@ -25,6 +25,8 @@ pub enum Client {
     /// PyPI `mcp` 1.30.0 `ClientSession`: a 2025-era client (`initialize`,
     /// a session, questions pushed on the call's stream).
     Py2025,
+    /// npm `@modelcontextprotocol/sdk` 1.32.2 `Client`: a 2025-era client.
+    Ts2025,
 }
 
 impl Client {
@@ -33,6 +35,7 @@ impl Client {
             Client::Py => py_client(url, script).await,
             Client::Ts => ts_client(url, script).await,
             Client::Py2025 => py_client_2025(url, script).await,
+            Client::Ts2025 => ts_client_2025(url, script).await,
         };
         if let Some(fatal) = lines.iter().find(|l| l["event"] == "fatal") {
             panic!("{self:?} client lost its connection: {fatal}\n{lines:#?}");
@@ -160,7 +163,7 @@ impl Output {
             Client::Ts => Some(asked["key"].as_str().unwrap_or_else(|| {
                 panic!("the Node driver prints the input request key: {asked}")
             })),
-            Client::Py | Client::Py2025 => None,
+            Client::Py | Client::Py2025 | Client::Ts2025 => None,
         }
     }
 }

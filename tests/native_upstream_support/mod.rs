@@ -132,6 +132,15 @@ pub async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool, key: &str) {
 /// `ClientSession`): the server's `InputRequiredResult`s reach it as pushed
 /// questions, and redmark retries the server with its answers.
 pub async fn three_ways_from_a_2025_client(fx: &Fixture, gw: &TestGateway) {
+    three_ways_2025(fx, gw, false).await;
+}
+
+/// [`three_ways_from_a_2025_client`] from npm `@modelcontextprotocol/sdk` 1.32.2's `Client`.
+pub async fn three_ways_from_a_2025_node_client(fx: &Fixture, gw: &TestGateway) {
+    three_ways_2025(fx, gw, true).await;
+}
+
+async fn three_ways_2025(fx: &Fixture, gw: &TestGateway, node: bool) {
     let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
     let script = json!({
         "steps": [step("accept"), step("decline"), step("cancel")],
@@ -141,7 +150,11 @@ pub async fn three_ways_from_a_2025_client(fx: &Fixture, gw: &TestGateway) {
             {"action": "cancel"},
         ],
     });
-    let out = py_client_2025(&gw.url, &script).await;
+    let out = if node {
+        ts_client_2025(&gw.url, &script).await
+    } else {
+        py_client_2025(&gw.url, &script).await
+    };
     assert!(out.iter().any(|l| l["event"] == "initialized"), "{out:#?}");
     three_ways_outcomes(fx, &out, None);
 }

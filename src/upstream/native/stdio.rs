@@ -7,8 +7,15 @@
 //! names the request's `progressToken` (spec 2026-07-28
 //! basic/utilities/progress.mdx). Tokens from different clients could collide
 //! on the one process, so each request carries redmark's own id as its token,
-//! and the client's token is put back on what is relayed. Other notifications
-//! (log messages) name no request and are not relayed.
+//! and the client's token is put back on what is relayed.
+//!
+//! A log message names no request, but only a request that asked for logs
+//! may have one (spec 2026-07-28 server/utilities/logging.mdx "Per-request
+//! log level": "The server MUST NOT emit notifications/message for a request
+//! that does not include this field"). So while exactly one request in
+//! flight carries `io.modelcontextprotocol/logLevel`, every log message is
+//! that request's, and it is relayed to it; while several do, which one a
+//! message belongs to cannot be known, and none is relayed.
 //!
 //! A `subscriptions/listen` is one more request in flight: its notifications
 //! carry its id as `io.modelcontextprotocol/subscriptionId` (spec 2026-07-28
@@ -36,6 +43,8 @@ use crate::upstream::transport::{Inbound, stdio};
 struct Waiter {
     answer: oneshot::Sender<Result<Value, ErrorObject>>,
     progress: Option<(Value, mpsc::Sender<Value>)>,
+    /// Set when the request asked for log messages (`_meta` logLevel).
+    logs: Option<mpsc::Sender<Value>>,
 }
 
 type Waiters = Arc<Mutex<HashMap<i64, Waiter>>>;
@@ -145,6 +154,11 @@ impl StdioNative {
                     {
                         relay_progress(&w, params);
                     }
+                    Inbound::Message(Message::Notification { method, params })
+                        if method == "notifications/message" =>
+                    {
+                        relay_log(&w, params);
+                    }
                     Inbound::Message(Message::Notification { method, params }) => {
                         relay_listen(&l, method, params);
                     }
@@ -188,6 +202,11 @@ impl StdioNative {
             .get_mut("_meta")
             .and_then(|m| m.get_mut("progressToken"))
             .map(|t| std::mem::replace(t, json!(id)));
+        let wants_logs = params
+            .get("_meta")
+            .and_then(|m| m.get(crate::protocol::meta::LOG_LEVEL))
+            .is_some();
+        let logs = notify.clone().filter(|_| wants_logs);
         let (answer, rx) = oneshot::channel();
         {
             let mut w = lock(&p.waiters);
@@ -195,7 +214,14 @@ impl StdioNative {
                 return Err(UpstreamError::Busy(std::time::Duration::ZERO));
             }
             let progress = token.zip(notify);
-            w.insert(id, Waiter { answer, progress });
+            w.insert(
+                id,
+                Waiter {
+                    answer,
+                    progress,
+                    logs,
+                },
+            );
         }
         // Removed again however this request ends (answer, timeout, caller gone).
         let _forget = Forget(&p.waiters, id);
@@ -276,6 +302,23 @@ fn relay_progress(waiters: &Waiters, params: Option<Value>) {
     let _ = tx.try_send(json!({"method": "notifications/progress", "params": params}));
 }
 
+/// Hands a log message to the one request in flight that asked for logs;
+/// with none or several, to nobody (see the module doc). Never waits: a full
+/// queue drops it.
+fn relay_log(waiters: &Waiters, params: Option<Value>) {
+    let w = lock(waiters);
+    let mut asking = w.values().filter_map(|w| w.logs.as_ref());
+    let (Some(tx), None) = (asking.next(), asking.next()) else {
+        return;
+    };
+    let mut message = serde_json::Map::new();
+    message.insert("method".into(), "notifications/message".into());
+    if let Some(p) = params {
+        message.insert("params".into(), p);
+    }
+    let _ = tx.try_send(Value::Object(message));
+}
+
 /// Hands a notification to the listen stream its `subscriptionId` (redmark's
 /// id for the listen) names; never waits: a full queue drops it.
 fn relay_listen(listens: &Listens, method: String, params: Option<Value>) {
@@ -332,6 +375,32 @@ mod tests {
     }
 
     #[test]
+    fn a_log_message_reaches_the_one_request_that_asked_for_logs() {
+        let waiters: Waiters = Arc::default();
+        let waiter = |logs: Option<mpsc::Sender<Value>>| Waiter {
+            answer: oneshot::channel().0,
+            progress: None,
+            logs,
+        };
+        let (tx, mut rx) = mpsc::channel(4);
+        lock(&waiters).insert(1, waiter(Some(tx)));
+        lock(&waiters).insert(2, waiter(None));
+        relay_log(&waiters, Some(json!({"level": "info", "data": "one"})));
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(
+                json!({"method": "notifications/message", "params": {"level": "info", "data": "one"}})
+            )
+        );
+        // Two requests that asked: whose message it is cannot be known.
+        let (other, mut other_rx) = mpsc::channel(4);
+        lock(&waiters).insert(3, waiter(Some(other)));
+        relay_log(&waiters, Some(json!({"level": "info", "data": "two"})));
+        assert!(rx.try_recv().is_err());
+        assert!(other_rx.try_recv().is_err());
+    }
+
+    #[test]
     fn progress_reaches_its_request_under_the_clients_own_token() {
         let waiters: Waiters = Arc::default();
         let (tx, mut rx) = mpsc::channel(4);
@@ -341,6 +410,7 @@ mod tests {
             Waiter {
                 answer,
                 progress: Some((json!("client-token"), tx)),
+                logs: None,
             },
         );
         relay_progress(&waiters, Some(json!({"progressToken": 7, "progress": 1})));
