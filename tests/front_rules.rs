@@ -38,7 +38,7 @@ async fn protocol_version_header_missing_is_header_mismatch() {
 /// the common clients, with `data.supported` (spec versioning.mdx
 /// "Compatibility Matrix", legacy client against a modern server).
 #[tokio::test]
-async fn a_legacy_initialize_is_told_which_version_to_pin() {
+async fn a_legacy_initialize_opens_a_2025_era_session() {
     let gw = gateway().await;
     let h: Headers = vec![
         ("content-type", "application/json".to_owned()),
@@ -46,13 +46,19 @@ async fn a_legacy_initialize_is_told_which_version_to_pin() {
     ];
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "1"}});
     let r = post(&gw, &h, body(json!(0), "initialize", params)).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.result()["protocolVersion"], "2025-06-18");
+    assert!(r.headers.contains_key("mcp-session-id"), "{:?}", r.headers);
+    // A request that is neither era's (no session, no 2026 headers) is told both ways in.
+    let r = post(&gw, &h, body(json!(1), "tools/list", json!({}))).await;
     let refusal = assert_error(&r, 400, -32020, "header_missing");
-    refusal.json_reply_to(Some(json!(0)));
+    refusal.json_reply_to(Some(json!(1)));
     let error = r.error();
     assert_eq!(error["data"]["supported"], json!(["2026-07-28"]));
     let message = error["message"].as_str().unwrap();
     for needle in [
-        "2026-07-28 only",
+        "2026-07-28 statelessly",
+        "`initialize`",
         "mode=\"2026-07-28\"",
         "--protocol-era modern",
     ] {

@@ -88,6 +88,8 @@ pub struct Session {
     pub name: String,
     pub route: String,
     principal: String,
+    /// The id as the client presents it.
+    token: Box<str>,
     pub version: String,
     pub capabilities: Value,
     pub client_info: Option<Value>,
@@ -238,6 +240,10 @@ pub struct Sessions {
     gauge: prometheus_client::metrics::gauge::Gauge,
     config: Mutex<SessionsConfig>,
     live: DashMap<String, Arc<Session>>,
+    /// The live sessions by their id as presented: a session's later
+    /// requests are found without opening the id again (its seal was checked
+    /// when the session was opened or adopted here).
+    by_token: DashMap<Box<str>, Arc<Session>>,
     per_principal: DashMap<String, usize>,
     /// Ended sessions (deleted, idle), until their sealed lifetime runs out:
     /// their ids still open, and must get 404.
@@ -345,6 +351,7 @@ impl Sessions {
             gauge,
             config: Mutex::new(config),
             live: DashMap::new(),
+            by_token: DashMap::new(),
             per_principal: DashMap::new(),
             ended: DashMap::new(),
             answers: DashMap::new(),
@@ -401,7 +408,7 @@ impl Sessions {
         let token = self
             .keys
             .seal_payload(&serde_json::to_vec(&sealed).unwrap_or_default());
-        let session = self.adopt(sealed, opening.principal, config.max_lifetime);
+        let session = self.adopt(sealed, &token, opening.principal, config.max_lifetime);
         Ok((token, session))
     }
 
@@ -414,6 +421,16 @@ impl Sessions {
         route: &str,
         principal: &str,
     ) -> Result<Arc<Session>, SessionError> {
+        let now = Instant::now();
+        if let Some(known) = self.by_token.get(token)
+            && known.route == route
+            && known.principal == principal
+            && known.expires > now
+            && !known.ended.is_cancelled()
+        {
+            known.touch(now);
+            return Ok(known.clone());
+        }
         let plain = self
             .keys
             .open_payload(token)
@@ -443,16 +460,17 @@ impl Sessions {
             return Err(SessionError::Full(config.max_total));
         }
         let left = Duration::from_secs(sealed.exp.saturating_sub(now_unix));
-        Ok(self.adopt(sealed, principal, left))
+        Ok(self.adopt(sealed, token, principal, left))
     }
 
-    fn adopt(&self, sealed: Sealed, principal: &str, left: Duration) -> Arc<Session> {
+    fn adopt(&self, sealed: Sealed, token: &str, principal: &str, left: Duration) -> Arc<Session> {
         let now = Instant::now();
         let profile = Profile::from_client_capabilities(&sealed.caps);
         let session = Arc::new(Session {
             name: sealed.id.clone(),
             route: sealed.rt,
             principal: principal.to_owned(),
+            token: token.into(),
             version: sealed.pv,
             capabilities: sealed.caps,
             client_info: sealed.ci,
@@ -472,6 +490,7 @@ impl Sessions {
             dashmap::Entry::Occupied(o) => o.get().clone(),
             dashmap::Entry::Vacant(v) => {
                 *self.per_principal.entry(principal.to_owned()).or_insert(0) += 1;
+                self.by_token.insert(session.token.clone(), session.clone());
                 v.insert(session.clone());
                 self.count();
                 session
@@ -552,6 +571,7 @@ impl Sessions {
 
     fn forget(&self, name: &str, until: Instant) {
         if let Some((_, s)) = self.live.remove(name) {
+            self.by_token.remove(&s.token);
             s.ended.cancel();
             self.count();
             if let dashmap::Entry::Occupied(mut n) = self.per_principal.entry(s.principal.clone()) {

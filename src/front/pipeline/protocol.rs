@@ -162,15 +162,14 @@ pub fn required<'h>(
 }
 
 /// What a newcomer needs to hear after the first line of an error to a
-/// legacy-era request: a client that sends `initialize`, or no
-/// `MCP-Protocol-Version`, was not pinned to 2026-07-28, and each common
-/// client has its own switch. Legacy clients have no fall-forward, so this
-/// message may be all a user sees (spec versioning.mdx: a modern-only server
-/// SHOULD name its versions in any error to `initialize`).
+/// request that is neither 2026-07-28 (no modern `_meta` and headers) nor
+/// 2025-era (no `initialize` first, no session): the two ways in, and each
+/// common client's switch for the stateless one.
 pub fn modern_only_hint() -> String {
     format!(
-        "this endpoint speaks MCP {} only (stateless: no `initialize`, no sessions). \
-         Pin your client to it: TypeScript `new Client(info, {{ versionNegotiation: {{ mode: {{ pin: '2026-07-28' }} }} }})`; \
+        "this endpoint speaks MCP {} statelessly (every request carries MCP-Protocol-Version, \
+         Mcp-Method and `_meta`) and 2024-11-05 to 2025-11-25 in a session a client opens with \
+         `initialize`. Pin your client to 2026-07-28: TypeScript `new Client(info, {{ versionNegotiation: {{ mode: {{ pin: '2026-07-28' }} }} }})`; \
          Python `mcp`: `Client(url, mode=\"2026-07-28\")`; \
          MCP Inspector: `--transport http --protocol-era modern`",
         SUPPORTED_VERSIONS.join(", ")
@@ -183,8 +182,7 @@ pub fn check(headers: &Mirrored<'_>, id: &Id, method: &str) -> Result<(), Halt> 
     // legacy/auto mode) first shows itself: spec versioning.mdx
     // "Compatibility Matrix" (legacy client, modern server): "rejected per
     // server validation with 400 Bad Request".
-    let version = required(headers.version, id, "MCP-Protocol-Version", None)
-        .map_err(|halt| newcomer(halt, method))?;
+    let version = required(headers.version, id, "MCP-Protocol-Version", None).map_err(newcomer)?;
     let method_header = required(headers.method, id, "Mcp-Method", None)?;
     if method_header != method {
         return Err(mismatch(
@@ -237,14 +235,10 @@ pub fn check(headers: &Mirrored<'_>, id: &Id, method: &str) -> Result<(), Halt> 
 /// A missing `MCP-Protocol-Version` gets the pinning hint and
 /// `data.supported`; its reason (`header_missing`) is unchanged. Other
 /// refusals of the header (invalid, conflicting) pass through as they are.
-fn newcomer(halt: Halt, method: &str) -> Halt {
+fn newcomer(halt: Halt) -> Halt {
     match halt {
         Halt::Refuse(mut refusal) if refusal.reject.reason == Reason::HeaderMissing => {
-            let first = if method == "initialize" {
-                "`initialize` is a legacy handshake and the MCP-Protocol-Version header is missing"
-            } else {
-                "the MCP-Protocol-Version header is required"
-            };
+            let first = "the MCP-Protocol-Version header is required";
             refusal.reject.message = format!("{first}: {}", modern_only_hint());
             refusal
                 .reject

@@ -324,7 +324,8 @@ async fn unsupported_version_names_supported_and_requested() {
 fn assert_newcomer_hint(r: &Refusal) {
     let m = &r.reject.message;
     for needle in [
-        "speaks MCP 2026-07-28 only",
+        "speaks MCP 2026-07-28 statelessly",
+        "in a session a client opens with `initialize`",
         "pin: '2026-07-28'",
         "mode=\"2026-07-28\"",
         "--transport http --protocol-era modern",
