@@ -25,7 +25,7 @@ use super::transport::http::Direct;
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::profile::Profile;
 use crate::upstream::lock;
-pub use call::{Call, CallEvent, CallStep};
+pub use call::{Call, CallEvent, CallStep, END_GRACE};
 use inbound::dispatch;
 
 /// Legacy protocol versions redmark speaks to servers, newest first
@@ -404,6 +404,17 @@ impl Session {
                 Err(UpstreamError::Timeout(timeout))
             }
         }
+    }
+
+    /// `notifications/cancelled` for a call still in flight, sent (or the
+    /// session found lost) before this returns; the call's waiter stays.
+    async fn cancel_now(&self, id: i64, reason: &str) {
+        let _ = self
+            .notify(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": reason})),
+            )
+            .await;
     }
 
     /// Tells the server to stop working on one of our requests (never `initialize`).

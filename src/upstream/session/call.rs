@@ -4,13 +4,20 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::{CallSink, Session, outcome};
-use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload, code};
 use crate::upstream::{UpstreamError, lock};
+
+/// How long a call given up is read, twice: first for the server to end it
+/// itself once its questions heard `cancel`, then, if it has not, for it to
+/// end it after `notifications/cancelled`. Short: nobody waits for it but the
+/// session's next lease.
+pub const END_GRACE: Duration = Duration::from_secs(2);
 
 /// Depth of a call's event queue. Pushed requests wait for room; progress and
 /// log notifications beyond it are dropped (counted, and logged once per call)
@@ -149,7 +156,70 @@ impl Call {
         }
     }
 
-    /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
+    /// Gives the call up as a good client does, once the caller has answered
+    /// the questions it left open (`cancel` for an elicitation;
+    /// `answered_questions`): reads the call until the server ends it,
+    /// answering any question it still asks the same way, for at most
+    /// [`END_GRACE`]; only a call still running then (or at once, when no
+    /// question was answered: a silent server has nothing to end it on) hears
+    /// `notifications/cancelled`, and is read for another [`END_GRACE`]. True
+    /// when the server ended it: the session is then as good as before. A
+    /// call still running after that is abandoned as [`Call::cancel`] leaves it.
+    ///
+    /// The order matters: spec 2025-11-25 basic/utilities/cancellation.mdx
+    /// "Cancellation notifications MUST only reference requests that [...]
+    /// are believed to still be in-progress", and a server told `cancel`
+    /// usually ends the call at once. A `notifications/cancelled` that
+    /// reaches a PyPI `mcp` 1.x server while its tool is still taking in
+    /// the answer makes it end the whole HTTP session (measured against
+    /// 1.30.0, issue 37), though that spec section says both parties "MUST
+    /// handle these race conditions gracefully".
+    pub async fn end(&mut self, reason: &str, answered_questions: bool) -> bool {
+        if self.finished {
+            return true;
+        }
+        if answered_questions && self.read_to_end(reason).await {
+            return true;
+        }
+        self.session.cancel_now(self.upstream_id, reason).await;
+        // Still registered: the server's last words for the call (mcp 1.x
+        // answers a cancelled request with an error) are read, not left
+        // for nobody on the stream.
+        let ended = self.read_to_end(reason).await;
+        if !ended {
+            // Late traffic for it must not be taken for another call's.
+            self.session.state.abandoned.store(true, Ordering::Release);
+            lock(&self.session.state.pending).remove(&self.upstream_id);
+        }
+        self.finish();
+        ended
+    }
+
+    /// Reads the call for at most [`END_GRACE`]: true once its answer is in
+    /// or its session is gone. Questions it still asks hear `cancel` (an
+    /// error, for what is not an elicitation); notifications are dropped.
+    async fn read_to_end(&mut self, reason: &str) -> bool {
+        let deadline = tokio::time::Instant::now() + END_GRACE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.next()).await {
+                Err(_) => return false,
+                Ok(CallStep::Done(_) | CallStep::Lost(_)) => return true,
+                Ok(CallStep::Event(CallEvent::ServerRequest { id, method, .. })) => {
+                    let answer = if method == "elicitation/create" {
+                        Ok(json!({"action": "cancel"}))
+                    } else {
+                        Err(ErrorObject::new(code::INTERNAL_ERROR, reason.to_owned()))
+                    };
+                    let _ = self.session.respond(id, answer).await;
+                }
+                Ok(CallStep::Event(CallEvent::Notification { .. })) => {}
+            }
+        }
+    }
+
+    /// Cancels the call upstream (`notifications/cancelled`) at once; the
+    /// session is not reused unless it is multiplexed. [`Call::end`] is the
+    /// gentler way, where the caller can wait.
     pub fn cancel(&mut self, reason: &str) {
         if !self.finished {
             self.session.cancel(self.upstream_id, reason);
