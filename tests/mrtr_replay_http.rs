@@ -180,3 +180,84 @@ async fn hold_rounds_against_fastmcp_over_http_all_complete() {
     assert_eq!(up.trouble(), Vec::<String>::new());
     gw.stop().await;
 }
+
+impl Upstream {
+    /// Ends every session the server has made, as an operator restarting
+    /// its sessions would: a DELETE with each one's id, straight to the
+    /// server. From then on it answers 404 for them.
+    async fn end_its_sessions(&self) {
+        let ids: Vec<String> = self
+            .output
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l.split("Created new transport with session ID: ").nth(1))
+            .map(|id| id.trim().to_owned())
+            .collect();
+        assert!(!ids.is_empty(), "the server made no session");
+        let http = reqwest::Client::new();
+        for id in ids {
+            let status = http
+                .delete(&self.url)
+                .header("mcp-session-id", &id)
+                .header("mcp-protocol-version", "2025-11-25")
+                .send()
+                .await
+                .expect("DELETE")
+                .status();
+            // 404: the discovery probe's session, never established.
+            assert!(
+                status.is_success() || status == 404,
+                "DELETE {id}: {status}"
+            );
+        }
+    }
+}
+
+/// A session the server ended while it sat idle in the pool: the next call
+/// leased on it gets 404, which means the server never processed it, so it
+/// goes out on a new session instead of failing.
+#[tokio::test]
+async fn a_call_on_a_session_the_server_ended_goes_out_on_a_new_one() {
+    let fx = Fixture::new();
+    let up = Upstream::start(&fx).await;
+    let gw = gateway(&fx, &up, "[tool.plain_two]\nmode = \"replay\"\n").await;
+    let op = Op::tool("echo", json!({"tag": "before"}));
+    assert_eq!(output(&op.start(&gw).await)["echo"], true);
+    settled(&gw).await;
+
+    up.end_its_sessions().await;
+
+    let op = Op::tool("echo", json!({"tag": "after"}));
+    assert_eq!(output(&op.start(&gw).await)["tag"], "after");
+    // A replay operation walks to its end on the new session too.
+    assert_eq!(
+        three_rounds(&gw, "after-end").await["answers"],
+        json!(["after-end", "Paris"])
+    );
+    settled(&gw).await;
+    assert_eq!(gw.metric(&ops("echo", "upstream_lost")).await, None);
+    gw.stop().await;
+}
+
+/// Hold mode: a call the server already has is never sent again behind the
+/// client's back. Its session ended mid-question, the retry hears
+/// `upstream_lost`, and the tool ran exactly once.
+#[tokio::test]
+async fn hold_mode_never_sends_a_call_again_when_its_session_ends() {
+    let fx = Fixture::new();
+    let up = Upstream::start(&fx).await;
+    let gw = gateway(&fx, &up, "[defaults]\nmode = \"hold\"\n").await;
+    let op = Op::tool("plain_two", json!({"tag": "held"})).caps(form_caps());
+    let first = input_required("tools/call", &op.start(&gw).await);
+
+    up.end_its_sessions().await;
+
+    let r = op
+        .answer(&gw, &first, accepted(json!({"name": "Ada"})))
+        .await;
+    assert_error(&r, 200, -32603, "upstream_lost");
+    settled(&gw).await;
+    assert_eq!(fx.log.tagged("run", "held").len(), 1, "{}", fx.log.seen());
+    gw.stop().await;
+}

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{CallSink, Session, outcome};
-use crate::jsonrpc::{ErrorObject, Id, Message, Payload, code};
+use super::{CallSink, Outcome, Posted, Session, outcome};
+use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::upstream::{UpstreamError, lock};
 
 /// How long a call given up is read, twice: first for the server to end it
@@ -47,6 +47,23 @@ pub enum CallStep {
     /// The call's answer: a result as the server sent it where it could be kept so.
     Done(Result<Payload, ErrorObject>),
     Lost(UpstreamError),
+    /// The session was gone before the server processed the call (HTTP
+    /// 404): [`Call::unsent`] gives it back to send on another session.
+    NotSent(UpstreamError),
+}
+
+/// How reading a call given up ended.
+enum Reading {
+    Ended,
+    AskedAgain,
+    TimedOut,
+}
+
+/// A call's request, kept until the server is known to have it.
+#[derive(Debug)]
+pub struct Unsent {
+    pub method: String,
+    pub params: Option<Payload>,
 }
 
 /// The call in flight on a leased session.
@@ -62,13 +79,14 @@ pub struct Call {
     response: oneshot::Receiver<Result<Payload, ErrorObject>>,
     session: Arc<Session>,
     finished: bool,
+    /// The request, while its POST is on its way (HTTP): a session the
+    /// server ended just before it arrived leaves it to go out again.
+    unsent: Option<Unsent>,
 }
 
 /// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
 /// ever polled through `&mut`, never shared.
-type Posting = sync_wrapper::SyncFuture<
-    std::pin::Pin<Box<dyn Future<Output = Option<Result<Payload, ErrorObject>>> + Send>>,
->;
+type Posting = sync_wrapper::SyncFuture<std::pin::Pin<Box<dyn Future<Output = Posted> + Send>>>;
 
 impl Session {
     /// Starts the call of this lease; its request-scoped traffic arrives on the returned [`Call`].
@@ -87,6 +105,13 @@ impl Session {
                 dropped: dropped.clone(),
             },
         );
+        let direct = self.ready_direct().is_some();
+        // Kept only where the server can refuse the session before it reads
+        // the request (an HTTP 404): a clone, dropped once the POST is answered.
+        let unsent = direct.then(|| Unsent {
+            method: method.to_owned(),
+            params: params.clone(),
+        });
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
@@ -118,6 +143,7 @@ impl Session {
             response,
             session: self.clone(),
             finished: false,
+            unsent,
         })
     }
 }
@@ -139,32 +165,61 @@ impl Call {
         if self.finished {
             return CallStep::Lost(UpstreamError::Lost("the call already ended".into()));
         }
-        tokio::select! {
+        let step = tokio::select! {
             biased;
             Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
             outcome = outcome(&mut self.posting, &mut self.response) => {
                 self.finish();
                 match outcome {
-                    Some(o) => {
+                    Outcome::Answered(o) => {
                         // Answered on the POST itself: its waiter is still registered.
                         lock(&self.session.state.pending).remove(&self.upstream_id);
+                        self.unsent = None;
                         CallStep::Done(o)
                     }
-                    None => CallStep::Lost(self.session.lost()),
+                    Outcome::Lost => {
+                        self.unsent = None;
+                        CallStep::Lost(self.session.lost())
+                    }
+                    Outcome::NotSent => {
+                        lock(&self.session.state.pending).remove(&self.upstream_id);
+                        CallStep::NotSent(UpstreamError::Lost(
+                            "the server had ended the HTTP session (404) before the call reached it"
+                                .into(),
+                        ))
+                    }
                 }
             }
+        };
+        if self.posting.is_none() {
+            // The server has the call (or the session is gone): nothing to send again.
+            self.unsent = self
+                .unsent
+                .take()
+                .filter(|_| matches!(step, CallStep::NotSent(_)));
         }
+        step
+    }
+
+    /// The request of a call the server never processed ([`CallStep::NotSent`]).
+    pub fn unsent(&mut self) -> Option<Unsent> {
+        self.unsent.take()
     }
 
     /// Gives the call up as a good client does, once the caller has answered
     /// the questions it left open (`cancel` for an elicitation;
-    /// `answered_questions`): reads the call until the server ends it,
-    /// answering any question it still asks the same way, for at most
-    /// [`END_GRACE`]; only a call still running then (or at once, when no
-    /// question was answered: a silent server has nothing to end it on) hears
-    /// `notifications/cancelled`, and is read for another [`END_GRACE`]. True
-    /// when the server ended it: the session is then as good as before. A
-    /// call still running after that is abandoned as [`Call::cancel`] leaves it.
+    /// `answered_questions`): reads the call until the server ends it, for
+    /// at most [`END_GRACE`]; only a call still running then, or one that
+    /// asks again (it did not take the hint), or at once one that had no
+    /// question answered (a silent server has nothing to end it on), hears
+    /// `notifications/cancelled`, and is read for another [`END_GRACE`].
+    /// True when the server ended it: the session is then as good as
+    /// before. A call still running after that is abandoned as
+    /// [`Call::cancel`] leaves it.
+    ///
+    /// Questions the call asks meanwhile are not answered: they belong to a
+    /// call being cancelled, and answering a server that floods questions
+    /// would only keep it going.
     ///
     /// The order matters: spec 2025-11-25 basic/utilities/cancellation.mdx
     /// "Cancellation notifications MUST only reference requests that [...]
@@ -178,14 +233,17 @@ impl Call {
         if self.finished {
             return true;
         }
-        if answered_questions && self.read_to_end(reason).await {
-            return true;
+        if answered_questions {
+            match self.read_to_end(true).await {
+                Reading::Ended => return true,
+                Reading::AskedAgain | Reading::TimedOut => {}
+            }
         }
         self.session.cancel_now(self.upstream_id, reason).await;
         // Still registered: the server's last words for the call (mcp 1.x
         // answers a cancelled request with an error) are read, not left
         // for nobody on the stream.
-        let ended = self.read_to_end(reason).await;
+        let ended = matches!(self.read_to_end(false).await, Reading::Ended);
         if !ended {
             // Late traffic for it must not be taken for another call's.
             self.session.state.abandoned.store(true, Ordering::Release);
@@ -195,24 +253,21 @@ impl Call {
         ended
     }
 
-    /// Reads the call for at most [`END_GRACE`]: true once its answer is in
-    /// or its session is gone. Questions it still asks hear `cancel` (an
-    /// error, for what is not an elicitation); notifications are dropped.
-    async fn read_to_end(&mut self, reason: &str) -> bool {
+    /// Reads the call for at most [`END_GRACE`], until its answer is in or
+    /// its session is gone; with `stop_on_question`, also until it asks
+    /// something. Notifications are dropped.
+    async fn read_to_end(&mut self, stop_on_question: bool) -> Reading {
         let deadline = tokio::time::Instant::now() + END_GRACE;
         loop {
             match tokio::time::timeout_at(deadline, self.next()).await {
-                Err(_) => return false,
-                Ok(CallStep::Done(_) | CallStep::Lost(_)) => return true,
-                Ok(CallStep::Event(CallEvent::ServerRequest { id, method, .. })) => {
-                    let answer = if method == "elicitation/create" {
-                        Ok(json!({"action": "cancel"}))
-                    } else {
-                        Err(ErrorObject::new(code::INTERNAL_ERROR, reason.to_owned()))
-                    };
-                    let _ = self.session.respond(id, answer).await;
+                Err(_) => return Reading::TimedOut,
+                Ok(CallStep::Done(_) | CallStep::Lost(_) | CallStep::NotSent(_)) => {
+                    return Reading::Ended;
                 }
-                Ok(CallStep::Event(CallEvent::Notification { .. })) => {}
+                Ok(CallStep::Event(CallEvent::ServerRequest { .. })) if stop_on_question => {
+                    return Reading::AskedAgain;
+                }
+                Ok(CallStep::Event(_)) => {}
             }
         }
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 /// silent), and `tools/call` answers by its tool's name: `json` with its
 /// JSON body, `other` with another request's answer, `sse` with a
 /// notification and then its answer on a stream, `hang` with a stream
-/// that never answers.
+/// that never answers, `gone` with 404 (the server ended the session).
 async fn server(standalone: bool) -> String {
     use http_body_util::combinators::BoxBody;
     use http_body_util::{Full, StreamBody};
@@ -80,6 +80,10 @@ async fn server(standalone: bool) -> String {
                                     answer(json!({"content": []})),
                                 ),
                             ),
+                            (Some("tools/call"), Some("gone")) => {
+                                *resp.status_mut() = StatusCode::NOT_FOUND;
+                                return Ok(resp);
+                            }
                             (Some("tools/call"), Some("hang")) => {
                                 resp.headers_mut().insert(
                                     CONTENT_TYPE,
@@ -163,14 +167,14 @@ async fn ready_link(standalone: bool) -> (Link, Direct) {
 async fn a_json_answer_to_a_direct_request_comes_back_to_its_caller() {
     let (mut link, direct) = ready_link(false).await;
     let outcome = direct.request(call(7, "json"), 7).await;
+    let Posted::Answered(outcome) = outcome else {
+        panic!("answered on the POST: {outcome:?}");
+    };
     assert!(
-        matches!(&outcome, Some(Ok(Payload::Text(_)))),
+        matches!(&outcome, Ok(Payload::Text(_))),
         "kept as the server's text: {outcome:?}"
     );
-    assert_eq!(
-        outcome.map(|o| o.map(Payload::into_value)),
-        Some(Ok(json!({"content": []})))
-    );
+    assert_eq!(outcome.map(Payload::into_value), Ok(json!({"content": []})));
     assert!(
         link.inbound.try_recv().is_err(),
         "nothing else is handed up"
@@ -180,7 +184,10 @@ async fn a_json_answer_to_a_direct_request_comes_back_to_its_caller() {
 #[tokio::test]
 async fn any_other_json_answer_is_handed_up_to_the_session() {
     let (mut link, direct) = ready_link(false).await;
-    assert_eq!(direct.request(call(7, "other"), 7).await, None);
+    assert!(matches!(
+        direct.request(call(7, "other"), 7).await,
+        Posted::Elsewhere
+    ));
     match link.inbound.recv().await {
         Some(Inbound::Answer(id, _)) => assert_eq!(id, Id::Number(999)),
         other => panic!("expected the stray answer handed up, got {other:?}"),
@@ -190,7 +197,10 @@ async fn any_other_json_answer_is_handed_up_to_the_session() {
 #[tokio::test]
 async fn a_streamed_answer_reaches_the_session_on_its_requests_stream() {
     let (mut link, direct) = ready_link(false).await;
-    assert_eq!(direct.request(call(7, "sse"), 7).await, None);
+    assert!(matches!(
+        direct.request(call(7, "sse"), 7).await,
+        Posted::Elsewhere
+    ));
     match link.inbound.recv().await {
         Some(Inbound::OnStream(id, Message::Notification { method, .. })) => {
             assert_eq!(
@@ -214,7 +224,10 @@ async fn a_streamed_answer_reaches_the_session_on_its_requests_stream() {
 #[tokio::test]
 async fn with_a_standalone_stream_open_a_json_answer_goes_through_the_session() {
     let (mut link, direct) = ready_link(true).await;
-    assert_eq!(direct.request(call(7, "json"), 7).await, None);
+    assert!(matches!(
+        direct.request(call(7, "json"), 7).await,
+        Posted::Elsewhere
+    ));
     match link.inbound.recv().await {
         Some(Inbound::Answer(id, Ok(Payload::Text(result)))) => {
             assert_eq!(id, Id::Number(7));
@@ -230,7 +243,10 @@ async fn with_a_standalone_stream_open_a_json_answer_goes_through_the_session() 
 #[tokio::test]
 async fn closing_the_link_tells_the_session_while_a_call_waits() {
     let (mut link, direct) = ready_link(false).await;
-    assert_eq!(direct.request(call(7, "hang"), 7).await, None);
+    assert!(matches!(
+        direct.request(call(7, "hang"), 7).await,
+        Posted::Elsewhere
+    ));
     let _ = link.shutdown.send(());
     let closed = tokio::time::timeout(Duration::from_secs(10), link.inbound.recv())
         .await
@@ -264,4 +280,21 @@ fn a_cached_header_value_follows_its_text() {
         cached.of(Some("def")),
         Some(HeaderValue::from_static("def"))
     );
+}
+
+/// A 404 for a request carrying the session id: the session is gone (its
+/// dispatcher is told) and the request was never processed, so its caller
+/// may send it on another session (spec 2025-06-18 transports.mdx
+/// "Session Management").
+#[tokio::test]
+async fn a_404_for_a_request_says_it_was_not_sent_and_ends_the_session() {
+    let (mut link, direct) = ready_link(false).await;
+    assert!(matches!(
+        direct.request(call(7, "gone"), 7).await,
+        Posted::NotSent
+    ));
+    match link.inbound.recv().await {
+        Some(Inbound::Closed(why)) => assert!(why.contains("404"), "{why}"),
+        other => panic!("expected Closed, got {other:?}"),
+    }
 }
