@@ -216,9 +216,9 @@ pub fn build_at(
             if cfg.path.as_os_str() != "-" && cfg.path.is_relative() {
                 cfg.path = config.base_dir.join(&cfg.path);
             }
-            AuditSink::start(&cfg).map_err(|source| StartError::Audit {
+            AuditSink::start(&cfg).map_err(|cause| StartError::Audit {
                 path: cfg.path.clone(),
-                source,
+                cause,
             })?
         }
         None => AuditSink::disabled(),
@@ -297,12 +297,12 @@ pub fn build_at(
 fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
     AccessLog::start(&config.log.access, &config.base_dir)
         .map(Arc::new)
-        .map_err(|source| StartError::AccessLog {
+        .map_err(|cause| StartError::AccessLog {
             path: match &config.log.access {
                 AccessTarget::File(p) => config.base_dir.join(p),
                 _ => PathBuf::new(),
             },
-            source,
+            cause,
         })
 }
 

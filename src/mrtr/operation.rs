@@ -320,10 +320,10 @@ impl Operation {
                         }
                     }
                     CallStep::Done(outcome) => return Drive::End(self.completed(outcome)),
-                    CallStep::Lost(e) => return Drive::End(Ending::UpstreamLost(e.to_string())),
+                    CallStep::Lost(e) => return Drive::End(Ending::lost(e)),
                     CallStep::NotSent(e) => {
                         if let Err(e) = Box::pin(self.call_again(e)).await {
-                            return Drive::End(Ending::UpstreamLost(e.to_string()));
+                            return Drive::End(Ending::lost(e));
                         }
                     }
                 },
@@ -469,7 +469,7 @@ impl Operation {
                     CallStep::Event(CallEvent::ServerRequest { id, method, params }) => self.deferred.push((id, method, params)),
                     CallStep::Done(outcome) => return Wait::End(self.completed(outcome)),
                     // Between rounds the call was sent long ago: a session gone now took it along.
-                    CallStep::Lost(e) | CallStep::NotSent(e) => return Wait::End(Ending::UpstreamLost(e.to_string())),
+                    CallStep::Lost(e) | CallStep::NotSent(e) => return Wait::End(Ending::lost(e)),
                 },
                 () = tokio::time::sleep_until(expires) => return Wait::End(Ending::Expired(self.engine.ttl)),
             }
