@@ -1,8 +1,10 @@
 //! How an operation ends: the server's open questions hear `cancel` (or an
-//! error) and its call is cancelled when the operation is abandoned, each
-//! question is closed in the audit log, the ending is recorded in spans,
-//! metrics and the log, the tombstone that answers late retries is left,
-//! and the attached client gets the reply last.
+//! error) when the operation is abandoned, each question is closed in the
+//! audit log, the ending is recorded in spans, metrics and the log, the
+//! tombstone that answers late retries is left, the attached client gets the
+//! reply, and last an abandoned call is ended as a good client ends it
+//! ([`Call::end`](crate::upstream::session::Call::end)) before the session
+//! goes back.
 
 use tokio::time::Instant;
 

@@ -214,8 +214,9 @@ impl Call {
     /// question answered (a silent server has nothing to end it on), hears
     /// `notifications/cancelled`, and is read for another [`END_GRACE`].
     /// True when the server ended it: the session is then as good as
-    /// before. A call still running after that is abandoned as
-    /// [`Call::cancel`] leaves it.
+    /// before. A call still running after that is abandoned: its session is
+    /// not reused unless it is multiplexed (late traffic of the call could
+    /// otherwise be taken for the next call's).
     ///
     /// Questions the call asks meanwhile are not answered: they belong to a
     /// call being cancelled, and answering a server that floods questions
@@ -272,16 +273,6 @@ impl Call {
         }
     }
 
-    /// Cancels the call upstream (`notifications/cancelled`) at once; the
-    /// session is not reused unless it is multiplexed. [`Call::end`] is the
-    /// gentler way, where the caller can wait.
-    pub fn cancel(&mut self, reason: &str) {
-        if !self.finished {
-            self.session.cancel(self.upstream_id, reason);
-            self.finish();
-        }
-    }
-
     fn finish(&mut self) {
         self.finished = true;
         lock(&self.session.state.calls).remove(&self.upstream_id);
@@ -289,6 +280,8 @@ impl Call {
 }
 
 impl Drop for Call {
+    /// A call dropped before it ended (its operation's task went away) can
+    /// only be cancelled at once: nothing is left to read it.
     fn drop(&mut self) {
         if !self.finished {
             self.session
