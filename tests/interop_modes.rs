@@ -7,9 +7,13 @@
 //! - `@modelcontextprotocol/server-everything` 2026.8.31 (npm sdk 1.x):
 //!   `trigger-elicitation-request`, one question;
 //! - tests/fixtures/e2e_legacy_ts.mjs (npm `@modelcontextprotocol/sdk`
-//!   1.32.2, `elicitInput` with `relatedRequestId`): `survey`, one question.
+//!   1.32.2, `elicitInput` with `relatedRequestId`): `survey`, one question;
+//! - tests/fixtures/native_py_server.py (PyPI `mcp` 2.3.0, `Resolve` ->
+//!   `Elicit`): `book`, one question, on `initialize` sessions
+//!   (`protocol = "legacy"`) in both modes, and natively relayed
+//!   (`protocol = "auto"`; the mode is a legacy server's only).
 //!
-//! Both end their call by themselves once told `cancel`, as a replay round
+//! All end their call by themselves once told `cancel`, as a replay round
 //! tells them.
 
 // A test may panic (that is how it fails) and cast freely.
@@ -33,6 +37,8 @@ struct Cell {
     /// What the tool's text says when the server got the answer.
     says: &'static str,
     plain: (&'static str, Value),
+    /// Keys added to `[route.upstream]`.
+    upstream: &'static str,
 }
 
 async fn everything() -> Cell {
@@ -45,6 +51,7 @@ async fn everything() -> Cell {
         answer: accepted(json!({"name": "Ada Lovelace", "check": true, "integer": 7})),
         says: "✅ User provided the requested information!",
         plain: ("echo", json!({"message": "plain"})),
+        upstream: "",
     }
 }
 
@@ -64,6 +71,29 @@ async fn ts_sdk() -> Cell {
         says: "\"action\":\"accept\"",
         // The fixture has one tool: its plain call is one answered at once.
         plain: ("survey", json!({"topic": "plain"})),
+        upstream: "",
+    }
+}
+
+/// `protocol`: `legacy` (initialize sessions, pushes) or `auto` (native).
+async fn py_mcp2(protocol: &'static str) -> Cell {
+    let mut cmd = Command::new(client_python());
+    cmd.arg(fixture_file("native_py_server.py"))
+        .args(["--http", "0"]);
+    let (guard, port) = spawn_listening(cmd, "Uvicorn running on").await;
+    Cell {
+        _server: guard,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        tool: "book",
+        arguments: json!({"hotel": "Ritz"}),
+        answer: accepted(json!({"nights": 3})),
+        says: "\"action\": \"accept\"",
+        plain: ("ping", json!({})),
+        upstream: if protocol == "legacy" {
+            "protocol = \"legacy\"\n"
+        } else {
+            "protocol = \"auto\"\n"
+        },
     }
 }
 
@@ -73,7 +103,7 @@ async fn gateway(cell: &Cell, fx: &Fixture, mode: &str) -> TestGateway {
     let config = http_config(&cell.url, "").replace(
         "[[route]]\nname = \"main\"\npath = \"/mcp\"\n",
         &format!("[[route]]\nname = \"main\"\npath = \"/mcp\"\n{policy}\n"),
-    );
+    ) + cell.upstream;
     TestGateway::start(&config).await
 }
 
@@ -94,8 +124,13 @@ async fn run(cell: Cell, mode: &str) {
     let walks = (0..OPERATIONS).map(|_| {
         let op = Op::tool(cell.tool, cell.arguments.clone()).caps(caps.clone());
         let (gw, answer) = (&gw, cell.answer.clone());
+        let native = cell.upstream.contains("auto");
         async move {
             let first = input_required("tools/call", &op.start(gw).await);
+            // A converted push gets redmark's key; a native server's own
+            // question keeps the SDK's (`module:function`).
+            let key = first.key().to_owned();
+            assert_eq!(key.contains(':'), native, "{key}");
             complete("tools/call", &op.answer(gw, &first, answer).await)
         }
     });
@@ -147,4 +182,19 @@ async fn the_npm_sdk_1_server_over_http_in_replay_mode() {
 #[tokio::test]
 async fn the_npm_sdk_1_server_over_http_in_hold_mode() {
     run(ts_sdk().await, "hold").await;
+}
+
+#[tokio::test]
+async fn pypi_mcp_2_on_initialize_sessions_over_http_in_replay_mode() {
+    run(py_mcp2("legacy").await, "replay").await;
+}
+
+#[tokio::test]
+async fn pypi_mcp_2_on_initialize_sessions_over_http_in_hold_mode() {
+    run(py_mcp2("legacy").await, "hold").await;
+}
+
+#[tokio::test]
+async fn pypi_mcp_2_natively_relayed_over_http() {
+    run(py_mcp2("auto").await, "hold").await;
 }
