@@ -11,7 +11,9 @@
 //! - tests/fixtures/native_py_server.py (PyPI `mcp` 2.3.0, `Resolve` ->
 //!   `Elicit`): `book`, one question, on `initialize` sessions
 //!   (`protocol = "legacy"`) in both modes, and natively relayed
-//!   (`protocol = "auto"`; the mode is a legacy server's only).
+//!   (`protocol = "auto"`; the mode is a legacy server's only);
+//! - tests/fixtures/native_ts_server.mjs (npm `@modelcontextprotocol/server`
+//!   2.4.0, the TypeScript SDK v2), natively relayed.
 //!
 //! All end their call by themselves once told `cancel`, as a replay round
 //! tells them.
@@ -39,6 +41,9 @@ struct Cell {
     plain: (&'static str, Value),
     /// Keys added to `[route.upstream]`.
     upstream: &'static str,
+    /// How the question's key ends: redmark's own for a converted push,
+    /// the SDK's for a native server's question.
+    key: &'static str,
 }
 
 async fn everything() -> Cell {
@@ -52,6 +57,7 @@ async fn everything() -> Cell {
         says: "✅ User provided the requested information!",
         plain: ("echo", json!({"message": "plain"})),
         upstream: "",
+        key: "elicitation-1",
     }
 }
 
@@ -72,6 +78,7 @@ async fn ts_sdk() -> Cell {
         // The fixture has one tool: its plain call is one answered at once.
         plain: ("survey", json!({"topic": "plain"})),
         upstream: "",
+        key: "elicitation-1",
     }
 }
 
@@ -94,6 +101,34 @@ async fn py_mcp2(protocol: &'static str) -> Cell {
         } else {
             "protocol = \"auto\"\n"
         },
+        // The SDK's resolver key is `module:function`.
+        key: if protocol == "legacy" {
+            "elicitation-1"
+        } else {
+            ":ask_nights"
+        },
+    }
+}
+
+/// The TypeScript SDK v2 (npm `@modelcontextprotocol/server` 2.4.0), native:
+/// its stateless legacy fallback cannot push, so only the relay is a cell.
+async fn ts_v2_native() -> Cell {
+    ensure_deps();
+    let mut cmd = Command::new("node");
+    cmd.arg(fixture_file("native_ts_server.mjs"))
+        .env("PORT", "0")
+        .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
+    let (guard, port) = spawn_listening(cmd, "native-ts listening on port").await;
+    Cell {
+        _server: guard,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        tool: "book",
+        arguments: json!({"hotel": "Ritz"}),
+        answer: accepted(json!({"nights": 3})),
+        says: "accept",
+        plain: ("slow", json!({"steps": 1})),
+        upstream: "protocol = \"auto\"\n",
+        key: "nights",
     }
 }
 
@@ -124,13 +159,13 @@ async fn run(cell: Cell, mode: &str) {
     let walks = (0..OPERATIONS).map(|_| {
         let op = Op::tool(cell.tool, cell.arguments.clone()).caps(caps.clone());
         let (gw, answer) = (&gw, cell.answer.clone());
-        let native = cell.upstream.contains("auto");
+        let want_key = cell.key;
         async move {
             let first = input_required("tools/call", &op.start(gw).await);
             // A converted push gets redmark's key; a native server's own
-            // question keeps the SDK's (`module:function`).
+            // question keeps the SDK's.
             let key = first.key().to_owned();
-            assert_eq!(key.contains(':'), native, "{key}");
+            assert!(key.ends_with(want_key), "{key}, not {want_key}");
             complete("tools/call", &op.answer(gw, &first, answer).await)
         }
     });
@@ -197,4 +232,9 @@ async fn pypi_mcp_2_on_initialize_sessions_over_http_in_hold_mode() {
 #[tokio::test]
 async fn pypi_mcp_2_natively_relayed_over_http() {
     run(py_mcp2("auto").await, "hold").await;
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_v2_natively_relayed_over_http() {
+    run(ts_v2_native().await, "hold").await;
 }
