@@ -1,4 +1,5 @@
-//! Hold and replay mode against real legacy server SDKs over Streamable HTTP
+//! Hold and replay mode against real legacy server SDKs (Streamable HTTP, and
+//! stdio for rmcp)
 //! (issue 37's matrix, the cells beyond `tests/mrtr_replay_http.rs`, which
 //! covers PyPI `mcp` 1.30 FastMCP): in each cell 20 operations at once, each
 //! walked to its end, then plain calls on the same sessions, and at the end
@@ -13,7 +14,8 @@
 //!   (`protocol = "legacy"`) in both modes, and natively relayed
 //!   (`protocol = "auto"`; the mode is a legacy server's only);
 //! - tests/fixtures/native_ts_server.mjs (npm `@modelcontextprotocol/server`
-//!   2.4.0, the TypeScript SDK v2), natively relayed.
+//!   2.4.0, the TypeScript SDK v2), natively relayed;
+//! - examples/rooms (rmcp 3.11, legacy) over stdio: `create_ticket`.
 //!
 //! All end their call by themselves once told `cancel`, as a replay round
 //! tells them.
@@ -29,9 +31,11 @@ use tokio::process::Command;
 
 const OPERATIONS: usize = 20;
 
-/// A real server over Streamable HTTP, and how one cell drives it.
+/// A real server, and how one cell drives it.
 struct Cell {
-    _server: ChildGuard,
+    /// A server over Streamable HTTP the cell started (none over stdio).
+    _server: Option<ChildGuard>,
+    /// Its URL, or (over stdio) its command.
     url: String,
     tool: &'static str,
     arguments: Value,
@@ -49,7 +53,7 @@ struct Cell {
 async fn everything() -> Cell {
     let (guard, url) = everything_http().await;
     Cell {
-        _server: guard,
+        _server: Some(guard),
         url,
         tool: "trigger-elicitation-request",
         arguments: json!({}),
@@ -69,7 +73,7 @@ async fn ts_sdk() -> Cell {
         .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
     let (guard, port) = spawn_listening(cmd, "e2e-legacy-ts listening on port").await;
     Cell {
-        _server: guard,
+        _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
         tool: "survey",
         arguments: json!({"topic": "replay"}),
@@ -89,7 +93,7 @@ async fn py_mcp2(protocol: &'static str) -> Cell {
         .args(["--http", "0"]);
     let (guard, port) = spawn_listening(cmd, "Uvicorn running on").await;
     Cell {
-        _server: guard,
+        _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
         tool: "book",
         arguments: json!({"hotel": "Ritz"}),
@@ -110,6 +114,22 @@ async fn py_mcp2(protocol: &'static str) -> Cell {
     }
 }
 
+/// examples/rooms (rmcp 3.11 as a legacy server) over stdio: `create_ticket`
+/// asks the ticket's priority.
+fn rooms() -> Cell {
+    Cell {
+        _server: None,
+        url: rooms_bin().to_str().unwrap().to_owned(),
+        tool: "create_ticket",
+        arguments: json!({"title": "Projector"}),
+        answer: accepted(json!({"priority": 3})),
+        says: "with priority 3",
+        plain: ("list_rooms", json!({})),
+        upstream: "",
+        key: "elicitation-1",
+    }
+}
+
 /// The TypeScript SDK v2 (npm `@modelcontextprotocol/server` 2.4.0), native:
 /// its stateless legacy fallback cannot push, so only the relay is a cell.
 async fn ts_v2_native() -> Cell {
@@ -120,7 +140,7 @@ async fn ts_v2_native() -> Cell {
         .env("REDMARK_NPM_DIR", repo().join(".cache/npm"));
     let (guard, port) = spawn_listening(cmd, "native-ts listening on port").await;
     Cell {
-        _server: guard,
+        _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
         tool: "book",
         arguments: json!({"hotel": "Ritz"}),
@@ -135,7 +155,12 @@ async fn ts_v2_native() -> Cell {
 /// The gateway in front of `cell` with `mode` as every tool's mode.
 async fn gateway(cell: &Cell, fx: &Fixture, mode: &str) -> TestGateway {
     let policy = fx.policy(&format!("[defaults]\nmode = \"{mode}\"\n"));
-    let config = http_config(&cell.url, "").replace(
+    let config = if cell._server.is_some() {
+        http_config(&cell.url, "")
+    } else {
+        stdio_config(&[&cell.url], "")
+    }
+    .replace(
         "[[route]]\nname = \"main\"\npath = \"/mcp\"\n",
         &format!("[[route]]\nname = \"main\"\npath = \"/mcp\"\n{policy}\n"),
     ) + cell.upstream;
@@ -237,4 +262,14 @@ async fn pypi_mcp_2_natively_relayed_over_http() {
 #[tokio::test]
 async fn the_typescript_sdk_v2_natively_relayed_over_http() {
     run(ts_v2_native().await, "hold").await;
+}
+
+#[tokio::test]
+async fn rmcp_rooms_over_stdio_in_replay_mode() {
+    run(rooms(), "replay").await;
+}
+
+#[tokio::test]
+async fn rmcp_rooms_over_stdio_in_hold_mode() {
+    run(rooms(), "hold").await;
 }
