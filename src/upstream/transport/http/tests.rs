@@ -13,6 +13,14 @@ use serde_json::{Value, json};
 /// notification and then its answer on a stream, `hang` with a stream
 /// that never answers, `gone` with 404 (the server ended the session).
 async fn server(standalone: bool) -> String {
+    server_with(standalone, false).await
+}
+
+/// [`server`]; with `ends_session`, its standalone stream ends at once and
+/// every GET after the first is answered 404, as a server that ended the
+/// session answers.
+async fn server_with(standalone: bool, ends_session: bool) -> String {
+    let gets = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     use http_body_util::combinators::BoxBody;
     use http_body_util::{Full, StreamBody};
     type Body = BoxBody<Bytes, std::convert::Infallible>;
@@ -30,77 +38,92 @@ async fn server(standalone: bool) -> String {
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
+            let gets = gets.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(
-                    move |req: http::Request<hyper::body::Incoming>| async move {
-                        let method = req.method().clone();
-                        let body = req.into_body().collect().await.unwrap().to_bytes();
-                        let mut resp = http::Response::new(full(String::new()));
-                        if method == Method::GET || method == Method::DELETE {
-                            if method == Method::GET && standalone {
-                                resp.headers_mut().insert(
-                                    CONTENT_TYPE,
-                                    HeaderValue::from_static("text/event-stream"),
-                                );
-                                *resp.body_mut() = open_forever();
-                            } else {
-                                *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                    move |req: http::Request<hyper::body::Incoming>| {
+                        let gets = gets.clone();
+                        async move {
+                            let method = req.method().clone();
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let mut resp = http::Response::new(full(String::new()));
+                            if method == Method::GET && ends_session {
+                                if gets.fetch_add(1, Ordering::SeqCst) == 0 {
+                                    resp.headers_mut().insert(
+                                        CONTENT_TYPE,
+                                        HeaderValue::from_static("text/event-stream"),
+                                    );
+                                } else {
+                                    *resp.status_mut() = StatusCode::NOT_FOUND;
+                                }
+                                return Ok::<_, std::convert::Infallible>(resp);
                             }
-                            return Ok::<_, std::convert::Infallible>(resp);
-                        }
-                        let msg: Value = serde_json::from_slice(&body).unwrap();
-                        let id = msg["id"].clone();
-                        let answer =
-                            |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
-                        let (kind, text) = match (
-                            msg["method"].as_str(),
-                            msg["params"]["name"].as_str(),
-                        ) {
-                            (Some("initialize"), _) => {
-                                resp.headers_mut()
-                                    .insert("mcp-session-id", HeaderValue::from_static("s-1"));
-                                (
+                            if method == Method::GET || method == Method::DELETE {
+                                if method == Method::GET && standalone {
+                                    resp.headers_mut().insert(
+                                        CONTENT_TYPE,
+                                        HeaderValue::from_static("text/event-stream"),
+                                    );
+                                    *resp.body_mut() = open_forever();
+                                } else {
+                                    *resp.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                                }
+                                return Ok::<_, std::convert::Infallible>(resp);
+                            }
+                            let msg: Value = serde_json::from_slice(&body).unwrap();
+                            let id = msg["id"].clone();
+                            let answer = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+                            let (kind, text) = match (
+                                msg["method"].as_str(),
+                                msg["params"]["name"].as_str(),
+                            ) {
+                                (Some("initialize"), _) => {
+                                    resp.headers_mut()
+                                        .insert("mcp-session-id", HeaderValue::from_static("s-1"));
+                                    (
+                                        "application/json",
+                                        answer(json!({"protocolVersion": "2025-11-25"}))
+                                            .to_string(),
+                                    )
+                                }
+                                (Some("tools/call"), Some("json")) => (
                                     "application/json",
-                                    answer(json!({"protocolVersion": "2025-11-25"})).to_string(),
-                                )
-                            }
-                            (Some("tools/call"), Some("json")) => (
-                                "application/json",
-                                answer(json!({"content": []})).to_string(),
-                            ),
-                            (Some("tools/call"), Some("other")) => (
-                                "application/json",
-                                json!({"jsonrpc": "2.0", "id": 999, "result": {}}).to_string(),
-                            ),
-                            (Some("tools/call"), Some("sse")) => (
-                                "text/event-stream",
-                                format!(
-                                    "data: {}\n\ndata: {}\n\n",
-                                    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}),
-                                    answer(json!({"content": []})),
+                                    answer(json!({"content": []})).to_string(),
                                 ),
-                            ),
-                            (Some("tools/call"), Some("gone")) => {
-                                *resp.status_mut() = StatusCode::NOT_FOUND;
-                                return Ok(resp);
-                            }
-                            (Some("tools/call"), Some("hang")) => {
-                                resp.headers_mut().insert(
-                                    CONTENT_TYPE,
-                                    HeaderValue::from_static("text/event-stream"),
-                                );
-                                *resp.body_mut() = open_forever();
-                                return Ok(resp);
-                            }
-                            _ => {
-                                *resp.status_mut() = StatusCode::ACCEPTED;
-                                return Ok(resp);
-                            }
-                        };
-                        resp.headers_mut()
-                            .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-                        *resp.body_mut() = full(text);
-                        Ok(resp)
+                                (Some("tools/call"), Some("other")) => (
+                                    "application/json",
+                                    json!({"jsonrpc": "2.0", "id": 999, "result": {}}).to_string(),
+                                ),
+                                (Some("tools/call"), Some("sse")) => (
+                                    "text/event-stream",
+                                    format!(
+                                        "data: {}\n\ndata: {}\n\n",
+                                        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}),
+                                        answer(json!({"content": []})),
+                                    ),
+                                ),
+                                (Some("tools/call"), Some("gone")) => {
+                                    *resp.status_mut() = StatusCode::NOT_FOUND;
+                                    return Ok(resp);
+                                }
+                                (Some("tools/call"), Some("hang")) => {
+                                    resp.headers_mut().insert(
+                                        CONTENT_TYPE,
+                                        HeaderValue::from_static("text/event-stream"),
+                                    );
+                                    *resp.body_mut() = open_forever();
+                                    return Ok(resp);
+                                }
+                                _ => {
+                                    *resp.status_mut() = StatusCode::ACCEPTED;
+                                    return Ok(resp);
+                                }
+                            };
+                            resp.headers_mut()
+                                .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+                            *resp.body_mut() = full(text);
+                            Ok(resp)
+                        }
                     },
                 );
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -122,7 +145,10 @@ fn call(id: i64, tool: &str) -> Message {
 
 /// A link past its handshake, and its direct requests.
 async fn ready_link(standalone: bool) -> (Link, Direct) {
-    let url = server(standalone).await;
+    ready_link_to(server(standalone).await).await
+}
+
+async fn ready_link_to(url: String) -> (Link, Direct) {
     let mut link = connect(
         client::for_tests(),
         &url,
@@ -294,6 +320,21 @@ async fn a_404_for_a_request_says_it_was_not_sent_and_ends_the_session() {
         Posted::NotSent
     ));
     match link.inbound.recv().await {
+        Some(Inbound::Closed(why)) => assert!(why.contains("404"), "{why}"),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+}
+
+/// A server that ended the session ends its standalone stream and answers
+/// the GET that reopens it 404: the session is lost then, not when a call
+/// next meets the 404.
+#[tokio::test]
+async fn a_404_for_the_reopened_standalone_stream_ends_the_session() {
+    let (mut link, _direct) = ready_link_to(server_with(true, true).await).await;
+    let closed = tokio::time::timeout(Duration::from_secs(10), link.inbound.recv())
+        .await
+        .expect("the link hands up the end of the session");
+    match closed {
         Some(Inbound::Closed(why)) => assert!(why.contains("404"), "{why}"),
         other => panic!("expected Closed, got {other:?}"),
     }
