@@ -19,6 +19,10 @@ pub use build::{
 pub use run::{Running, start, start_with};
 
 /// Why the gateway did not start.
+///
+/// Each message says its cause itself, and no variant also hands the cause
+/// out as its `source()`: printed with its chain (`{:#}`, as `redmark serve`
+/// does), an error that did both said the cause twice ("X: X").
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(
@@ -26,41 +30,56 @@ pub enum StartError {
     )]
     Policy { route: String, errors: ConfigErrors },
     #[error("requestState keys: {0}")]
-    StateKeys(#[from] KeyError),
-    #[error("audit log {} cannot be opened", path.display())]
+    StateKeys(KeyError),
+    #[error("audit log {} cannot be opened: {cause}", path.display())]
     Audit {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("[cluster]: {0}")]
-    Cluster(#[from] ClusterError),
-    #[error("{listener} listener TLS: {source}")]
+    Cluster(ClusterError),
+    #[error("{listener} listener TLS: {cause}")]
     Tls {
         listener: &'static str,
-        #[source]
-        source: crate::front::tls::TlsError,
+        cause: crate::front::tls::TlsError,
     },
-    #[error("access log {} cannot be opened", path.display())]
+    #[error("access log {} cannot be opened: {cause}", path.display())]
     AccessLog {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("[auth.oauth]: {0}")]
-    OAuth(#[from] crate::front::oauth::OAuthError),
+    OAuth(crate::front::oauth::OAuthError),
     #[error("upstream HTTP client: {0}")]
     UpstreamClient(String),
     #[error("route `{route}`: upstream bearer_token_env {var} is not set")]
     UpstreamTokenEnv { route: String, var: String },
     #[error(transparent)]
     EventLoops(#[from] crate::event_loops::StartError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
+}
+
+// Not `#[from]`: that would make each cause the variant's `source()` too.
+impl From<KeyError> for StartError {
+    fn from(e: KeyError) -> Self {
+        StartError::StateKeys(e)
+    }
+}
+
+impl From<ClusterError> for StartError {
+    fn from(e: ClusterError) -> Self {
+        StartError::Cluster(e)
+    }
+}
+
+impl From<crate::front::oauth::OAuthError> for StartError {
+    fn from(e: crate::front::oauth::OAuthError) -> Self {
+        StartError::OAuth(e)
+    }
 }
 
 /// Why the `[[state.keys]]` cannot be made into a keyring.

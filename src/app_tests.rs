@@ -102,11 +102,8 @@ fn an_audit_log_that_cannot_open_is_a_start_error_of_its_own() {
         .expect("refused");
     assert!(matches!(err, StartError::Audit { .. }), "{err}");
     assert!(err.to_string().starts_with("audit log "), "{err}");
-    let source = std::error::Error::source(&err).map(ToString::to_string);
-    assert!(
-        source.is_some_and(|s| s.contains("No such file")),
-        "{err:?}"
-    );
+    // The cause is in the message itself (and so not also its `source()`).
+    assert!(err.to_string().contains("No such file"), "{err:?}");
 }
 
 /// A burst of concurrent upstream requests leaves at most
@@ -188,4 +185,201 @@ async fn the_upstream_client_keeps_a_bounded_idle_pool_after_a_burst() {
         "{left} of {burst} connections still open"
     );
     server.abort();
+}
+
+/// The text of an error as `redmark serve` prints it (`{:#}`: the error,
+/// then each `source()` after ": ").
+fn with_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// A segment (between ": " and line breaks) that `text` says twice.
+fn said_twice(text: &str) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    text.split(['\n'])
+        .flat_map(|line| line.split(": "))
+        .map(str::trim)
+        .filter(|s| s.len() > 3)
+        .find(|s| !seen.insert(*s))
+        .map(str::to_owned)
+}
+
+fn said_once(what: &str, text: &str) {
+    assert_eq!(said_twice(text), None, "{what} repeats itself: {text}");
+}
+
+/// Every start error, printed with its chain as `redmark serve` prints it,
+/// says its cause once (issue 37: "environment variable REDMARK_CLUSTER_KEY
+/// is not base64url ...: environment variable REDMARK_CLUSTER_KEY ...").
+#[test]
+fn no_start_error_says_its_cause_twice() {
+    let io = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+    let config_errors = || {
+        crate::config::ConfigErrors(vec![crate::config::ConfigError {
+            file: "p.toml".into(),
+            line: 1,
+            column: 2,
+            message: "unknown key `x`".into(),
+        }])
+    };
+    let all: Vec<StartError> = vec![
+        StartError::Policy {
+            route: "r".into(),
+            errors: config_errors(),
+        },
+        KeyError::EnvNotSet {
+            id: "k1".into(),
+            var: "REDMARK_STATE_KEY_K1".into(),
+        }
+        .into(),
+        KeyError::BadSecret { id: "k1".into() }.into(),
+        KeyError::NoSecret { id: "k1".into() }.into(),
+        KeyError::NoSigningKey.into(),
+        StartError::Audit {
+            path: "/var/log/audit.jsonl".into(),
+            cause: io(),
+        },
+        ClusterError::EnvNotSet {
+            var: "REDMARK_CLUSTER_KEY".into(),
+        }
+        .into(),
+        ClusterError::BadSecret {
+            var: "REDMARK_CLUSTER_KEY".into(),
+        }
+        .into(),
+        ClusterError::Store {
+            url: "redis://h".into(),
+            why: "connection refused".into(),
+        }
+        .into(),
+        StartError::Tls {
+            listener: "client",
+            cause: crate::front::tls::TlsError::Certificate {
+                path: "cert.pem".into(),
+                reason: "no certificate in the file".into(),
+            },
+        },
+        StartError::AccessLog {
+            path: "/var/log/access.log".into(),
+            cause: io(),
+        },
+        crate::front::oauth::OAuthError::NoOrigin("r".into()).into(),
+        StartError::UpstreamClient("the TLS settings cannot be built".into()),
+        StartError::UpstreamTokenEnv {
+            route: "r".into(),
+            var: "TOKEN".into(),
+        },
+        crate::event_loops::StartError {
+            index: 1,
+            cause: io(),
+        }
+        .into(),
+        StartError::Bind {
+            addr: "127.0.0.1:80".parse().unwrap(),
+            cause: io(),
+        },
+    ];
+    for e in &all {
+        let text = with_chain(e);
+        said_once("a start error", &text);
+        // The cause is still there, once.
+        assert!(!text.ends_with(": "), "{text}");
+    }
+    let reload = [
+        reload::ReloadError::from(config_errors()),
+        reload::ReloadError::from(StartError::from(ClusterError::BadSecret {
+            var: "REDMARK_CLUSTER_KEY".into(),
+        })),
+    ];
+    for e in &reload {
+        said_once("a reload error", &with_chain(e));
+    }
+    said_once(
+        "a report error",
+        &with_chain(&crate::telemetry::report::ReportError::Read {
+            path: "audit.jsonl".into(),
+            cause: io(),
+        }),
+    );
+    said_once(
+        "an audit error",
+        &with_chain(&crate::telemetry::audit::AuditError::from(io())),
+    );
+}
+
+/// Every error a client can get from an operation's ending, and every
+/// upstream failure, says its cause once (issue 37: "the upstream server
+/// went away: the upstream server went away: ...").
+#[test]
+fn no_reason_message_says_its_cause_twice() {
+    use crate::mrtr::ending::Ending;
+    use crate::protocol::{IntoReject, Reason};
+    use crate::upstream::UpstreamError;
+    use serde_json::json;
+    use std::time::Duration;
+
+    let upstream = [
+        UpstreamError::Lost("the server ended the HTTP session (404)".into()),
+        UpstreamError::Unavailable("the server did not answer initialize within 10s".into()),
+        UpstreamError::Incompatible("1999-01-01".into()),
+        UpstreamError::Busy(Duration::from_secs(5)),
+        UpstreamError::Timeout(Duration::from_secs(5)),
+        UpstreamError::ShuttingDown,
+    ];
+    let mut endings: Vec<Ending> = upstream
+        .iter()
+        .cloned()
+        // How an operation makes its ending from what its call reported.
+        .map(Ending::lost)
+        .collect();
+    endings.extend([
+        Ending::UpstreamTimeout(Duration::from_secs(60)),
+        Ending::Expired(Duration::from_secs(600)),
+        Ending::RoundsExhausted(8),
+        Ending::MissingCapability(json!({"elicitation": {}})),
+        Ending::TooManyPending(100),
+        Ending::ShuttingDown,
+        Ending::PolicyRefused {
+            reason: Reason::PolicyTooManyQuestions,
+            field: None,
+            message: "the server asked more than 10 questions".into(),
+        },
+        Ending::ModelOwned {
+            field: "room_id".into(),
+            guidance: "room_id is in the arguments: pass it".into(),
+        },
+        Ending::PolicyInvalid {
+            field: "guests".into(),
+            rule: "maximum".into(),
+            message: "guests: must be at most 10".into(),
+        },
+        Ending::PolicyDenied {
+            field: "room".into(),
+            message: "room: not allowed for this principal".into(),
+        },
+        Ending::PolicyError {
+            field: "room".into(),
+            message: "room: the rule failed: no such key".into(),
+        },
+        Ending::StateTooLarge {
+            len: 9000,
+            max: 8192,
+        },
+    ]);
+    for ending in &endings {
+        if let Some(reject) = ending.reject() {
+            said_once(ending.outcome(), &reject.message);
+        }
+    }
+    for e in upstream {
+        let reason = e.reason();
+        said_once(reason.as_str(), &e.into_reject().message);
+    }
 }

@@ -35,11 +35,11 @@ pub fn current() -> Option<usize> {
 
 /// Why the loops could not be started.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot start event loop {index}: {source}")]
+#[error("cannot start event loop {index}: {cause}")]
 pub struct StartError {
-    index: usize,
-    #[source]
-    source: std::io::Error,
+    pub(crate) index: usize,
+    /// Said in the message, so not also the error's `source()`.
+    pub(crate) cause: std::io::Error,
 }
 
 /// One loop: its runtime's handle, and the signal that stops it.
@@ -63,7 +63,7 @@ impl EventLoops {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|source| StartError { index, source })?;
+                .map_err(|cause| StartError { index, cause })?;
             let handle = runtime.handle().clone();
             let (stop, stopped) = oneshot::channel::<()>();
             std::thread::Builder::new()
@@ -76,7 +76,7 @@ impl EventLoops {
                     let _ = runtime.block_on(stopped);
                     drop(runtime);
                 })
-                .map_err(|source| StartError { index, source })?;
+                .map_err(|cause| StartError { index, cause })?;
             loops.push(Loop {
                 handle,
                 stop: Some(stop),

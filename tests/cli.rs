@@ -358,3 +358,146 @@ async fn sighup_without_a_policy_file_does_not_end_the_gateway() {
         "colour codes in a redirected log: {lines:?}"
     );
 }
+
+/// Environment variables a command runs with.
+type Env<'a> = Vec<(&'a str, &'a str)>;
+
+/// `redmark serve --config CONFIG` with `env`, which must refuse to start:
+/// the message it stops with (its `redmark: ` line, without the prefix).
+async fn serve_refusal(config: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_redmark"));
+    cmd.args(["serve", "--config"])
+        .arg(config)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(PATIENCE, cmd.output())
+        .await
+        .expect("serve refused in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "serve started: {stderr}");
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("redmark: "))
+        .unwrap_or_else(|| panic!("no `redmark: ` line: {stderr}"))
+        .to_owned()
+}
+
+/// Each thing `serve` refuses before it serves, walked through `check`
+/// too: `check` fails on it, with the message `serve` stops with, said once
+/// (issue 37: `check` passed a `[cluster]` secret that `serve` refused).
+#[tokio::test]
+async fn check_refuses_what_serve_refuses_with_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["not-a-cert.pem", "not-a-key.pem"] {
+        std::fs::write(dir.path().join(name), "not PEM\n").unwrap();
+    }
+    let key = "cmVkbWFyay10ZXN0LXN0YXRlLWtleS0zMi1ieXRlcyE";
+    let server = "[server]\nlisten = \"127.0.0.1:0\"\n";
+    let route =
+        "[[route]]\nname = \"r\"\npath = \"/mcp\"\n[route.upstream]\ncommand = [\"true\"]\n";
+    let state = format!("[[state.keys]]\nid = \"k1\"\nsecret = \"{key}\"\nsign = true\n");
+    let cluster = |store: &str| {
+        format!(
+            "[cluster]\nlisten = \"127.0.0.1:0\"\nadvertise = \"http://127.0.0.1:9\"\nsecret_env = \"REDMARK_CLUSTER_KEY\"\n[state]\nstore = \"{store}\"\n{state}"
+        )
+    };
+    // What, the tables the config adds, the environment, what the refusal says.
+    let cases: Vec<(&str, String, Env, &str)> = vec![
+        (
+            "a cluster secret that is not base64url",
+            cluster("redis://127.0.0.1:9/0"),
+            vec![("REDMARK_CLUSTER_KEY", "not a secret!")],
+            "REDMARK_CLUSTER_KEY is not base64url",
+        ),
+        (
+            "a cluster secret that is not set",
+            cluster("redis://127.0.0.1:9/0"),
+            vec![],
+            "REDMARK_CLUSTER_KEY (secret_env) is not set",
+        ),
+        (
+            "a store URL the store client does not take",
+            cluster("redis://127.0.0.1:99999/0"),
+            vec![("REDMARK_CLUSTER_KEY", key)],
+            "[state] store `redis://127.0.0.1:99999/0`",
+        ),
+        (
+            "a state key whose environment variable is not set",
+            "[[state.keys]]\nid = \"k1\"\nsecret_env = \"REDMARK_TEST_KEY_K1\"\nsign = true\n"
+                .into(),
+            vec![],
+            "environment variable REDMARK_TEST_KEY_K1 is not set",
+        ),
+        (
+            "a state key whose environment variable is not a secret",
+            "[[state.keys]]\nid = \"k1\"\nsecret_env = \"REDMARK_TEST_KEY_K1\"\nsign = true\n"
+                .into(),
+            vec![("REDMARK_TEST_KEY_K1", "short")],
+            "the secret is not base64url of at least 16 bytes",
+        ),
+        (
+            "TLS files that hold no certificate and no key",
+            "[server.tls]\ncert = \"not-a-cert.pem\"\nkey = \"not-a-key.pem\"\n".into(),
+            vec![],
+            "client listener TLS: ",
+        ),
+        (
+            // Refused by the config's own checks, which both commands run.
+            "OAuth routes with no canonical URL",
+            "[auth.oauth]\nissuer = \"https://issuer.example\"\nscopes = [\"mcp\"]\n".into(),
+            vec![],
+            "route `r`: no audience",
+        ),
+        (
+            "an upstream token whose environment variable is not set",
+            String::new(),
+            vec![],
+            "upstream bearer_token_env REDMARK_TEST_TOKEN is not set",
+        ),
+    ];
+    for (i, (what, tables, env, says)) in cases.iter().enumerate() {
+        let mut text = format!("{server}{tables}\n{route}");
+        if what.contains("OAuth") {
+            // Not a loopback listener: its address is no route's origin.
+            text = text.replace("listen = \"127.0.0.1:0\"\n", "listen = \"0.0.0.0:0\"\n");
+        }
+        if what.contains("upstream token") {
+            text = text.replace(
+                "command = [\"true\"]\n",
+                "url = \"http://127.0.0.1:9/mcp\"\nbearer_token_env = \"REDMARK_TEST_TOKEN\"\n",
+            );
+        }
+        let config = dir.path().join(format!("case-{i}.toml"));
+        std::fs::write(&config, &text).unwrap();
+
+        let refused = serve_refusal(&config, env).await;
+        assert!(refused.contains(says), "{what}: serve said {refused:?}");
+        let checked = redmark()
+            .args(["check", "--config"])
+            .arg(&config)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&checked.stderr);
+        assert_eq!(
+            checked.status.code(),
+            Some(1),
+            "{what}: check passed: {stderr}"
+        );
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l == refused || l.ends_with(&format!(": {refused}"))),
+            "{what}: check did not say {refused:?}:\n{stderr}"
+        );
+        assert_eq!(
+            refused.matches(says).count(),
+            1,
+            "{what}: said twice: {refused}"
+        );
+    }
+}

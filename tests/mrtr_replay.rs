@@ -456,3 +456,50 @@ async fn max_rounds_counts_the_rounds_of_every_run() {
     settled(&gw).await;
     gw.stop().await;
 }
+
+/// 20 three-round operations at once over stdio, in replay mode and in hold
+/// mode, then plain calls: all complete and nothing stays pending or leased.
+/// In replay mode each run of `plain_two` ends itself when told `cancel`,
+/// so its process is used again for the next call instead of a new one.
+#[tokio::test]
+async fn twenty_concurrent_three_round_operations_over_stdio_complete_in_both_modes() {
+    for mode in ["replay", "hold"] {
+        let fx = Fixture::new();
+        let gw = TestGateway::start(
+            &fx.cfg()
+                .script("replay_server.py")
+                .route(&fx.policy(&format!("[defaults]\nmode = \"{mode}\"\n")))
+                .pool("max_sessions_per_principal = 24")
+                .build(),
+        )
+        .await;
+        let walks = (0..20).map(|i| {
+            let gw = &gw;
+            async move {
+                let tag = format!("{mode}-{i}");
+                let op = Op::tool("plain_two", json!({"tag": tag})).caps(form_caps());
+                let first = input_required("tools/call", &op.start(gw).await);
+                let second = input_required("tools/call", &op.answer(gw, &first, name(&tag)).await);
+                (tag, output(&op.answer(gw, &second, city("Paris")).await))
+            }
+        });
+        for (tag, out) in futures::future::join_all(walks).await {
+            assert_eq!(out["answers"], json!([tag, "Paris"]), "{mode}: {out}");
+        }
+        let plain = (0..20).map(|i| {
+            let op = Op::tool("echo", json!({"tag": format!("{mode}-plain-{i}")}));
+            let gw = &gw;
+            async move { output(&op.start(gw).await) }
+        });
+        for out in futures::future::join_all(plain).await {
+            assert_eq!(out["echo"], true, "{mode}: {out}");
+        }
+        settled(&gw).await;
+        assert_eq!(
+            gw.metric(&ops("plain_two", "completed")).await,
+            Some(20.0),
+            "{mode}"
+        );
+        gw.stop().await;
+    }
+}

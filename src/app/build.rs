@@ -30,11 +30,8 @@ use crate::upstream::client::HttpClient;
 use crate::upstream::native::NativeUpstream;
 use crate::upstream::pool::{Connect, Connector, RoutePool};
 
-/// The cluster secret `[cluster] secret_env` names, and what it signs with.
-fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster>, ClusterError> {
-    let Some(c) = &config.cluster else {
-        return Ok(None);
-    };
+/// The cluster secret `[cluster] secret_env` names (or `secret` holds), decoded.
+fn cluster_secret(c: &crate::config::ClusterConfig) -> Result<Vec<u8>, ClusterError> {
     let (text, var) = match (&c.secret, &c.secret_env) {
         (Some(s), _) => (s.clone(), "[cluster] secret".to_owned()),
         (None, Some(var)) => (
@@ -47,8 +44,15 @@ fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster
             });
         }
     };
-    let secret = decode_secret(&text).ok_or(ClusterError::BadSecret { var })?;
-    let secret = front::cluster::Secret::new(secret);
+    decode_secret(&text).ok_or(ClusterError::BadSecret { var })
+}
+
+/// The cluster secret, and what it signs with.
+fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster>, ClusterError> {
+    let Some(c) = &config.cluster else {
+        return Ok(None);
+    };
+    let secret = front::cluster::Secret::new(cluster_secret(c)?);
     Ok(Some(front::cluster::Cluster {
         pipeline: front::cluster::pipeline(
             secret.clone(),
@@ -69,6 +73,11 @@ fn single_use(
     let Some(url) = &config.state.store else {
         return Ok(None);
     };
+    // The check `redmark check` makes too ([`refusals`]), so both say the same.
+    crate::mrtr::redis_store::Redis::check_url(url.get_ref()).map_err(|e| ClusterError::Store {
+        url: url.get_ref().clone(),
+        why: e.to_string(),
+    })?;
     let store =
         crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
             ClusterError::Store {
@@ -144,19 +153,21 @@ pub fn check(config: &Config) -> Result<(), ConfigErrors> {
             problems.extend(errors.0);
         }
     }
-    for (name, section) in [
-        ("[server.tls]", &config.server.tls),
-        ("[server.admin_tls]", &config.server.admin_tls),
+    for (listener, section) in [
+        ("client", &config.server.tls),
+        ("admin", &config.server.admin_tls),
     ] {
         if let Some(t) = section
             && let Err(e) =
                 crate::front::tls::server_config(&t.get_ref().resolved(&config.base_dir))
         {
+            let file = e.path().display().to_string();
             problems.push(crate::config::ConfigError {
-                file: e.path().display().to_string(),
+                file,
                 line: 0,
                 column: 0,
-                message: format!("{name}: {e}"),
+                // As `serve` says it.
+                message: StartError::Tls { listener, cause: e }.to_string(),
             });
         }
     }
@@ -165,6 +176,60 @@ pub fn check(config: &Config) -> Result<(), ConfigErrors> {
     } else {
         Err(ConfigErrors(problems))
     }
+}
+
+/// Every route's `bearer_token_env` is set.
+fn upstream_tokens(config: &Config) -> Result<(), StartError> {
+    for r in &config.routes {
+        if let Some(var) = &r.get_ref().upstream.get_ref().bearer_token_env
+            && std::env::var_os(var).is_none()
+        {
+            return Err(StartError::UpstreamTokenEnv {
+                route: r.get_ref().name.clone(),
+                var: var.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What [`build_at`] would refuse, found without starting anything (no
+/// file opened, no connection, no task): the requestState keys, the cluster
+/// secret, the state store's URL, the upstream tokens' environment and the
+/// OAuth routes' origins, each with the message `serve` stops with. TLS
+/// files and policies are in [`check`]; the audit and access logs are not
+/// opened here (that would create them).
+pub fn refusals(config: &Config) -> Vec<StartError> {
+    let mut out = Vec::new();
+    if let Err(e) = keyring(config) {
+        out.push(e.into());
+    }
+    if let Some(c) = &config.cluster
+        && let Err(e) = cluster_secret(c)
+    {
+        out.push(e.into());
+    }
+    if let Some(url) = &config.state.store
+        && let Err(e) = crate::mrtr::redis_store::Redis::check_url(url.get_ref())
+    {
+        out.push(
+            ClusterError::Store {
+                url: url.get_ref().clone(),
+                why: e.to_string(),
+            }
+            .into(),
+        );
+    }
+    if let Err(e) = upstream_tokens(config) {
+        out.push(e);
+    }
+    if let Some(o) = config.auth.as_ref().and_then(|a| a.oauth.as_ref())
+        && let Err(e) =
+            crate::front::oauth::OAuth::check(o.get_ref(), config, Some(config.listen_addr()))
+    {
+        out.push(e.into());
+    }
+    out
 }
 
 /// Choices the config file does not make (tests use them).
@@ -216,9 +281,9 @@ pub fn build_at(
             if cfg.path.as_os_str() != "-" && cfg.path.is_relative() {
                 cfg.path = config.base_dir.join(&cfg.path);
             }
-            AuditSink::start(&cfg).map_err(|source| StartError::Audit {
+            AuditSink::start(&cfg).map_err(|cause| StartError::Audit {
                 path: cfg.path.clone(),
-                source,
+                cause,
             })?
         }
         None => AuditSink::disabled(),
@@ -241,16 +306,7 @@ pub fn build_at(
         engine.single_use = store;
     }
     let engine = Arc::new(engine);
-    for r in &config.routes {
-        if let Some(var) = &r.get_ref().upstream.get_ref().bearer_token_env
-            && std::env::var_os(var).is_none()
-        {
-            return Err(StartError::UpstreamTokenEnv {
-                route: r.get_ref().name.clone(),
-                var: var.clone(),
-            });
-        }
-    }
+    upstream_tokens(config)?;
     let authenticator = auth::from_config(config, local_addr)?;
     let watched = config
         .routes
@@ -316,12 +372,12 @@ pub fn build_at(
 fn access_log(config: &Config) -> Result<Arc<AccessLog>, StartError> {
     AccessLog::start(&config.log.access, &config.base_dir)
         .map(Arc::new)
-        .map_err(|source| StartError::AccessLog {
+        .map_err(|cause| StartError::AccessLog {
             path: match &config.log.access {
                 AccessTarget::File(p) => config.base_dir.join(p),
                 _ => PathBuf::new(),
             },
-            source,
+            cause,
         })
 }
 

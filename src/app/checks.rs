@@ -2,6 +2,10 @@
 //! (exit 1) and warnings (exit 2, when there is no error):
 //!
 //! - the config file's own checks and every policy file compiled (`check`);
+//! - what `serve` refuses before it binds, with the same message: the
+//!   requestState keys and the cluster secret (their environment and form),
+//!   the state store's URL, upstream tokens' environment, OAuth origins
+//!   (`build::refusals`);
 //! - upstreams that cannot start: a stdio command not found or not
 //!   executable, an HTTP URL that does not parse (`config::check`);
 //! - `authz` rules that read names that do not exist (`policy::lint`);
@@ -47,6 +51,14 @@ pub fn offline(config: &Config, text: &str, file: &str) -> (Findings, Vec<(Strin
     if let Err(errors) = super::check(config) {
         out.errors.extend(errors.0);
     }
+    // What `serve` refuses before it binds, in the words it refuses it with.
+    out.errors
+        .extend(super::build::refusals(config).iter().map(|e| ConfigError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            message: e.to_string(),
+        }));
     out.errors
         .extend(crate::config::check::upstreams(config, text, file));
     let mut lints = Vec::new();

@@ -41,11 +41,12 @@ pub struct Reloaded {
     pub restart_needed: Vec<&'static str>,
 }
 
-/// Why a reload changed nothing.
+/// Why a reload changed nothing. `Config` shows its errors and is not
+/// their `source()` as well (that would print them twice in a chain).
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("{0}")]
-    Config(#[from] ConfigErrors),
+    Config(ConfigErrors),
     #[error(transparent)]
     Start(#[from] StartError),
 }
@@ -273,4 +274,10 @@ fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
         .into_iter()
         .filter_map(|(name, changed)| changed.then_some(name))
         .collect()
+}
+
+impl From<ConfigErrors> for ReloadError {
+    fn from(e: ConfigErrors) -> Self {
+        ReloadError::Config(e)
+    }
 }

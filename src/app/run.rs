@@ -95,7 +95,7 @@ impl Running {
 async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Bind { addr, source })
+        .map_err(|cause| StartError::Bind { addr, cause })
 }
 
 /// Builds the gateway, binds the client and admin listeners (port 0 for an
@@ -115,7 +115,7 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
             let listener = bind(addr).await?;
             let bound = listener
                 .local_addr()
-                .map_err(|source| StartError::Bind { addr, source })?;
+                .map_err(|cause| StartError::Bind { addr, cause })?;
             c.advertise.get_or_insert_with(|| format!("http://{bound}"));
             Some(listener)
         }
@@ -125,9 +125,9 @@ pub async fn start_with(mut config: Config, options: Options) -> Result<Running,
     let metrics = Arc::new(Metrics::new());
     // Bound first: with port 0, the routes' canonical URLs need the port.
     let listener = bind(config.listen_addr()).await?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+    let addr = listener.local_addr().map_err(|cause| StartError::Bind {
         addr: config.listen_addr(),
-        source,
+        cause,
     })?;
     let gateway = build_at(&config, metrics, options, Some(addr))?;
     let tls = listener_tls(&config, "client", config.server.tls.as_ref())?;
@@ -208,7 +208,7 @@ fn listener_tls(
     section
         .map(|t| {
             crate::front::tls::Tls::load(listener, t.get_ref().resolved(&config.base_dir))
-                .map_err(|source| StartError::Tls { listener, source })
+                .map_err(|cause| StartError::Tls { listener, cause })
         })
         .transpose()
 }

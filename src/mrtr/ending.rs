@@ -22,7 +22,8 @@ pub enum Ending {
     },
     /// The server answered with an error (relayed).
     UpstreamError(ErrorObject),
-    /// The server crashed or dropped the session.
+    /// The server crashed or dropped the session: why (the cause only; the
+    /// message says the server went away).
     UpstreamLost(String),
     /// The server was silent for longer than `call_timeout`.
     UpstreamTimeout(Duration),
@@ -62,6 +63,13 @@ pub enum Ending {
 }
 
 impl Ending {
+    /// The ending of an operation whose call reported `e` (the session
+    /// lost, most often): its message says the server went away, so it
+    /// keeps only the cause.
+    pub fn lost(e: crate::upstream::UpstreamError) -> Ending {
+        Ending::UpstreamLost(e.cause())
+    }
+
     /// The label on `redmark_operations_total{outcome}` and in logs.
     pub fn outcome(&self) -> &'static str {
         match self {

@@ -27,6 +27,7 @@ use crate::policy::Policy;
 use crate::protocol::{Method, Principal};
 use crate::route::Route;
 use crate::telemetry::traces;
+use crate::upstream::UpstreamError;
 use crate::upstream::pool::Lease;
 use crate::upstream::session::{Call, CallEvent, CallStep, Session};
 
@@ -148,6 +149,8 @@ pub struct Operation {
     dropped: u64,
     /// Replay mode: what this run gives again and collects; `None` in hold mode.
     replay: Option<Replay>,
+    /// The call already went out again on another session ([`Operation::call_again`]).
+    sent_again: bool,
 }
 
 /// The digests a state carries (`pr`, `rq`).
@@ -317,7 +320,12 @@ impl Operation {
                         }
                     }
                     CallStep::Done(outcome) => return Drive::End(self.completed(outcome)),
-                    CallStep::Lost(e) => return Drive::End(Ending::UpstreamLost(e.to_string())),
+                    CallStep::Lost(e) => return Drive::End(Ending::lost(e)),
+                    CallStep::NotSent(e) => {
+                        if let Err(e) = Box::pin(self.call_again(e)).await {
+                            return Drive::End(Ending::lost(e));
+                        }
+                    }
                 },
                 () = tokio::time::sleep_until(deadline) => {
                     if gather_until.is_some() {
@@ -327,6 +335,30 @@ impl Operation {
                 }
             }
         }
+    }
+
+    /// Sends the call again, once, on another session, when the server had
+    /// ended the first one before the call reached it (HTTP 404, spec
+    /// 2025-06-18 transports.mdx "Session Management": the client "MUST
+    /// start a new session"). Never a call the server may have processed:
+    /// in hold mode that would run it twice behind the client's back.
+    async fn call_again(&mut self, gone: UpstreamError) -> Result<(), UpstreamError> {
+        let Some(unsent) = self.call.unsent().filter(|_| !self.sent_again) else {
+            return Err(gone);
+        };
+        self.sent_again = true;
+        tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name,
+            "the server had ended the session before the call reached it; sending it on another");
+        let lease = self
+            .route
+            .lease(&self.principal, self.session.profile)
+            .await?;
+        let session = lease.session().clone();
+        self.call = session.call(&unsent.method, unsent.params).await?;
+        self.session = session;
+        // The old lease goes back now: its session is gone, so it is retired.
+        self._lease = lease;
+        Ok(())
     }
 
     /// Counts a notification the client's full queue could not take; logs
@@ -436,7 +468,8 @@ impl Operation {
                     // Guarded and asked when the next request attaches (its capabilities count).
                     CallStep::Event(CallEvent::ServerRequest { id, method, params }) => self.deferred.push((id, method, params)),
                     CallStep::Done(outcome) => return Wait::End(self.completed(outcome)),
-                    CallStep::Lost(e) => return Wait::End(Ending::UpstreamLost(e.to_string())),
+                    // Between rounds the call was sent long ago: a session gone now took it along.
+                    CallStep::Lost(e) | CallStep::NotSent(e) => return Wait::End(Ending::lost(e)),
                 },
                 () = tokio::time::sleep_until(expires) => return Wait::End(Ending::Expired(self.engine.ttl)),
             }

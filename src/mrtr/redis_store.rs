@@ -31,6 +31,12 @@ pub struct Redis {
 impl Redis {
     /// A store at `url`; connects lazily, so a replica starts while Redis is
     /// down (and refuses retries until it is up). Must run inside tokio.
+    /// Whether `url` is a store URL [`Redis::new`] takes (nothing is
+    /// connected): `redmark check` refuses what `serve` would.
+    pub fn check_url(url: &str) -> Result<(), redis::RedisError> {
+        redis::Client::open(url).map(drop)
+    }
+
     pub fn new(url: &str, metrics: Arc<Metrics>) -> Result<Self, redis::RedisError> {
         let client = redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()

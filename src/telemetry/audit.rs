@@ -221,7 +221,14 @@ pub enum AuditError {
     #[error("the audit writer has stopped")]
     Closed,
     #[error("audit log: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+// Not `#[from]`: the message says the cause, so it is not also the `source()`.
+impl From<io::Error> for AuditError {
+    fn from(e: io::Error) -> Self {
+        AuditError::Io(e)
+    }
 }
 
 enum Msg {

@@ -52,14 +52,11 @@ pub enum Format {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    // Each message says its cause, which is therefore not also its `source()`.
+    #[error("cannot read {}: {cause}", path.display())]
+    Read { path: PathBuf, cause: io::Error },
     #[error("cannot write the report as JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     #[error("--since {0:?}: expected a duration back from now (24h, 7d) or an RFC 3339 UTC time")]
     Since(String),
 }
@@ -300,9 +297,9 @@ pub fn read(
 ) -> Result<(Vec<Question>, u64), ReportError> {
     let (mut questions, mut skipped) = (Vec::new(), 0);
     for path in files {
-        let err = |source| ReportError::Read {
+        let err = |cause| ReportError::Read {
             path: path.clone(),
-            source,
+            cause,
         };
         let file = std::fs::File::open(path).map_err(err)?;
         for line in BufReader::new(file).lines() {
@@ -347,7 +344,7 @@ pub fn run(
     };
     Ok(match format {
         Format::Table => table(&report),
-        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Format::Json => serde_json::to_string_pretty(&report).map_err(ReportError::Json)? + "\n",
         Format::Csv => csv(&report),
     })
 }

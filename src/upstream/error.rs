@@ -25,6 +25,16 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// Why the server went away, without the sentence that says it did: for
+    /// a message that says so itself (an operation's `upstream_lost`
+    /// ending), so the cause is not told twice.
+    pub fn cause(self) -> String {
+        match self {
+            UpstreamError::Lost(why) => why,
+            other => other.to_string(),
+        }
+    }
+
     pub fn reason(&self) -> Reason {
         match self {
             UpstreamError::Lost(_) => Reason::UpstreamLost,

@@ -21,11 +21,11 @@ use super::mode::RouteMode;
 pub use super::notices::Notice;
 use super::notices::Notices;
 use super::transport::Link;
-use super::transport::http::Direct;
+use super::transport::http::{Direct, Posted};
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::protocol::profile::Profile;
 use crate::upstream::lock;
-pub use call::{Call, CallEvent, CallStep};
+pub use call::{Call, CallEvent, CallStep, END_GRACE};
 use inbound::dispatch;
 
 /// Legacy protocol versions redmark speaks to servers, newest first
@@ -390,12 +390,14 @@ impl Session {
             }
         };
         match tokio::time::timeout(timeout, outcome(&mut posting, &mut rx)).await {
-            Ok(Some(outcome)) => {
+            Ok(Outcome::Answered(outcome)) => {
                 waiting.settled();
                 // Read here: a request's result is read by redmark, not relayed.
                 Ok(outcome.map(Payload::into_value))
             }
-            Ok(None) => {
+            // A request redmark makes itself (tools/list, ...) is not sent
+            // again: its caller hears the session is gone.
+            Ok(Outcome::Lost | Outcome::NotSent) => {
                 waiting.settled();
                 Err(self.lost())
             }
@@ -404,6 +406,17 @@ impl Session {
                 Err(UpstreamError::Timeout(timeout))
             }
         }
+    }
+
+    /// `notifications/cancelled` for a call still in flight, sent (or the
+    /// session found lost) before this returns; the call's waiter stays.
+    async fn cancel_now(&self, id: i64, reason: &str) {
+        let _ = self
+            .notify(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": reason})),
+            )
+            .await;
     }
 
     /// Tells the server to stop working on one of our requests (never `initialize`).
@@ -484,24 +497,37 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// What became of a request.
+enum Outcome {
+    Answered(Result<Payload, ErrorObject>),
+    /// The session was lost first.
+    Lost,
+    /// The session was gone before the server processed it ([`Posted::NotSent`]).
+    NotSent,
+}
+
 /// A request's outcome: from its POST when that answers it, else from the
-/// dispatcher. `None`: the session was lost first. Cancel-safe: the POST
-/// stays in `posting` until it is done.
+/// dispatcher. Cancel-safe: the POST stays in `posting` until it is done.
 async fn outcome<P>(
     posting: &mut Option<P>,
     response: &mut oneshot::Receiver<Result<Payload, ErrorObject>>,
-) -> Option<Result<Payload, ErrorObject>>
+) -> Outcome
 where
-    P: Future<Output = Option<Result<Payload, ErrorObject>>> + Unpin,
+    P: Future<Output = Posted> + Unpin,
 {
     if let Some(post) = posting {
-        let answered = post.await;
+        let posted = post.await;
         *posting = None;
-        if answered.is_some() {
-            return answered;
+        match posted {
+            Posted::Answered(answer) => return Outcome::Answered(answer),
+            Posted::NotSent => return Outcome::NotSent,
+            Posted::Elsewhere => {}
         }
     }
-    response.await.ok()
+    match response.await {
+        Ok(answer) => Outcome::Answered(answer),
+        Err(_) => Outcome::Lost,
+    }
 }
 
 #[cfg(test)]

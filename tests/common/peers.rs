@@ -32,7 +32,17 @@ impl ChildGuard {
 }
 
 /// Starts a process and waits (bounded) for a line containing `ready` on stdout or stderr.
-pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
+pub async fn spawn_until(cmd: Command, ready: &str) -> ChildGuard {
+    spawn_until_kept(cmd, ready).await.0
+}
+
+/// Every line a child printed so far (stdout and stderr, as they came).
+pub type Output = Arc<Mutex<Vec<String>>>;
+
+/// [`spawn_until`], keeping every line the child prints for as long as it
+/// runs (a test then asserts on what a real server logged).
+pub async fn spawn_until_kept(mut cmd: Command, ready: &str) -> (ChildGuard, Output) {
+    let kept = Output::default();
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -45,9 +55,13 @@ pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
         Box::new(stderr),
     ] {
         let tx = tx.clone();
+        let kept = kept.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stream).lines();
             while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(line.clone());
                 let _ = tx.send(line);
             }
         });
@@ -68,7 +82,7 @@ pub async fn spawn_until(mut cmd: Command, ready: &str) -> ChildGuard {
         matches!(found, Ok(true)),
         "peer never printed {ready:?}; output: {seen:?}"
     );
-    ChildGuard(child)
+    (ChildGuard(child), kept)
 }
 
 /// The TCP ports process `pid` listens on, from /proc: its socket inodes

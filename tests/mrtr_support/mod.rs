@@ -65,6 +65,7 @@ impl Fixture {
         Cfg {
             fx: self,
             script: "mrtr_server.py",
+            url: None,
             top: Vec::new(),
             mrtr: Vec::new(),
             route: Vec::new(),
@@ -82,6 +83,8 @@ pub struct Cfg<'a> {
     fx: &'a Fixture,
     /// The fixture server under tests/fixtures/.
     script: &'static str,
+    /// A Streamable HTTP server the test started, instead of `script` over stdio.
+    url: Option<String>,
     top: Vec<String>,
     mrtr: Vec<String>,
     route: Vec<String>,
@@ -99,6 +102,13 @@ impl Cfg<'_> {
     /// Another fixture server under tests/fixtures/ (default `mrtr_server.py`).
     pub fn script(mut self, name: &'static str) -> Self {
         self.script = name;
+        self
+    }
+
+    /// A Streamable HTTP server at `url` (started by the test, which gives
+    /// it the fixture's log itself) instead of a fixture script over stdio.
+    pub fn url(mut self, url: &str) -> Self {
+        self.url = Some(url.to_owned());
         self
     }
 
@@ -151,20 +161,25 @@ impl Cfg<'_> {
         {
             mrtr.push(format!("gather_quiet = {}", value.trim()));
         }
-        let py = legacy_python();
-        let script = fixture_file(self.script);
+        let target = match &self.url {
+            Some(url) => format!("url = {}", toml_str(url)),
+            None => format!(
+                "command = [{}, {}]\n{}",
+                toml_path(&legacy_python()),
+                toml_path(&fixture_file(self.script)),
+                self.fx.log_env()
+            ),
+        };
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{}\n{}\n[mrtr]\n{}\n\
              [[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n\
-             [route.upstream]\ncommand = [{}, {}]\n{}\ninit_timeout = \"120s\"\n{}\n\
+             [route.upstream]\n{}\ninit_timeout = \"120s\"\n{}\n\
              [route.pool]\n{}\n",
             server.join("\n"),
             tables.join("\n"),
             mrtr.join("\n"),
             self.route.join("\n"),
-            toml_path(&py),
-            toml_path(&script),
-            self.fx.log_env(),
+            target,
             self.upstream.join("\n"),
             self.pool.join("\n"),
         )

@@ -82,12 +82,50 @@ impl OAuth {
         Self::with_store(o, config, local_addr, keys)
     }
 
+    /// What [`OAuth::from_config`] refuses, found without starting
+    /// anything (no JWKS fetch): for `redmark check`, which must refuse what
+    /// `serve` does. `listen` is the configured client listener.
+    pub fn check(
+        o: &OAuthConfig,
+        config: &Config,
+        listen: Option<SocketAddr>,
+    ) -> Result<(), OAuthError> {
+        Self::resources(o, config, listen).map(drop)
+    }
+
     fn with_store(
         o: &OAuthConfig,
         config: &Config,
         local_addr: Option<SocketAddr>,
         keys: Arc<KeyStore>,
     ) -> Result<OAuth, OAuthError> {
+        let resources = Self::resources(o, config, local_addr)?;
+        Ok(OAuth {
+            issuer: o.issuer.get_ref().clone(),
+            scopes: o.scopes.get_ref().clone(),
+            principal_claim: o.principal_claim.clone(),
+            groups_claim: o.groups_claim.clone(),
+            // The config check refused every name outside the asymmetric list.
+            algorithms: o
+                .algorithms
+                .get_ref()
+                .iter()
+                .filter_map(|a| Algorithm::from_str(a).ok())
+                .filter(|a| !matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512))
+                .collect(),
+            leeway: o.leeway.as_secs(),
+            resources,
+            keys,
+        })
+    }
+
+    /// Each route as a protected resource, by path: its canonical URL from
+    /// `public_url`, its audience, or a loopback listener.
+    fn resources(
+        o: &OAuthConfig,
+        config: &Config,
+        local_addr: Option<SocketAddr>,
+    ) -> Result<HashMap<String, Resource>, OAuthError> {
         let scheme = if config.server.tls.is_some() {
             "https"
         } else {
@@ -128,23 +166,7 @@ impl OAuth {
                 },
             );
         }
-        Ok(OAuth {
-            issuer: o.issuer.get_ref().clone(),
-            scopes: o.scopes.get_ref().clone(),
-            principal_claim: o.principal_claim.clone(),
-            groups_claim: o.groups_claim.clone(),
-            // The config check refused every name outside the asymmetric list.
-            algorithms: o
-                .algorithms
-                .get_ref()
-                .iter()
-                .filter_map(|a| Algorithm::from_str(a).ok())
-                .filter(|a| !matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512))
-                .collect(),
-            leeway: o.leeway.as_secs(),
-            resources,
-            keys,
-        })
+        Ok(resources)
     }
 
     pub fn required_scopes(&self, _route: &str) -> &[String] {

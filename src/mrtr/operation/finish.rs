@@ -1,8 +1,10 @@
 //! How an operation ends: the server's open questions hear `cancel` (or an
-//! error) and its call is cancelled when the operation is abandoned, each
-//! question is closed in the audit log, the ending is recorded in spans,
-//! metrics and the log, the tombstone that answers late retries is left,
-//! and the attached client gets the reply last.
+//! error) when the operation is abandoned, each question is closed in the
+//! audit log, the ending is recorded in spans, metrics and the log, the
+//! tombstone that answers late retries is left, the attached client gets the
+//! reply, and last an abandoned call is ended as a good client ends it
+//! ([`Call::end`](crate::upstream::session::Call::end)) before the session
+//! goes back.
 
 use tokio::time::Instant;
 
@@ -23,10 +25,11 @@ impl Operation {
             ending,
             Ending::Completed { .. } | Ending::UpstreamError(_) | Ending::UpstreamLost(_)
         );
+        let why = format!("redmark: {}", ending.outcome());
+        let answered = !self.pending.is_empty() || !self.deferred.is_empty();
         if abandon {
             // The server is never left waiting: its open questions hear `cancel`
-            // (or an error) and the call itself is cancelled.
-            let why = format!("redmark: {}", ending.outcome());
+            // (or an error) and the call itself is ended (below, once the client has its reply).
             // Expired or never picked up: nobody answered. Anything else: the operation went away.
             let unanswered = if matches!(ending, Ending::Expired(_) | Ending::ClientDisconnected) {
                 crate::telemetry::audit::Outcome::Unanswered
@@ -48,7 +51,6 @@ impl Operation {
                 };
                 let _ = self.session.respond(id, answer).await;
             }
-            self.call.cancel(&why);
         } else {
             // The server is done or gone: nobody to answer, but each question
             // still open ends in the audit log.
@@ -138,6 +140,16 @@ impl Operation {
         }
         if let (Some(client), Some(reply)) = (&client, reply) {
             client.send(reply).await;
+        }
+        if abandon {
+            // After the reply: the client does not wait for the server to
+            // wind the call down, but the session (the lease, dropped with
+            // `self`) does.
+            let (id, trace_id) = (self.id.clone(), self.trace_id.clone());
+            if !self.call.end(&why, answered).await {
+                tracing::debug!(operation = %id, trace_id = trace_id.as_deref(),
+                    "the server did not end the abandoned call");
+            }
         }
     }
 }

@@ -138,9 +138,11 @@ impl Operation {
 
     /// A round of a replay-mode operation is over once its questions reached
     /// the client: the server's questions hear `cancel` (an error for
-    /// sampling and roots, as in hold mode), its call `notifications/cancelled`,
-    /// and the session goes back to the pool as `self` drops. Nothing is
-    /// kept: no table entry, no actor, no session.
+    /// sampling and roots, as in hold mode), its call is read until the
+    /// server ends it (`notifications/cancelled` only if it does not, see
+    /// [`Call::end`](crate::upstream::session::Call::end)), and the session
+    /// goes back to the pool as `self` drops, after that. Nothing is kept:
+    /// no table entry, no actor, no session.
     pub(super) async fn suspend(mut self: Box<Self>) {
         let why = "redmark: replay mode; the question went to the client, the call runs again when it answers";
         for q in std::mem::take(&mut self.pending) {
@@ -149,7 +151,6 @@ impl Operation {
                 .respond(q.upstream_id.clone(), convert::abandon(&q, why))
                 .await;
         }
-        self.call.cancel(why);
         self.engine
             .metrics
             .record_replay_round(&self.route.name, &self.target);
@@ -159,8 +160,17 @@ impl Operation {
             operation = %self.id, trace_id = self.trace_id.as_deref(),
             route = %self.route.name, tool = %self.target, round = self.round,
             elapsed_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "replay round asked; the upstream call is cancelled and nothing is held"
+            "replay round asked; the upstream call is given up and nothing is held"
         );
+        // The lease (in what is left of `self`) goes back only once the
+        // call is over, so the next call on the session never races the
+        // server's ending of this one.
+        let (id, trace_id) = (self.id.clone(), self.trace_id.clone());
+        let ended = self.call.end(why, true).await;
+        if !ended {
+            tracing::info!(operation = %id, trace_id = trace_id.as_deref(),
+                "the server did not end the given-up call; its session is not reused for another call until it is multiplexed");
+        }
     }
 }
 

@@ -256,6 +256,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Box<Client>)> {
         started: Instant::now(),
         dropped: 0,
         replay,
+        sent_again: false,
         engine,
         route,
     });

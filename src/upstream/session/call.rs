@@ -4,13 +4,20 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{CallSink, Session, outcome};
+use super::{CallSink, Outcome, Posted, Session, outcome};
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::upstream::{UpstreamError, lock};
+
+/// How long a call given up is read, twice: first for the server to end it
+/// itself once its questions heard `cancel`, then, if it has not, for it to
+/// end it after `notifications/cancelled`. Short: nobody waits for it but the
+/// session's next lease.
+pub const END_GRACE: Duration = Duration::from_secs(2);
 
 /// Depth of a call's event queue. Pushed requests wait for room; progress and
 /// log notifications beyond it are dropped (counted, and logged once per call)
@@ -40,6 +47,23 @@ pub enum CallStep {
     /// The call's answer: a result as the server sent it where it could be kept so.
     Done(Result<Payload, ErrorObject>),
     Lost(UpstreamError),
+    /// The session was gone before the server processed the call (HTTP
+    /// 404): [`Call::unsent`] gives it back to send on another session.
+    NotSent(UpstreamError),
+}
+
+/// How reading a call given up ended.
+enum Reading {
+    Ended,
+    AskedAgain,
+    TimedOut,
+}
+
+/// A call's request, kept until the server is known to have it.
+#[derive(Debug)]
+pub struct Unsent {
+    pub method: String,
+    pub params: Option<Payload>,
 }
 
 /// The call in flight on a leased session.
@@ -55,13 +79,14 @@ pub struct Call {
     response: oneshot::Receiver<Result<Payload, ErrorObject>>,
     session: Arc<Session>,
     finished: bool,
+    /// The request, while its POST is on its way (HTTP): a session the
+    /// server ended just before it arrived leaves it to go out again.
+    unsent: Option<Unsent>,
 }
 
 /// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
 /// ever polled through `&mut`, never shared.
-type Posting = sync_wrapper::SyncFuture<
-    std::pin::Pin<Box<dyn Future<Output = Option<Result<Payload, ErrorObject>>> + Send>>,
->;
+type Posting = sync_wrapper::SyncFuture<std::pin::Pin<Box<dyn Future<Output = Posted> + Send>>>;
 
 impl Session {
     /// Starts the call of this lease; its request-scoped traffic arrives on the returned [`Call`].
@@ -80,6 +105,13 @@ impl Session {
                 dropped: dropped.clone(),
             },
         );
+        let direct = self.ready_direct().is_some();
+        // Kept only where the server can refuse the session before it reads
+        // the request (an HTTP 404): a clone, dropped once the POST is answered.
+        let unsent = direct.then(|| Unsent {
+            method: method.to_owned(),
+            params: params.clone(),
+        });
         let msg = Message::Request {
             id: Id::Number(id),
             method: method.into(),
@@ -111,6 +143,7 @@ impl Session {
             response,
             session: self.clone(),
             finished: false,
+            unsent,
         })
     }
 }
@@ -132,28 +165,111 @@ impl Call {
         if self.finished {
             return CallStep::Lost(UpstreamError::Lost("the call already ended".into()));
         }
-        tokio::select! {
+        let step = tokio::select! {
             biased;
             Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
             outcome = outcome(&mut self.posting, &mut self.response) => {
                 self.finish();
                 match outcome {
-                    Some(o) => {
+                    Outcome::Answered(o) => {
                         // Answered on the POST itself: its waiter is still registered.
                         lock(&self.session.state.pending).remove(&self.upstream_id);
+                        self.unsent = None;
                         CallStep::Done(o)
                     }
-                    None => CallStep::Lost(self.session.lost()),
+                    Outcome::Lost => {
+                        self.unsent = None;
+                        CallStep::Lost(self.session.lost())
+                    }
+                    Outcome::NotSent => {
+                        lock(&self.session.state.pending).remove(&self.upstream_id);
+                        CallStep::NotSent(UpstreamError::Lost(
+                            "the server had ended the HTTP session (404) before the call reached it"
+                                .into(),
+                        ))
+                    }
                 }
             }
+        };
+        if self.posting.is_none() {
+            // The server has the call (or the session is gone): nothing to send again.
+            self.unsent = self
+                .unsent
+                .take()
+                .filter(|_| matches!(step, CallStep::NotSent(_)));
         }
+        step
     }
 
-    /// Cancels the call upstream (`notifications/cancelled`); the session is not reused.
-    pub fn cancel(&mut self, reason: &str) {
-        if !self.finished {
-            self.session.cancel(self.upstream_id, reason);
-            self.finish();
+    /// The request of a call the server never processed ([`CallStep::NotSent`]).
+    pub fn unsent(&mut self) -> Option<Unsent> {
+        self.unsent.take()
+    }
+
+    /// Gives the call up as a good client does, once the caller has answered
+    /// the questions it left open (`cancel` for an elicitation;
+    /// `answered_questions`): reads the call until the server ends it, for
+    /// at most [`END_GRACE`]; only a call still running then, or one that
+    /// asks again (it did not take the hint), or at once one that had no
+    /// question answered (a silent server has nothing to end it on), hears
+    /// `notifications/cancelled`, and is read for another [`END_GRACE`].
+    /// True when the server ended it: the session is then as good as
+    /// before. A call still running after that is abandoned: its session is
+    /// not reused unless it is multiplexed (late traffic of the call could
+    /// otherwise be taken for the next call's).
+    ///
+    /// Questions the call asks meanwhile are not answered: they belong to a
+    /// call being cancelled, and answering a server that floods questions
+    /// would only keep it going.
+    ///
+    /// The order matters: spec 2025-11-25 basic/utilities/cancellation.mdx
+    /// "Cancellation notifications MUST only reference requests that [...]
+    /// are believed to still be in-progress", and a server told `cancel`
+    /// usually ends the call at once. A `notifications/cancelled` that
+    /// reaches a PyPI `mcp` 1.x server while its tool is still taking in
+    /// the answer makes it end the whole HTTP session (measured against
+    /// 1.30.0, issue 37), though that spec section says both parties "MUST
+    /// handle these race conditions gracefully".
+    pub async fn end(&mut self, reason: &str, answered_questions: bool) -> bool {
+        if self.finished {
+            return true;
+        }
+        if answered_questions {
+            match self.read_to_end(true).await {
+                Reading::Ended => return true,
+                Reading::AskedAgain | Reading::TimedOut => {}
+            }
+        }
+        self.session.cancel_now(self.upstream_id, reason).await;
+        // Still registered: the server's last words for the call (mcp 1.x
+        // answers a cancelled request with an error) are read, not left
+        // for nobody on the stream.
+        let ended = matches!(self.read_to_end(false).await, Reading::Ended);
+        if !ended {
+            // Late traffic for it must not be taken for another call's.
+            self.session.state.abandoned.store(true, Ordering::Release);
+            lock(&self.session.state.pending).remove(&self.upstream_id);
+        }
+        self.finish();
+        ended
+    }
+
+    /// Reads the call for at most [`END_GRACE`], until its answer is in or
+    /// its session is gone; with `stop_on_question`, also until it asks
+    /// something. Notifications are dropped.
+    async fn read_to_end(&mut self, stop_on_question: bool) -> Reading {
+        let deadline = tokio::time::Instant::now() + END_GRACE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.next()).await {
+                Err(_) => return Reading::TimedOut,
+                Ok(CallStep::Done(_) | CallStep::Lost(_) | CallStep::NotSent(_)) => {
+                    return Reading::Ended;
+                }
+                Ok(CallStep::Event(CallEvent::ServerRequest { .. })) if stop_on_question => {
+                    return Reading::AskedAgain;
+                }
+                Ok(CallStep::Event(_)) => {}
+            }
         }
     }
 
@@ -164,6 +280,8 @@ impl Call {
 }
 
 impl Drop for Call {
+    /// A call dropped before it ended (its operation's task went away) can
+    /// only be cancelled at once: nothing is left to read it.
     fn drop(&mut self) {
         if !self.finished {
             self.session

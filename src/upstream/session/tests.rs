@@ -162,7 +162,7 @@ async fn a_notification_flood_is_bounded_by_the_call_queue() {
         match call.next().await {
             CallStep::Event(_) => events += 1,
             CallStep::Done(outcome) => break outcome,
-            CallStep::Lost(e) => panic!("lost: {e}"),
+            CallStep::Lost(e) | CallStep::NotSent(e) => panic!("lost: {e}"),
         }
     };
     assert_eq!(answer, Ok(Payload::Tree(json!({"content": []}))));

@@ -35,6 +35,30 @@ enum Body {
     Spawned,
 }
 
+/// What became of a request POSTed from the caller's task ([`Direct::request`]).
+#[derive(Debug)]
+pub enum Posted {
+    /// Answered with the POST's own JSON body.
+    Answered(Result<Payload, ErrorObject>),
+    /// The answer reaches the session through `inbound` (an SSE stream, a
+    /// failure, or an answer behind the standalone stream's traffic).
+    Elsewhere,
+    /// The server no longer knew the session (404) and so never processed
+    /// the request: it may go out again on another session.
+    NotSent,
+}
+
+/// What the head of a POST's answer left to do.
+enum Head {
+    /// A body to read.
+    Answer(PostAnswer),
+    /// Nothing left to read: a 202, or a failure already handed up.
+    Done,
+    /// 404 for a request carrying the session id: the session is gone (and
+    /// already handed up as closed); the message was not processed.
+    SessionGone,
+}
+
 /// A successful POST's answer, still to be read.
 struct PostAnswer {
     body: ResponseBody,
@@ -105,32 +129,38 @@ impl Direct {
     /// stream is open (behind whatever that stream already handed up for
     /// the call: its answer must not overtake them).
     /// A result comes back as the text the server sent ([`Payload::Text`]).
-    pub async fn request(&self, msg: Message, expect: i64) -> Option<Result<Payload, ErrorObject>> {
+    pub async fn request(&self, msg: Message, expect: i64) -> Posted {
         let shared = &self.0;
-        let answer = shared.send_post(msg).await?;
+        let answer = match shared.send_post(msg).await {
+            Head::Answer(answer) => answer,
+            Head::Done => return Posted::Elsewhere,
+            Head::SessionGone => return Posted::NotSent,
+        };
         if answer.is_sse {
             let this = Arc::clone(shared);
             tokio::spawn(Box::pin(async move { this.read_answer(answer).await }));
-            return None;
+            return Posted::Elsewhere;
         }
-        let body = shared.read_body(answer.body, answer.request_id).await?;
+        let Some(body) = shared.read_body(answer.body, answer.request_id).await else {
+            return Posted::Elsewhere;
+        };
         let up = match Relayable::from_slice(&body) {
             Ok(Relayable::Response {
                 id: Id::Number(n),
                 outcome,
             }) if n == expect && !shared.standalone_open.load(Ordering::Acquire) => {
-                return Some(outcome);
+                return Posted::Answered(outcome);
             }
             // Still the server's text: the session hands it to its waiter as it is.
             Ok(Relayable::Response { id, outcome }) => Inbound::Answer(id, outcome),
             Ok(Relayable::Message(m)) => Inbound::Message(m),
             Err(e) => {
                 shared.not_json_rpc(&e.to_string());
-                return None;
+                return Posted::Elsewhere;
             }
         };
         let _ = shared.inbound.send(up).await;
-        None
+        Posted::Elsewhere
     }
 }
 
@@ -275,7 +305,7 @@ impl Shared {
     }
 
     async fn post(self: &Arc<Self>, msg: Message, body: Body) {
-        let Some(answer) = self.send_post(msg).await else {
+        let Head::Answer(answer) = self.send_post(msg).await else {
             return;
         };
         match body {
@@ -287,9 +317,8 @@ impl Shared {
         }
     }
 
-    /// POSTs one message and deals with its answer's head; `None` when
-    /// nothing is left to read (a 202, a failure already handed up).
-    async fn send_post(&self, msg: Message) -> Option<PostAnswer> {
+    /// POSTs one message and deals with its answer's head.
+    async fn send_post(&self, msg: Message) -> Head {
         let (request_id, is_initialize) = match &msg {
             Message::Request { id, method, .. } => (Some(id.clone()), method == "initialize"),
             _ => (None, false),
@@ -315,7 +344,7 @@ impl Shared {
             Ok(r) => r,
             Err(e) => {
                 self.closed(format!("POST {} failed: {e}", self.url)).await;
-                return None;
+                return Head::Done;
             }
         };
         let status = resp.status();
@@ -327,23 +356,25 @@ impl Shared {
         {
             *lock(&self.session_id) = Some(id.to_owned());
         }
-        // spec 2025-06-18 transports.mdx "Session Management": a 404 for a
-        // request carrying a session id means the session is gone.
+        // spec 2025-06-18 transports.mdx "Session Management": "When a client
+        // receives HTTP 404 in response to a request containing an
+        // `Mcp-Session-Id`, it MUST start a new session": the server no longer
+        // has this one, and did not process what this POST carried.
         if status == StatusCode::NOT_FOUND && had_session {
             self.closed("the server ended the HTTP session (404)".into())
                 .await;
-            return None;
+            return Head::SessionGone;
         }
         if status == StatusCode::ACCEPTED {
-            return None;
+            return Head::Done;
         }
         if !status.is_success() {
             // Boxed, as the other rare or short steps: the reading task's
             // future is as large as its largest await, and lives as long as the call.
             Box::pin(self.refused(resp, had_session, request_id)).await;
-            return None;
+            return Head::Done;
         }
-        Some(PostAnswer {
+        Head::Answer(PostAnswer {
             is_sse: client::is_event_stream(resp.headers()),
             // The head is done with: only the body is read on, for as long as the call waits.
             body: resp.into_body(),

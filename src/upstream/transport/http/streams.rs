@@ -104,6 +104,15 @@ impl Shared {
                         failures = 0;
                         this.pump_standalone(resp.into_body()).await;
                     }
+                    // spec 2025-06-18 transports.mdx "Session Management": once the
+                    // server has ended the session it "MUST respond to requests
+                    // containing that session ID with HTTP 404". The session is
+                    // lost now, and replaced before a call is sent on it.
+                    Ok(resp) if resp.status() == http::StatusCode::NOT_FOUND => {
+                        this.closed("the server ended the HTTP session (404)".into())
+                            .await;
+                        break;
+                    }
                     _ => failures += 1,
                 }
             }
