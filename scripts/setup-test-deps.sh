@@ -70,35 +70,9 @@ mkdir -p "$CACHE"
 # The tests start these programs themselves, on ephemeral ports with data in
 # temporary folders; none of them needs (or may leave behind) a system service.
 
-# `apt-get install` as root with every service start refused (policy-rc.d exit
-# 101, as in Debian's container images; an existing policy-rc.d is set aside
-# and put back), then the units the packages enabled at boot disabled again:
-# the programs land in /usr, no service runs or starts at the next boot.
-apt_install_without_services() { # package...
-    local policy=/usr/sbin/policy-rc.d saved="" pkg
-    if [[ -e $policy ]]; then
-        saved="$policy.redmark-saved.$$"
-        mv "$policy" "$saved"
-    fi
-    printf '#!/bin/sh\n# scripts/setup-test-deps.sh: no service starts while it installs test peers\nexit 101\n' > "$policy"
-    chmod 755 "$policy"
-    local rc=0
-    DEBIAN_FRONTEND=noninteractive apt-get update >&2 \
-        && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2 \
-        || rc=$?
-    rm -f "$policy"
-    [[ -n $saved ]] && mv "$saved" "$policy"
-    [[ $rc -eq 0 ]] || return "$rc"
-    for pkg in "$@"; do
-        # Offline edits of the boot-time links: works with or without a running systemd.
-        if command -v systemctl >/dev/null 2>&1 && [[ -e "/lib/systemd/system/$pkg.service" ]]; then
-            systemctl disable --quiet "$pkg.service" >&2 || log "could not disable $pkg.service"
-        fi
-        if command -v update-rc.d >/dev/null 2>&1 && [[ -e "/etc/init.d/$pkg" ]]; then
-            update-rc.d "$pkg" disable >/dev/null 2>&1 || true
-        fi
-    done
-}
+# apt_install_without_services: apt-get install with no service started or
+# enabled (scripts/apt-without-services.sh).
+source "$ROOT/scripts/apt-without-services.sh"
 
 # Unpacks a Debian package (no dependencies, no maintainer scripts, so no
 # service and nothing outside $2) into $2, e.g. $2/usr/bin/...
