@@ -20,7 +20,8 @@ if [[ "${1:-}" != "--quick" ]]; then
 fi
 
 step "cargo build --bins --examples (the example configs run the built examples)"
-cargo build --quiet --bins --examples
+# Not --quiet: with --quick this is the first build (minutes on a fresh clone).
+cargo build --bins --examples
 
 step "deployment examples (kubernetes-validate, systemd-analyze verify, redmark check)"
 bash scripts/check-deploy.sh
