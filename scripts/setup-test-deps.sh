@@ -89,12 +89,15 @@ extract_deb() { # package dir
             return 1
         fi
     fi
-    deb="$(ls "$tmp"/"$pkg"_*.deb)"
-    rm -rf "$dir.partial"
-    dpkg-deb -x "$deb" "$dir.partial"
-    dpkg-deb -f "$deb" Version > "$dir.partial/VERSION"
-    rm -rf "$dir" "$tmp"
-    mv "$dir.partial" "$dir"
+    # Called under `if !`, where `set -e` does not apply: each step checks.
+    deb="$(ls "$tmp"/"$pkg"_*.deb)" \
+        && rm -rf "$dir.partial" \
+        && dpkg-deb -x "$deb" "$dir.partial" \
+        && dpkg-deb -f "$deb" Version > "$dir.partial/VERSION" \
+        && rm -rf "$dir" \
+        && mv "$dir.partial" "$dir" \
+        || { rm -rf "$tmp" "$dir.partial"; return 1; }
+    rm -rf "$tmp"
 }
 
 # Prometheus (tests/observability_metrics.rs runs a real one against the admin
