@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::audit::{Origin, Outcome, rotated};
 
 /// How attention hours are counted; printed with every report.
-pub const ATTENTION_RULE: &str = "hours = measured answer time of answered questions, plus the \
+pub const ATTENTION_RULE: &str = "attention = measured answer time of answered questions, plus the \
 tool's median answer time for each question that reached a person but was never answered \
 (unanswered, abandoned): someone still saw the dialog. Refused questions reached nobody and \
 cost nothing.";
