@@ -14,14 +14,21 @@ apt_install_without_services() { # package...
         saved="$policy.redmark-saved.$$"
         mv "$policy" "$saved"
     fi
+    # The machine's own policy comes back however the install ends,
+    # interrupted included.
+    restore_policy() {
+        rm -f "$policy"
+        if [[ -n $saved ]]; then mv "$saved" "$policy"; fi
+    }
+    trap 'restore_policy; exit 130' INT TERM
     printf '#!/bin/sh\n# a redmark script: no service starts while it installs packages\nexit 101\n' > "$policy"
     chmod 755 "$policy"
     local rc=0
     DEBIAN_FRONTEND=noninteractive apt-get update >&2 \
         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2 \
         || rc=$?
-    rm -f "$policy"
-    [[ -n $saved ]] && mv "$saved" "$policy"
+    trap - INT TERM
+    restore_policy
     [[ $rc -eq 0 ]] || return "$rc"
     for pkg in "$@"; do
         # Offline edits of the boot-time links: works with or without a running systemd.
