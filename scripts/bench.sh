@@ -7,7 +7,8 @@
 #   scripts/bench.sh                                   # 32 workers, 1 s warm-up + 5 s per path, 3 runs
 #   BENCH_SECONDS=10 BENCH_CONCURRENCY=16 BENCH_WAITING=2000 scripts/bench.sh
 #
-# Installs what it needs: nginx (Debian package, with apt-get) if it is not on PATH; the
+# Installs what it needs: nginx (Debian package, with apt-get, its service neither
+# started nor enabled: scripts/apt-without-services.sh) if it is not on PATH; the
 # load generator is the bench itself (Rust, exact percentiles over every sample).
 # The table goes to stdout and target/bench/relay.md.
 set -euo pipefail
@@ -17,10 +18,9 @@ cd "$ROOT"
 log() { printf '[bench] %s\n' "$*" >&2; }
 
 if ! command -v nginx >/dev/null 2>&1; then
-    log "installing nginx with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update >&2
-    apt-get install -y --no-install-recommends nginx >&2
+    log "installing nginx with apt-get (service neither started nor enabled)"
+    source "$ROOT/scripts/apt-without-services.sh"
+    apt_install_without_services nginx
 fi
 
 # Ten thousand waiting questions hold about as many sockets in the gateway and the upstream.

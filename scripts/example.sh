@@ -7,7 +7,15 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo build --quiet --bin redmark --example rooms
+# Not --quiet: a first build compiles about 420 crates and is silent for
+# minutes otherwise, which reads as a hang.
+if [[ ! -x target/debug/redmark ]]; then
+    echo "==> first build of redmark and the rooms example (cargo build --bin redmark --example rooms):"
+    echo "    about 420 crates, typically 3 to 5 minutes on a laptop; later builds take seconds"
+else
+    echo "==> building redmark and the rooms example (cargo build --bin redmark --example rooms)"
+fi
+cargo build --bin redmark --example rooms
 CONFIG=examples/rooms/redmark.toml
 
 if [[ "${1:-}" != "--demo" ]]; then

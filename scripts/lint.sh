@@ -17,7 +17,9 @@ step "cargo fmt --check"
 cargo fmt --check
 
 step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --quiet -- -D warnings
+# Not --quiet: on a fresh clone this is the first build, minutes long, and
+# cargo's progress tells it from a hang.
+cargo clippy --all-targets -- -D warnings
 
 step "cargo deny check bans licenses sources (advisories: not checked, see deny.toml)"
 deny="$(bash scripts/install-tools.sh)"

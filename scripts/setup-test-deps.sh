@@ -15,6 +15,12 @@
 #   .cache/npm-oauth     npm prefix installed with `npm ci` from scripts/npm-oauth/ (its own
 #                          stamp, so changing it never reinstalls .cache/npm):
 #                          oidc-provider 9.13.3 (the authorization server of tests/oauth*.rs; needs Node 22)
+#   .cache/prometheus    the Debian `prometheus` package unpacked (apt-get download + dpkg-deb -x;
+#                          never installed, so no prometheus.service): tests/observability_metrics.rs
+#   /usr (apt-get)       redis-server and nginx from Debian, for tests/cluster_{store,nginx}.rs,
+#                          when not already installed: as root, with /usr/sbin/policy-rc.d refusing
+#                          every service start during the install and their units disabled after,
+#                          so neither runs nor starts at boot (the tests start their own)
 #
 # Usage: scripts/setup-test-deps.sh [--force]
 #   env PYTHON=python3.11 to choose the interpreter used to create the venvs.
@@ -54,31 +60,70 @@ redmark test deps (under $CACHE):
   NPM_DIR     $NPM_DIR/node_modules
   EVERYTHING  $NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js  (args: stdio | streamableHttp | sse; HTTP port via env PORT)
   NODE22      $node22/node   (prepend $node22 to PATH only where Node 22 is needed)
+  PROMETHEUS  $CACHE/prometheus/usr/bin/prometheus  (Debian $(cat "$CACHE/prometheus/VERSION" 2>/dev/null || echo "package not unpacked"))
 EOF
 }
 
 mkdir -p "$CACHE"
 
-# --- Prometheus (Debian package; system-wide, not under .cache/) -------------
-# tests/observability_metrics.rs runs a real Prometheus against the admin
-# listener. Skipped whenever a `prometheus` is already on PATH, so it runs
-# before (and independently of) the stamp check below.
-if ! command -v prometheus >/dev/null 2>&1; then
-    log "installing prometheus with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update >&2
-    apt-get install -y --no-install-recommends prometheus >&2
+# --- Debian packages, without services ---------------------------------------
+# The tests start these programs themselves, on ephemeral ports with data in
+# temporary folders; none of them needs (or may leave behind) a system service.
+
+# apt_install_without_services: apt-get install with no service started or
+# enabled (scripts/apt-without-services.sh).
+source "$ROOT/scripts/apt-without-services.sh"
+
+# Unpacks a Debian package (no dependencies, no maintainer scripts, so no
+# service and nothing outside $2) into $2, e.g. $2/usr/bin/...
+extract_deb() { # package dir
+    local pkg="$1" dir="$2" tmp deb
+    tmp="$(mktemp -d)"
+    # As root, apt hands the download to the `_apt` user, who cannot write to
+    # a private temporary folder; the sandbox option keeps it with root.
+    download() { (cd "$tmp" && apt-get -o APT::Sandbox::User=root download "$pkg" >&2); }
+    if ! download; then
+        # A machine that never ran `apt-get update` has no package lists.
+        if [[ $EUID -ne 0 ]] || ! apt-get update >&2 || ! download; then
+            rm -rf "$tmp"
+            return 1
+        fi
+    fi
+    # Called under `if !`, where `set -e` does not apply: each step checks.
+    deb="$(ls "$tmp"/"$pkg"_*.deb)" \
+        && rm -rf "$dir.partial" \
+        && dpkg-deb -x "$deb" "$dir.partial" \
+        && dpkg-deb -f "$deb" Version > "$dir.partial/VERSION" \
+        && rm -rf "$dir" \
+        && mv "$dir.partial" "$dir" \
+        || { rm -rf "$tmp" "$dir.partial"; return 1; }
+    rm -rf "$tmp"
+}
+
+# Prometheus (tests/observability_metrics.rs runs a real one against the admin
+# listener): the Debian package unpacked under .cache/prometheus, never
+# installed (an installed package enables and starts prometheus.service). The
+# test prefers this binary to any `prometheus` on PATH.
+PROM_DIR="$CACHE/prometheus"
+if [[ ! -x "$PROM_DIR/usr/bin/prometheus" ]]; then
+    log "unpacking the prometheus Debian package into $PROM_DIR (not installed: no service)"
+    if ! extract_deb prometheus "$PROM_DIR"; then
+        if command -v prometheus >/dev/null 2>&1; then
+            log "could not download prometheus; the tests use $(command -v prometheus)"
+        else
+            log "could not download the prometheus Debian package (apt-get download prometheus)"
+            exit 1
+        fi
+    fi
 fi
 
-# --- Redis and nginx (Debian packages; system-wide) ------------------------
-# tests/cluster_store.rs and tests/cluster_nginx.rs start their own
-# redis-server and nginx on ephemeral ports (never the system services).
-# Skipped whenever both are already on PATH.
+# Redis and nginx (tests/cluster_store.rs, tests/cluster_nginx.rs start their
+# own on ephemeral ports). Installed from Debian, as their libraries are too
+# (libjemalloc2, liblzf1, libpcre2...), with no service started or enabled
+# (apt_install_without_services). Skipped whenever both are already there.
 if ! command -v redis-server >/dev/null 2>&1 || ! [[ -x /usr/sbin/nginx ]]; then
-    log "installing redis-server and nginx with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update >&2
-    apt-get install -y --no-install-recommends redis-server nginx >&2
+    log "installing redis-server and nginx with apt-get (services neither started nor enabled)"
+    apt_install_without_services redis-server nginx
 fi
 
 # --- npm OAuth peers: own prefix, own stamp ----------------------------------

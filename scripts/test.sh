@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs redmark's whole test suite, installing what the tests need first
-# (Python venvs and npm packages under .cache/, see scripts/setup-test-deps.sh).
+# (scripts/setup-test-deps.sh): Python venvs, npm packages and Prometheus
+# (a Debian package unpacked, not installed) under .cache/; redis-server and
+# nginx with apt-get when missing, no service started or enabled.
 #
 #   scripts/test.sh            lint (scripts/lint.sh: format check, clippy,
 #                              cargo-deny), then unit + integration tests
@@ -18,7 +20,8 @@ if [[ "${1:-}" != "--quick" ]]; then
 fi
 
 step "cargo build --bins --examples (the example configs run the built examples)"
-cargo build --quiet --bins --examples
+# Not --quiet: with --quick this is the first build (minutes on a fresh clone).
+cargo build --bins --examples
 
 step "deployment examples (kubernetes-validate, systemd-analyze verify, redmark check)"
 bash scripts/check-deploy.sh

@@ -68,6 +68,7 @@ enum Command {
     },
     /// Check a config file and exit: 0 when clean, 1 on any error, 2 on warnings only; each problem as file:line:column.
     Check {
+        /// The gateway config file (TOML) to check.
         #[arg(long, short)]
         config: PathBuf,
         /// Also start each upstream, list its tools and prompts, and check the policy's tool sections against them.
@@ -316,6 +317,44 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// `--help` is the first manual a user reads: an option listed without a word
+/// of help (as `check -c, --config` once was) sends them to the source.
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand (at any depth) has an about line and every argument of
+    /// every command has help text; returns what lacks it, as paths.
+    fn missing_help(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} --{}", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let sub_path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(sub_path.clone());
+            }
+            missing_help(sub, &sub_path, missing);
+        }
+    }
+
+    #[test]
+    fn every_subcommand_and_option_has_help_text() {
+        let mut cmd = super::Cli::command();
+        // Builds the generated --help/--version args and propagates the
+        // global options into each subcommand, so they are walked too.
+        cmd.build();
+        let mut missing = Vec::new();
+        missing_help(&cmd, "redmark", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+        // The walk reaches every subcommand's own options.
+        let check = cmd.find_subcommand("check").unwrap();
+        assert!(check.get_arguments().any(|a| a.get_id() == "config"));
+    }
 }
 
 #[cfg(all(test, not(target_env = "msvc"), not(feature = "system-allocator")))]

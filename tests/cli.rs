@@ -40,38 +40,6 @@ fn help_names_every_command() {
     }
 }
 
-/// `examples/rooms/redmark.toml` as shipped, written to `dir` with the rooms
-/// binary of this test's own target directory (`CARGO_TARGET_DIR` may not be
-/// `<repo>/target`; the binary is built if missing) and its other paths made
-/// absolute. Returns the config's path.
-fn rooms_example(dir: &std::path::Path) -> std::path::PathBuf {
-    let shipped = std::fs::read_to_string(repo().join("examples/rooms/redmark.toml")).unwrap();
-    let adapted = shipped
-        .replace(
-            "\"../../target/debug/examples/rooms\"",
-            &toml_path(&rooms_bin()),
-        )
-        .replace(
-            "\"../../policies/rooms.toml\"",
-            &toml_path(&repo().join("policies/rooms.toml")),
-        )
-        .replace(
-            "\"../../target/rooms-state.json\"",
-            &toml_path(&dir.join("rooms-state.json")),
-        )
-        .replace(
-            "\"../../target/rooms-audit.jsonl\"",
-            &toml_path(&dir.join("audit.jsonl")),
-        );
-    assert!(
-        !adapted.contains("../../"),
-        "a path in the example config changed: {adapted}"
-    );
-    let config = dir.join("redmark.toml");
-    std::fs::write(&config, adapted).unwrap();
-    config
-}
-
 #[test]
 fn check_accepts_the_rooms_example() {
     let dir = tempfile::tempdir().unwrap();
@@ -321,6 +289,85 @@ async fn a_server_that_dies_is_logged_lost_and_a_shutdown_is_not() {
         .count();
     assert_eq!(started, 2, "{lines:#?}");
     assert_eq!(lost(&lines), 1, "{lines:#?}");
+}
+
+/// The lines of a JSON log that say a native stdio server ended, as
+/// (level, message).
+fn ended_lines(lines: &[String]) -> Vec<(String, String)> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("native stdio server ended"))
+        })
+        .map(|v| {
+            (
+                v["level"].as_str().unwrap_or_default().to_owned(),
+                v["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Under `protocol = "auto"` the first request asks a throwaway process
+/// `server/discover`; a legacy server's answer has redmark stop it. That end
+/// is redmark's own doing, at every start: DEBUG, not an INFO line an
+/// operator would read as a server dying.
+#[tokio::test]
+async fn the_protocol_probes_own_process_ending_is_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example(dir.path());
+    let debug = [("RUST_LOG", "redmark=debug".to_owned())];
+    let gw = RedmarkProcess::start(&config, true, &debug).await;
+    let client = McpClient::new(gw.url("/mcp/rooms"));
+    let resp = client.rpc("tools/list", json!({}), json!({})).await;
+    assert!(resp.result()["tools"].is_array(), "{}", resp.last());
+    let running = &gw;
+    let ended = eventually("the probe's process to end", || async move {
+        match ended_lines(&running.stderr_lines())[..] {
+            [] => Err("not yet".to_owned()),
+            ref ended => Ok(ended.to_vec()),
+        }
+    })
+    .await;
+    assert_eq!(ended.len(), 1, "{ended:#?}");
+    assert_eq!(ended[0].0, "DEBUG", "{ended:#?}");
+    let lines = gw.stop_within(Duration::from_secs(20)).await;
+    let info: Vec<_> = ended_lines(&lines)
+        .into_iter()
+        .filter(|(level, _)| level != "DEBUG")
+        .collect();
+    assert!(info.is_empty(), "{info:#?}");
+}
+
+/// A server that ends by itself while redmark is talking to it (here: it
+/// reads the probe's `server/discover` and exits) is still an INFO line.
+#[tokio::test]
+async fn a_native_stdio_server_ending_on_its_own_is_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("redmark.toml");
+    std::fs::write(
+        &config,
+        stdio_config(&["/bin/sh", "-c", "read -r request; exit 0"], ""),
+    )
+    .unwrap();
+    let gw = RedmarkProcess::start(&config, true, &[]).await;
+    let client = McpClient::new(gw.url("/mcp"));
+    // The call fails (no server answers); what matters is the log.
+    let _ = client.rpc("tools/list", json!({}), json!({})).await;
+    let running = &gw;
+    let ended = eventually("the server's end to be logged", || async move {
+        match ended_lines(&running.stderr_lines())[..] {
+            [] => Err("not yet".to_owned()),
+            ref ended => Ok(ended.to_vec()),
+        }
+    })
+    .await;
+    assert_eq!(ended[0].0, "INFO", "{ended:#?}");
+    assert_eq!(ended[0].1, "native stdio server ended", "{ended:#?}");
+    drop(gw);
 }
 
 #[tokio::test]

@@ -371,6 +371,18 @@ fn by_outcome(answer: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The Prometheus that scripts/setup-test-deps.sh unpacked from the Debian
+/// package under .cache/ (unpacked, not installed, so no system service runs
+/// for it); one on PATH where that could not be downloaded.
+fn prometheus_bin() -> std::path::PathBuf {
+    let unpacked = common::repo().join(".cache/prometheus/usr/bin/prometheus");
+    if unpacked.exists() {
+        unpacked
+    } else {
+        "prometheus".into()
+    }
+}
+
 /// A real Prometheus scraping `admin` every second, its data and log in
 /// `dir`; returns it with the base URL of its HTTP API (on a port of its own
 /// choosing, read from /proc).
@@ -385,7 +397,7 @@ async fn start_prometheus(dir: &Path, admin: &str) -> (tokio::process::Child, St
     )
     .unwrap();
     let log = dir.join("prometheus.log");
-    let prometheus = tokio::process::Command::new("prometheus")
+    let prometheus = tokio::process::Command::new(prometheus_bin())
         .arg(format!("--config.file={}", config.display()))
         .arg("--web.listen-address=127.0.0.1:0")
         .arg(format!(
@@ -397,7 +409,7 @@ async fn start_prometheus(dir: &Path, admin: &str) -> (tokio::process::Child, St
         .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
         .spawn()
-        .expect("`prometheus` on PATH (scripts/setup-test-deps.sh installs it)");
+        .expect("prometheus (scripts/setup-test-deps.sh unpacks it under .cache/prometheus)");
     let pid = prometheus.id().expect("prometheus runs");
     let port = eventually("Prometheus to listen", || {
         let ports = listening_ports(pid);

@@ -197,8 +197,8 @@ fn table_is_aligned_ordered_and_states_the_rule() {
     assert_eq!(
         rows[0],
         [
-            "rooms", BOOKING, "1140", "24.0", rows[0][4], "9.0%", "3.5%", "1.8%", "0.0%", "0.0%",
-            "0", "61.7%", "7.60", "4.69"
+            "rooms", BOOKING, "1140", "24.0", rows[0][4], "9.0", "3.5", "1.8", "0.0", "0.0", "0",
+            "61.7", "7:36:00", "4:41:12"
         ],
         "{text}"
     );
@@ -207,10 +207,33 @@ fn table_is_aligned_ordered_and_states_the_rule() {
     let header = text.lines().find(|l| l.starts_with("route")).unwrap();
     let row = text.lines().find(|l| l.contains(BOOKING)).unwrap();
     assert_eq!(
-        header.find("redundant h").map(|i| i + 11),
+        header.find("redundant h:mm:ss").map(|i| i + 17),
         Some(row.len()),
         "{text}"
     );
+    // Every column names its unit in the header; the cells are bare numbers
+    // in it, whatever their size.
+    for unit in [
+        "median s",
+        "p90 s",
+        "unanswered %",
+        "declined %",
+        "cancelled %",
+        "denied %",
+        "invalid %",
+        "redundant %",
+        "attention h:mm:ss",
+        "redundant h:mm:ss",
+    ] {
+        assert!(header.contains(unit), "{unit:?} in {header:?}");
+    }
+    for cell in row.split_whitespace().skip(2) {
+        assert!(
+            cell.chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == ':'),
+            "cell {cell:?} carries a unit of its own: {text}"
+        );
+    }
     assert!(text.contains("charged at the median"), "{text}");
     assert!(text.contains("103 question(s) charged"), "{text}");
 }
@@ -259,12 +282,12 @@ fn the_table_shows_denied_invalid_reasks_and_small_durations() {
         .unwrap()
         .split_whitespace()
         .collect();
-    // asked, ..., denied, invalid, reasks, redundant, hours, redundant h
+    // asked, ..., denied %, invalid %, reasks, redundant %, attention, redundant
     assert_eq!(row[2], "4", "{text}");
-    assert_eq!(&row[8..11], ["25.0%", "25.0%", "1"], "{text}");
-    // 4 + 2.5 + 1.5 + 200 s = 208 s: minutes and seconds, not 0.06 h.
-    assert_eq!(row[12], "3m28s", "{text}");
-    assert_eq!(row[13], "0.0s", "{text}");
+    assert_eq!(&row[8..11], ["25.0", "25.0", "1"], "{text}");
+    // 4 + 2.5 + 1.5 + 200 s = 208 s, in the same h:mm:ss as hours of it.
+    assert_eq!(row[12], "0:03:28", "{text}");
+    assert_eq!(row[13], "0:00:00", "{text}");
     let v: Value = serde_json::from_str(&stdout(report(&path, &["--format", "json"]))).unwrap();
     assert_eq!(v["tools"][0]["reasks"].as_u64(), Some(1));
     near(

@@ -6,8 +6,8 @@
 //! while the `tools/call` is still pending it PUSHES `elicitation/create` to the
 //! client and awaits `accept` / `decline` / `cancel`. It never returns a
 //! 2026-07-28 `InputRequiredResult` (MRTR), and it never pushes to a client that
-//! did not declare `elicitation` in `initialize`: those calls end in a tool
-//! error (`isError: true`) saying what is missing.
+//! did not declare `elicitation`: those calls end in a tool error
+//! (`isError: true`) saying what is missing.
 //!
 //! Why it always pushes: rmcp 3.11 does not choose push or MRTR for you.
 //! `Peer::create_elicitation` refuses to send on 2026-07-28, and below that an
@@ -118,10 +118,15 @@ impl Question {
     ) -> Result<Value, CallToolResult> {
         let cannot =
             |why: &str| tool_error(format!("Cannot ask the user: {why}. {}", self.fallback));
-        // The client's capabilities as declared in `initialize` (peer info).
+        // The client's capabilities as this process saw them in `initialize`
+        // (peer info). Behind redmark that is the capability profile of the
+        // client, whichever era it speaks: a 2025-era client declared it in its
+        // own `initialize`, a 2026-07-28 client in each request's `_meta` and
+        // never sends `initialize`. So the text names the capability, not the
+        // step that carried it.
         let modes = ctx.peer.supported_elicitation_modes();
         if !modes.contains(&ElicitationMode::Form) {
-            let why = "the client did not declare the `elicitation` capability in `initialize`";
+            let why = "the client did not declare the `elicitation` capability (form mode)";
             return Err(cannot(why));
         }
         let properties = BTreeMap::from([(field.to_owned(), schema)]);

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::audit::{Origin, Outcome, rotated};
 
 /// How attention hours are counted; printed with every report.
-pub const ATTENTION_RULE: &str = "hours = measured answer time of answered questions, plus the \
+pub const ATTENTION_RULE: &str = "attention = measured answer time of answered questions, plus the \
 tool's median answer time for each question that reached a person but was never answered \
 (unanswered, abandoned): someone still saw the dialog. Refused questions reached nobody and \
 cost nothing.";
@@ -377,20 +377,17 @@ const COLUMNS: [&str; 14] = [
     "redundant_hours",
 ];
 
-/// Hours for reading: seconds under a minute (`24.0s`), minutes and seconds
-/// while the hours would read `0.0x` (`3m05s`), hours otherwise (`7.60`).
+/// Attention for reading, in the table's `h:mm:ss` columns: `0:00:24`,
+/// `0:03:28`, `7:36:00`. One unit for every row, so a column never mixes
+/// seconds, minutes and decimal hours (a cell read `0.2s` under "hours");
+/// whole seconds, because what a report weighs is minutes and hours of
+/// people's time. JSON and CSV keep decimal hours.
 pub fn hours_cell(h: f64) -> String {
-    let secs = h * 3600.0;
-    if secs < 59.95 {
-        format!("{:.1}s", secs.max(0.0))
-    } else if h < 0.1 {
-        // Under six minutes: the cast cannot truncate.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let whole = secs.round() as u64;
-        format!("{}m{:02}s", whole / 60, whole % 60)
-    } else {
-        format!("{h:.2}")
-    }
+    // Rounded and clamped to be non-negative before the cast: it cannot wrap,
+    // and u64 seconds outlast any audit log.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let whole = (h * 3600.0).round().max(0.0) as u64;
+    format!("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60)
 }
 
 /// The cells of one row; the `origin` column third under [`By::Origin`].
@@ -412,9 +409,11 @@ fn header(head: &[&str], by: By) -> Vec<String> {
 }
 
 fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
-    let (s, p, h, percent) = match how {
-        Cells::Table => (1, 1, 2, "%"),
-        Cells::Csv => (3, 2, 4, ""),
+    // The unit is in the header (`median s`, `declined %`, `attention
+    // h:mm:ss`), never in a cell: every cell of a column reads the same way.
+    let (s, p, h) = match how {
+        Cells::Table => (1, 1, 2),
+        Cells::Csv => (3, 2, 4),
     };
     [
         t.route.clone(),
@@ -422,13 +421,13 @@ fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
         t.asked.to_string(),
         secs(t.median_s, s),
         secs(t.p90_s, s),
-        format!("{:.p$}{percent}", t.unanswered_pct),
-        format!("{:.p$}{percent}", t.declined_pct),
-        format!("{:.p$}{percent}", t.cancelled_pct),
-        format!("{:.p$}{percent}", t.denied_pct),
-        format!("{:.p$}{percent}", t.invalid_pct),
+        format!("{:.p$}", t.unanswered_pct),
+        format!("{:.p$}", t.declined_pct),
+        format!("{:.p$}", t.cancelled_pct),
+        format!("{:.p$}", t.denied_pct),
+        format!("{:.p$}", t.invalid_pct),
         t.reasks.to_string(),
-        format!("{:.p$}{percent}", t.redundant_pct),
+        format!("{:.p$}", t.redundant_pct),
         match how {
             Cells::Table => hours_cell(t.attention_hours),
             Cells::Csv => format!("{:.h$}", t.attention_hours),
@@ -466,15 +465,15 @@ pub fn table(r: &Report) -> String {
         "asked",
         "median s",
         "p90 s",
-        "unanswered",
-        "declined",
-        "cancelled",
-        "denied",
-        "invalid",
+        "unanswered %",
+        "declined %",
+        "cancelled %",
+        "denied %",
+        "invalid %",
         "reasks",
-        "redundant",
-        "hours",
-        "redundant h",
+        "redundant %",
+        "attention h:mm:ss",
+        "redundant h:mm:ss",
     ];
     let mut rows = vec![header(&head, r.by)];
     rows.extend(r.tools.iter().map(|t| row(t, Cells::Table, r.by)));

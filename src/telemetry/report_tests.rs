@@ -18,13 +18,16 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
 }
 
 #[test]
-fn small_durations_read_as_seconds_or_minutes() {
-    assert_eq!(hours_cell(0.0), "0.0s");
-    assert_eq!(hours_cell(0.4 / 3600.0), "0.4s");
-    assert_eq!(hours_cell(59.0 / 3600.0), "59.0s");
-    assert_eq!(hours_cell(65.0 / 3600.0), "1m05s");
-    assert_eq!(hours_cell(0.099), "5m56s");
-    assert_eq!(hours_cell(7.6), "7.60");
+fn attention_reads_as_h_mm_ss_at_every_size() {
+    assert_eq!(hours_cell(0.0), "0:00:00");
+    assert_eq!(hours_cell(0.4 / 3600.0), "0:00:00");
+    assert_eq!(hours_cell(24.0 / 3600.0), "0:00:24");
+    assert_eq!(hours_cell(59.6 / 3600.0), "0:01:00");
+    assert_eq!(hours_cell(65.0 / 3600.0), "0:01:05");
+    assert_eq!(hours_cell(0.099), "0:05:56");
+    assert_eq!(hours_cell(7.6), "7:36:00");
+    assert_eq!(hours_cell(123.5), "123:30:00");
+    assert_eq!(hours_cell(-0.0), "0:00:00");
 }
 
 #[test]

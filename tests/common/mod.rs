@@ -186,3 +186,35 @@ pub fn rooms_state_env() -> String {
     let _ = std::fs::remove_file(&path);
     format!("env = {{ ROOMS_STATE = {} }}\n", toml_path(&path))
 }
+
+/// `examples/rooms/redmark.toml` as shipped, written to `dir` with the rooms
+/// binary of this test's own target directory (`CARGO_TARGET_DIR` may not be
+/// `<repo>/target`; the binary is built if missing) and its other paths made
+/// absolute. Returns the config's path.
+pub fn rooms_example(dir: &std::path::Path) -> std::path::PathBuf {
+    let shipped = std::fs::read_to_string(repo().join("examples/rooms/redmark.toml")).unwrap();
+    let adapted = shipped
+        .replace(
+            "\"../../target/debug/examples/rooms\"",
+            &toml_path(&rooms_bin()),
+        )
+        .replace(
+            "\"../../policies/rooms.toml\"",
+            &toml_path(&repo().join("policies/rooms.toml")),
+        )
+        .replace(
+            "\"../../target/rooms-state.json\"",
+            &toml_path(&dir.join("rooms-state.json")),
+        )
+        .replace(
+            "\"../../target/rooms-audit.jsonl\"",
+            &toml_path(&dir.join("audit.jsonl")),
+        );
+    assert!(
+        !adapted.contains("../../"),
+        "a path in the example config changed: {adapted}"
+    );
+    let config = dir.join("redmark.toml");
+    std::fs::write(&config, adapted).unwrap();
+    config
+}

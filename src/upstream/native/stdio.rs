@@ -66,6 +66,18 @@ struct Process {
     /// Dropping it stops the process.
     _shutdown: oneshot::Sender<()>,
     alive: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when redmark lets go of the process (the protocol probe's
+    /// throwaway process, a closed route): its end is then expected and
+    /// logged at DEBUG, where a server that ends on its own is INFO.
+    stopped_by_us: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Runs before the fields drop, so the flag is set before
+        // `_shutdown` tells the process to stop.
+        self.stopped_by_us.store(true, Ordering::Release);
+    }
 }
 
 pub struct StdioNative {
@@ -118,10 +130,12 @@ impl StdioNative {
         let waiters: Waiters = Arc::default();
         let listens: Listens = Arc::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (w, l, a, route) = (
+        let stopped_by_us = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (w, l, a, stopped, route) = (
             waiters.clone(),
             listens.clone(),
             alive.clone(),
+            stopped_by_us.clone(),
             self.route.clone(),
         );
         let mut inbound = link.inbound;
@@ -163,7 +177,14 @@ impl StdioNative {
                         relay_listen(&l, method, params);
                     }
                     Inbound::Closed(why) => {
-                        tracing::info!(route = %route, why, "native stdio server ended");
+                        if stopped.load(Ordering::Acquire) {
+                            // Every start under `protocol = "auto"` probes a
+                            // legacy server with a process it then stops:
+                            // nothing an operator needs to see.
+                            tracing::debug!(route = %route, why, "native stdio server ended (stopped by redmark)");
+                        } else {
+                            tracing::info!(route = %route, why, "native stdio server ended");
+                        }
                         break;
                     }
                     // A 2026-07-28 server pushes no requests; its other
@@ -182,6 +203,7 @@ impl StdioNative {
             listens,
             _shutdown: link.shutdown,
             alive,
+            stopped_by_us,
         });
         *slot = Some(p.clone());
         Ok(p)
