@@ -408,6 +408,16 @@ def unit_test_requests() -> None:
     seed("request", req(base + [("mcp-method", "x")], b"[]"))
     seed("request", req(base, {"jsonrpc": "2.0", "id": 1, "result": {}}))
     seed("request", req([], {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}))
+    # 2025-era messages (src/front/era2025, tests/era2025_sessions.rs): an
+    # initialize, and in a session a call, an answer and a cancellation.
+    plain = base[:2]
+    session = plain + [("mcp-session-id", "k1.AAAA"), ("mcp-protocol-version", "2025-11-25")]
+    seed("request", req(plain, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "c", "version": "1"}}}))
+    seed("request", req(session, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                  "params": {"name": "book_room", "arguments": {"room_hint": "the big room"}, "_meta": {"progressToken": 1}}}))
+    seed("request", req(session, {"jsonrpc": "2.0", "id": "redmark.k1.AAAA", "result": {"action": "accept", "content": {"room_id": "nook"}}}))
+    seed("request", req(session, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}))
     seed("request", req(base + [("mcp-method", "tools/call"), ("mcp-name", "transfer"), ("mcp-param-region", "=?base64?dXMtd2VzdDE=?="), ("mcp-param-limit", "42.0")],
                         {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"_meta": META, "name": "transfer", "arguments": {"region": "us-west1", "opts": {"limit": 42}}}}))
 

@@ -585,7 +585,11 @@ async fn a_killed_replica_loses_only_its_own_questions_and_a_drained_one_finishe
 #[tokio::test]
 async fn a_2025_era_session_is_served_by_every_replica_and_its_answers_forwarded() {
     let cluster = Cluster::start().await;
-    for (route, tag) in [("/mcp", "s25-http"), ("/stdio", "s25-stdio")] {
+    for (route, tag) in [
+        ("/mcp", "s25-http"),
+        ("/stdio", "s25-stdio"),
+        ("/replay", "s25-replay"),
+    ] {
         for i in 0..3 {
             let tag = format!("{tag}-{i}");
             let lines = py_client_2025(&cluster.url(route), &rounds_script(&tag)).await;
@@ -600,7 +604,7 @@ async fn a_2025_era_session_is_served_by_every_replica_and_its_answers_forwarded
             assert_eq!(names(&out), ["one", "two", "three"], "{route}");
         }
     }
-    // Six calls of three answers each, by round robin over three replicas:
+    // Nine calls of three answers each, by round robin over three replicas:
     // answers landed away from their call and were forwarded, and arrived.
     let mut out = 0.0;
     let mut into = 0.0;

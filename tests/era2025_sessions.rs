@@ -97,6 +97,19 @@ async fn a_request_needs_its_session_and_a_version_the_session_speaks() {
     wrong.version = "2026-07-28".into();
     let r = wrong.request(json!(2), "tools/list", json!({})).await;
     assert_error(&r, 400, -32022, "unsupported_protocol_version");
+    // A 2025-era request (its version header says so) without its session.
+    let mut lost = Session2025::new(&gw.url);
+    lost.version = "2025-11-25".into();
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    let r = read_resp(
+        lost.post(&body)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_error(&r, 400, -32600, "session_required").json_reply_to(Some(json!(5)));
     // A POSTed answer that answers nothing.
     let status = s
         .answer(&json!("redmark-nobody-0"), json!({"action": "accept"}))

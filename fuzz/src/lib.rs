@@ -175,6 +175,21 @@ pub fn request(data: &[u8]) {
     let (headers, body) = http_head(data);
     match parse_request(&headers, body) {
         Ok(Incoming::Notification(method)) => assert!(!method.is_empty() || body.len() > 2),
+        // 2025-era only when the client opens so: `initialize`, or a session
+        // (or a 2025-era version) named in the headers.
+        Ok(Incoming::Era2025(message)) => {
+            let in_session = headers.contains_key("mcp-session-id")
+                || headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| redmark::protocol::LEGACY_VERSIONS.contains(&v.trim()));
+            match &*message {
+                redmark::front::era2025::Message2025::Request(e) => {
+                    assert!(in_session || e.method == "initialize", "{e:?}");
+                }
+                other => assert!(in_session, "{other:?}"),
+            }
+        }
         Ok(Incoming::Request(req)) => {
             for v in texts(&headers, "mcp-method") {
                 assert_eq!(v, req.method.as_str());

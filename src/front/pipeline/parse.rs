@@ -55,7 +55,13 @@ pub(super) fn incoming(
     // dual-era server selects its behavior from how the client opens": a
     // request with the modern `_meta` is 2026-07-28; `initialize`, or any
     // message in a session redmark opened with it, is 2025-era.
-    let in_session = headers.contains_key(era2025::SESSION_HEADER);
+    // A request naming an initialization-based version in its header is a
+    // 2025-era client's too, one that lost its session (it is told so).
+    let in_session = headers.contains_key(era2025::SESSION_HEADER)
+        || headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| crate::protocol::LEGACY_VERSIONS.contains(&v.trim()));
     let envelope = match message(bytes)? {
         Parsed::Request(envelope) => envelope,
         Parsed::Notification { method, params } => {
