@@ -616,3 +616,52 @@ async fn a_2025_era_session_is_served_by_every_replica_and_its_answers_forwarded
     assert_eq!(out, into, "every forward arrived");
     cluster.settled().await;
 }
+
+/// What a 2025-era session changes after `initialize` holds on every
+/// replica through the `[state] store`: the log level one replica was told
+/// filters the calls the others serve, and a DELETE on one ends the session
+/// on all (each request of the session lands on the next replica).
+#[tokio::test]
+async fn a_2025_era_sessions_log_level_and_end_hold_on_every_replica() {
+    let cluster = Cluster::start().await;
+    let mut s = Session2025::new(&cluster.url("/mcp"));
+    assert_eq!(s.initialize("2025-11-25", json!({})).await.status, 200);
+    let set = s
+        .request(json!(1), "logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(set.result(), &json!({}));
+    // Six calls round robin: every replica relays only what is at or above warning.
+    for i in 0..6 {
+        let level = if i % 2 == 0 { "info" } else { "error" };
+        let r = s
+            .request(
+                json!(10 + i),
+                "tools/call",
+                json!({"name": "log", "arguments": {"level": level, "text": format!("t{i}")}}),
+            )
+            .await;
+        assert_eq!(
+            r.last()["result"]["content"][0]["text"],
+            "logged",
+            "{}",
+            r.raw
+        );
+        let logs = r
+            .messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count();
+        assert_eq!(
+            logs,
+            usize::from(level == "error"),
+            "call {i} ({level}): {:?}",
+            r.messages
+        );
+    }
+    assert_eq!(s.delete().await, 200);
+    for i in 0..3 {
+        let r = s.request(json!(20 + i), "ping", json!({})).await;
+        assert_error(&r, 404, -32600, "session_unknown");
+    }
+    cluster.settled().await;
+}

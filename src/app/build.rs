@@ -334,6 +334,18 @@ pub fn build_at(
         engine.advertise.clone(),
         metrics.client_sessions(),
     );
+    // What a 2025-era session changes after `initialize` (its log level, its
+    // end by DELETE) goes where every replica finds it, with a store.
+    if let Some(url) = &config.state.store {
+        let store =
+            crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
+                ClusterError::Store {
+                    url: url.get_ref().clone(),
+                    why: e.to_string(),
+                }
+            })?;
+        sessions.share_with(Arc::new(store));
+    }
     // A 2025-era client's answer forwarded by another replica finds its
     // session here, after the internal endpoint's own checks.
     let cluster = cluster.map(|mut c| {

@@ -7,6 +7,10 @@
 //! A store that does not answer within [`TIMEOUT`] refuses the retry
 //! (`state_store_unavailable`): accepting it unchecked would allow a replay.
 //! The connection manager reconnects by itself once Redis is back.
+//!
+//! The same store keeps what a 2025-era session changes after `initialize`
+//! and every replica must see ([`Redis::session`]): its log level, and
+//! whether it was ended by `DELETE` (`front::era2025`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +57,79 @@ impl Redis {
         tracing::warn!(error = %why, "the state store did not answer a single-use check");
         StoreError::Unavailable(why)
     }
+}
+
+/// A 2025-era session's shared state: keys `redmark:session:{name}:level`
+/// and `redmark:session:{name}:ended`, each expiring with the session.
+const SESSION_PREFIX: &str = "redmark:session:";
+
+/// What every replica must know of a 2025-era session beyond its sealed id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    pub log_level: Option<String>,
+    pub ended: bool,
+}
+
+impl Redis {
+    /// Runs `cmd` within [`TIMEOUT`], once more if the idle connection had broken.
+    async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
+        let attempt = async {
+            let mut conn = self.conn.clone();
+            match cmd.query_async::<T>(&mut conn).await {
+                Err(e) if e.is_connection_dropped() => {
+                    let mut conn = self.conn.clone();
+                    cmd.query_async::<T>(&mut conn).await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(TIMEOUT, attempt).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(self.failed(e.to_string())),
+            Err(_) => Err(self.failed(format!("no answer within {TIMEOUT:?}"))),
+        }
+    }
+
+    /// A session's shared state, read in one round trip.
+    pub async fn session(&self, name: &str) -> Result<SessionState, StoreError> {
+        let mut cmd = redis::cmd("MGET");
+        cmd.arg(format!("{SESSION_PREFIX}{name}:level"))
+            .arg(format!("{SESSION_PREFIX}{name}:ended"));
+        let (log_level, ended): (Option<String>, Option<String>) = self.run(&cmd).await?;
+        Ok(SessionState {
+            log_level,
+            ended: ended.is_some(),
+        })
+    }
+
+    /// Sets a session's log level for every replica, until `ttl`.
+    pub async fn set_session_level(
+        &self,
+        name: &str,
+        level: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{SESSION_PREFIX}{name}:level"))
+            .arg(level)
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        self.run::<()>(&cmd).await
+    }
+
+    /// Marks a session ended for every replica, until `ttl` (its id's lifetime).
+    pub async fn end_session(&self, name: &str, ttl: Duration) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{SESSION_PREFIX}{name}:ended"))
+            .arg(1)
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        self.run::<()>(&cmd).await
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 #[async_trait]

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use http::{HeaderValue, Method as HttpMethod, StatusCode, header};
 use serde_json::{Map, Value};
 
-use crate::front::pipeline::{Check, Envelope, Halt, RequestCx};
+use crate::front::pipeline::{Envelope, Halt, RequestCx, Step};
 use crate::jsonrpc::{ErrorObject, Id};
 use crate::mrtr::Outcome;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext};
@@ -139,7 +139,63 @@ impl SessionStep {
     }
 }
 
-impl Check for SessionStep {
+#[async_trait::async_trait]
+impl Step for SessionStep {
+    /// Without a shared store the step never waits; with one, a 2025-era
+    /// message reads its session's shared state first ([`Self::refresh`]).
+    fn now(&self, cx: &mut RequestCx) -> Option<Result<(), Halt>> {
+        if cx.era2025.is_some() && self.sessions.shared().is_some() {
+            return None;
+        }
+        Some(self.check(cx))
+    }
+
+    async fn on_request(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        self.check(cx)?;
+        self.refresh(cx).await
+    }
+}
+
+impl SessionStep {
+    /// What every replica must know of the session beyond its sealed id
+    /// (`[state] store`): whether `DELETE` ended it on another replica (then
+    /// 404 here too), and the log level `logging/setLevel` set anywhere. A
+    /// store that does not answer refuses the request (fail closed).
+    async fn refresh(&self, cx: &mut RequestCx) -> Result<(), Halt> {
+        let (Some(store), Some(session)) = (
+            self.sessions.shared(),
+            cx.era2025.as_ref().and_then(|e| e.session.clone()),
+        ) else {
+            return Ok(());
+        };
+        let id = cx.request.as_ref().map(|r| r.id.clone()).or_else(|| {
+            match cx.era2025.as_ref().map(|e| &e.message) {
+                Some(Message2025::Request(e)) => Some(e.id.clone()),
+                _ => None,
+            }
+        });
+        let state = store
+            .session(&session.name)
+            .await
+            .map_err(|e| Halt::refuse(id.as_ref(), crate::protocol::IntoReject::into_reject(e)))?;
+        if state.ended {
+            self.sessions.end(&session);
+            cx.request = None;
+            cx.forward = None;
+            return Err(Halt::refuse(
+                id.as_ref(),
+                session::SessionError::Unknown.reject(),
+            ));
+        }
+        if let Some(level) = state.log_level {
+            session.set_log_level(level);
+            if let Some(req) = cx.request.as_mut() {
+                req.ctx.log_level = session.log_level();
+            }
+        }
+        Ok(())
+    }
+
     fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let Some(era) = cx.era2025.as_deref_mut() else {
             return Ok(());

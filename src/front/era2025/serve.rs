@@ -50,7 +50,11 @@ pub async fn serve(
         let Some(session) = session else {
             return missing_session();
         };
-        let (resp, outcome) = answer_locally(&session, envelope);
+        let (resp, outcome) = if envelope.method == "logging/setLevel" {
+            set_level_everywhere(gw, &session, envelope).await
+        } else {
+            answer_locally(&session, envelope)
+        };
         write(&pending, gw, &resp, outcome);
         return (resp, RequestOutcome::Done(outcome));
     }
@@ -96,11 +100,29 @@ pub async fn serve(
         }
         Message2025::Delete => {
             // spec 2025-11-25 basic/transports.mdx "Session Management": the
-            // session ends; afterwards its id gets 404. Calls in flight end
-            // with it (the server hears `cancel` for their open questions).
-            gw.sessions.end(&session);
-            tracing::debug!(session = %session.name, "2025-era session ended by DELETE");
-            (response::empty(StatusCode::OK), Outcome::Ok)
+            // session ends; afterwards its id gets 404, on every replica
+            // where a `[state] store` tells them (a store that does not
+            // answer leaves the session as it was: 503, try again). Calls in
+            // flight end with it (the server hears `cancel` for their open
+            // questions).
+            let shared = match gw.sessions.shared() {
+                Some(store) => store
+                    .end_session(&session.name, session.lifetime_left())
+                    .await
+                    .map_err(crate::protocol::IntoReject::into_reject),
+                None => Ok(()),
+            };
+            match shared {
+                Ok(()) => {
+                    gw.sessions.end(&session);
+                    tracing::debug!(session = %session.name, "2025-era session ended by DELETE");
+                    (response::empty(StatusCode::OK), Outcome::Ok)
+                }
+                Err(reject) => (
+                    response::json(reject.status(), &reject.response(None)),
+                    Outcome::Error(reject.reason),
+                ),
+            }
         }
         Message2025::Get => {
             // spec 2025-11-25 basic/transports.mdx "Listening for Messages
@@ -192,6 +214,29 @@ fn answer(id: &Id, outcome: Result<Value, Reject>) -> (Response<Body>, Outcome) 
             Outcome::Error(reject.reason),
         ),
     }
+}
+
+/// `logging/setLevel`, kept where every replica finds it when there is a
+/// `[state] store` (a store that does not answer refuses it: the level
+/// would otherwise hold on this replica only).
+async fn set_level_everywhere(
+    gw: &Gateway,
+    session: &Session,
+    envelope: Envelope,
+) -> (Response<Body>, Outcome) {
+    let Envelope { id, params, .. } = envelope;
+    let outcome = match set_level(session, params.as_deref()) {
+        Ok(done) => match (gw.sessions.shared(), session.log_level()) {
+            (Some(store), Some(level)) => store
+                .set_session_level(&session.name, &level, session.lifetime_left())
+                .await
+                .map(|()| done)
+                .map_err(crate::protocol::IntoReject::into_reject),
+            _ => Ok(done),
+        },
+        Err(reject) => Err(reject),
+    };
+    answer(&id, outcome)
 }
 
 /// Requests the session answers without the server.

@@ -163,6 +163,11 @@ impl Session {
             .len()
     }
 
+    /// How long the session's id is still honoured.
+    pub fn lifetime_left(&self) -> Duration {
+        self.expires.saturating_duration_since(Instant::now())
+    }
+
     /// Adds (`true`) or removes a resource subscription.
     pub fn subscribe(&self, uri: &str, on: bool) {
         let changed = {
@@ -251,6 +256,9 @@ pub struct Sessions {
     /// Questions pushed to clients, waiting for their answers, by the
     /// JSON-RPC id they were pushed with.
     answers: DashMap<String, Waiting>,
+    /// `[state] store`: where a session's log level and its end by `DELETE`
+    /// are kept for every replica. Without it they are this replica's.
+    shared: std::sync::OnceLock<Arc<crate::mrtr::redis_store::Redis>>,
 }
 
 /// How the id of every pushed question begins.
@@ -355,9 +363,20 @@ impl Sessions {
             per_principal: DashMap::new(),
             ended: DashMap::new(),
             answers: DashMap::new(),
+            shared: std::sync::OnceLock::new(),
         });
         tokio::spawn(reaper(Arc::downgrade(&sessions)));
         sessions
+    }
+
+    /// Keeps what a session changes where every replica finds it
+    /// (`[state] store`), from now on.
+    pub fn share_with(&self, store: Arc<crate::mrtr::redis_store::Redis>) {
+        let _ = self.shared.set(store);
+    }
+
+    pub fn shared(&self) -> Option<&Arc<crate::mrtr::redis_store::Redis>> {
+        self.shared.get()
     }
 
     /// A reloaded `[sessions]` applies to the next check.
