@@ -6,6 +6,7 @@
 #
 #   .cache/venv-client   Python venv, mcp==2.3.0  (2026-07-28 client: Client(url, mode="2026-07-28"))
 #   .cache/venv-legacy   Python venv, mcp==1.30.0 (legacy server: ctx.elicit, stdio + streamable HTTP)
+#   .cache/venv-fastmcp  Python venv, fastmcp==2.14.7 (the standalone FastMCP 2.x, a legacy server; own stamp)
 #   .cache/npm           npm prefix installed with `npm ci` from scripts/npm/{package.json,package-lock.json}:
 #                          @modelcontextprotocol/server-everything 2026.8.31
 #                          @modelcontextprotocol/client            2.4.0
@@ -140,6 +141,22 @@ if [[ $FORCE -eq 1 || ! -f "$OAUTH_DIR/node_modules/.package-lock.json" ]] \
     node -e 'const v = require(process.argv[1] + "/node_modules/oidc-provider/package.json").version;
              if (v !== "9.13.3") { console.error("oidc-provider: want 9.13.3, got " + v); process.exit(1); }' "$OAUTH_DIR"
     printf '%s\n' "$oauth_stamp" > "$OAUTH_DIR/.stamp"
+fi
+
+# --- PyPI fastmcp 2.x (tests/interop_modes.rs): own venv, own stamp -----------
+# The standalone `fastmcp` package (not the `mcp` SDK's FastMCP), a legacy
+# server SDK users run; it pins its own `mcp` 1.x, so it gets a venv of its own.
+FASTMCP_PIN="fastmcp==2.14.7"
+FASTMCP_DIR="$CACHE/venv-fastmcp"
+if [[ $FORCE -eq 1 || ! -x "$FASTMCP_DIR/bin/python" ]] \
+    || [[ "$(cat "$FASTMCP_DIR/.stamp" 2>/dev/null)" != "$FASTMCP_PIN" ]]; then
+    log "creating $FASTMCP_DIR with $FASTMCP_PIN"
+    rm -rf "$FASTMCP_DIR"
+    "$PYTHON" -m venv "$FASTMCP_DIR"
+    "$FASTMCP_DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$FASTMCP_PIN"
+    "$FASTMCP_DIR/bin/python" -m pip freeze --disable-pip-version-check > "$FASTMCP_DIR/requirements.lock.txt"
+    "$FASTMCP_DIR/bin/python" -c "import importlib.metadata as m; v=m.version('fastmcp'); assert v=='${FASTMCP_PIN#fastmcp==}', v"
+    printf '%s\n' "$FASTMCP_PIN" > "$FASTMCP_DIR/.stamp"
 fi
 
 if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \

@@ -15,6 +15,8 @@
 //!   (`protocol = "auto"`; the mode is a legacy server's only);
 //! - tests/fixtures/native_ts_server.mjs (npm `@modelcontextprotocol/server`
 //!   2.4.0, the TypeScript SDK v2), natively relayed;
+//! - tests/fixtures/fastmcp2_server.py (PyPI `fastmcp` 2.14, the standalone
+//!   FastMCP 2.x, `ctx.elicit`): `survey`, one question;
 //! - examples/rooms (rmcp 3.11, legacy) over stdio: `create_ticket`.
 //!
 //! All end their call by themselves once told `cancel`, as a replay round
@@ -111,6 +113,26 @@ async fn py_mcp2(protocol: &'static str) -> Cell {
         } else {
             ":ask_nights"
         },
+    }
+}
+
+/// tests/fixtures/fastmcp2_server.py: PyPI `fastmcp` 2.14 (the standalone
+/// FastMCP 2.x), `ctx.elicit`, over Streamable HTTP.
+async fn fastmcp2() -> Cell {
+    let mut cmd = Command::new(fastmcp_python());
+    cmd.arg(fixture_file("fastmcp2_server.py"))
+        .args(["--http", "0"]);
+    let (guard, port) = spawn_listening(cmd, "Uvicorn running on").await;
+    Cell {
+        _server: Some(guard),
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        tool: "survey",
+        arguments: json!({"topic": "replay"}),
+        answer: accepted(json!({"rating": 4})),
+        says: "rated 4",
+        plain: ("echo", json!({"message": "plain"})),
+        upstream: "",
+        key: "elicitation-1",
     }
 }
 
@@ -222,6 +244,16 @@ async fn run(cell: Cell, mode: &str) {
         assert_eq!(gw.metric(&ops(tool, "upstream_lost")).await, None, "{mode}");
     }
     gw.stop().await;
+}
+
+#[tokio::test]
+async fn pypi_fastmcp_2_over_http_in_replay_mode() {
+    run(fastmcp2().await, "replay").await;
+}
+
+#[tokio::test]
+async fn pypi_fastmcp_2_over_http_in_hold_mode() {
+    run(fastmcp2().await, "hold").await;
 }
 
 #[tokio::test]

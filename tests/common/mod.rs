@@ -82,6 +82,12 @@ pub fn legacy_python() -> PathBuf {
     repo().join(".cache/venv-legacy/bin/python")
 }
 
+/// The venv with PyPI `fastmcp` 2.x (the standalone FastMCP), a legacy server SDK.
+pub fn fastmcp_python() -> PathBuf {
+    ensure_deps();
+    repo().join(".cache/venv-fastmcp/bin/python")
+}
+
 /// A file under tests/fixtures/.
 pub fn fixture_file(name: &str) -> PathBuf {
     repo().join("tests/fixtures").join(name)
