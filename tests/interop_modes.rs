@@ -39,6 +39,8 @@ struct Cell {
     _server: Option<ChildGuard>,
     /// Its URL, or (over stdio) its command.
     url: String,
+    /// Over stdio, the command's arguments.
+    args: Vec<String>,
     tool: &'static str,
     arguments: Value,
     answer: Value,
@@ -57,6 +59,7 @@ async fn everything() -> Cell {
     Cell {
         _server: Some(guard),
         url,
+        args: Vec::new(),
         tool: "trigger-elicitation-request",
         arguments: json!({}),
         answer: accepted(json!({"name": "Ada Lovelace", "check": true, "integer": 7})),
@@ -77,6 +80,7 @@ async fn ts_sdk() -> Cell {
     Cell {
         _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
+        args: Vec::new(),
         tool: "survey",
         arguments: json!({"topic": "replay"}),
         answer: accepted(json!({"rating": 4})),
@@ -97,6 +101,7 @@ async fn py_mcp2(protocol: &'static str) -> Cell {
     Cell {
         _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
+        args: Vec::new(),
         tool: "book",
         arguments: json!({"hotel": "Ritz"}),
         answer: accepted(json!({"nights": 3})),
@@ -126,6 +131,7 @@ async fn fastmcp2() -> Cell {
     Cell {
         _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
+        args: Vec::new(),
         tool: "survey",
         arguments: json!({"topic": "replay"}),
         answer: accepted(json!({"rating": 4})),
@@ -136,12 +142,73 @@ async fn fastmcp2() -> Cell {
     }
 }
 
+/// server-everything over stdio: the same question as over HTTP.
+fn everything_stdio() -> Cell {
+    Cell {
+        _server: None,
+        url: "node".into(),
+        args: vec![everything_js().to_str().unwrap().to_owned(), "stdio".into()],
+        tool: "trigger-elicitation-request",
+        arguments: json!({}),
+        answer: accepted(json!({"name": "Ada Lovelace", "check": true, "integer": 7})),
+        says: "✅ User provided the requested information!",
+        plain: ("echo", json!({"message": "plain"})),
+        upstream: "",
+        key: "elicitation-1",
+    }
+}
+
+/// The npm sdk 1.32.2 fixture over stdio (`elicitInput`).
+fn ts_sdk_stdio() -> Cell {
+    ensure_deps();
+    Cell {
+        _server: None,
+        url: "node".into(),
+        args: vec![
+            fixture_file("e2e_legacy_ts.mjs")
+                .to_str()
+                .unwrap()
+                .to_owned(),
+            "stdio".into(),
+        ],
+        tool: "survey",
+        arguments: json!({"topic": "replay"}),
+        answer: accepted(json!({"rating": 4})),
+        says: "\"action\":\"accept\"",
+        plain: ("survey", json!({"topic": "plain"})),
+        upstream: "",
+        key: "elicitation-1",
+    }
+}
+
+/// rmcp 3.11 speaking 2026-07-28 itself (examples/conformance_fixture.rs
+/// `--native`) over stdio, natively relayed: `test_elicitation` asks under
+/// its own key, `user_info`.
+fn rmcp_native() -> Cell {
+    Cell {
+        _server: None,
+        url: example_bin("conformance_fixture")
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        args: vec!["--native".into()],
+        tool: "test_elicitation",
+        arguments: json!({"message": "Who are you?"}),
+        answer: accepted(json!({"username": "ada", "email": "ada@example.org"})),
+        says: "accept",
+        plain: ("test_simple_text", json!({})),
+        upstream: "protocol = \"auto\"\n",
+        key: "user_info",
+    }
+}
+
 /// examples/rooms (rmcp 3.11 as a legacy server) over stdio: `create_ticket`
 /// asks the ticket's priority.
 fn rooms() -> Cell {
     Cell {
         _server: None,
         url: rooms_bin().to_str().unwrap().to_owned(),
+        args: Vec::new(),
         tool: "create_ticket",
         arguments: json!({"title": "Projector"}),
         answer: accepted(json!({"priority": 3})),
@@ -164,6 +231,7 @@ async fn ts_v2_native() -> Cell {
     Cell {
         _server: Some(guard),
         url: format!("http://127.0.0.1:{port}/mcp"),
+        args: Vec::new(),
         tool: "book",
         arguments: json!({"hotel": "Ritz"}),
         answer: accepted(json!({"nights": 3})),
@@ -180,7 +248,10 @@ async fn gateway(cell: &Cell, fx: &Fixture, mode: &str) -> TestGateway {
     let config = if cell._server.is_some() {
         http_config(&cell.url, "")
     } else {
-        stdio_config(&[&cell.url], "")
+        let command: Vec<&str> = std::iter::once(cell.url.as_str())
+            .chain(cell.args.iter().map(String::as_str))
+            .collect();
+        stdio_config(&command, "")
     }
     .replace(
         "[[route]]\nname = \"main\"\npath = \"/mcp\"\n",
@@ -244,6 +315,31 @@ async fn run(cell: Cell, mode: &str) {
         assert_eq!(gw.metric(&ops(tool, "upstream_lost")).await, None, "{mode}");
     }
     gw.stop().await;
+}
+
+#[tokio::test]
+async fn server_everything_over_stdio_in_replay_mode() {
+    run(everything_stdio(), "replay").await;
+}
+
+#[tokio::test]
+async fn server_everything_over_stdio_in_hold_mode() {
+    run(everything_stdio(), "hold").await;
+}
+
+#[tokio::test]
+async fn the_npm_sdk_1_server_over_stdio_in_replay_mode() {
+    run(ts_sdk_stdio(), "replay").await;
+}
+
+#[tokio::test]
+async fn the_npm_sdk_1_server_over_stdio_in_hold_mode() {
+    run(ts_sdk_stdio(), "hold").await;
+}
+
+#[tokio::test]
+async fn rmcp_3_natively_relayed_over_stdio() {
+    run(rmcp_native(), "hold").await;
 }
 
 #[tokio::test]
