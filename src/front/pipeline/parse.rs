@@ -63,8 +63,8 @@ pub(super) fn incoming(
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| crate::protocol::LEGACY_VERSIONS.contains(&v.trim()));
     let envelope = match message(bytes)? {
-        Parsed::Request(envelope) => envelope,
-        Parsed::Notification { method, params } => {
+        Read::Request { id, method, params } => Envelope { id, method, params },
+        Read::Notification { method, params } => {
             *label = Some(method.clone());
             if in_session {
                 return Ok(Incoming::Era2025(Box::new(Message2025::Notification {
@@ -74,7 +74,7 @@ pub(super) fn incoming(
             }
             return Ok(Incoming::Notification(method));
         }
-        Parsed::Response { id, outcome } => {
+        Read::Response { id, outcome } => {
             // An answer to a pushed question: named by what it is, not a method.
             *label = Some("response".into());
             if in_session {
@@ -129,23 +129,9 @@ fn state_without_retry(request: &ClientRequest) -> Result<(), Halt> {
     ))
 }
 
-/// One message from a client.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Parsed {
-    Request(Envelope),
-    Notification {
-        method: String,
-        params: Option<serde_json::Value>,
-    },
-    Response {
-        id: crate::jsonrpc::Id,
-        outcome: Result<serde_json::Value, crate::jsonrpc::ErrorObject>,
-    },
-}
-
-/// Reads one request or notification from the body's bytes.
-pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
-    let message = Message::read_request::<Box<ClientParams>>(bytes).map_err(|e| match e {
+/// Reads one message (request, notification or response) from the body's bytes.
+pub fn message(bytes: &[u8]) -> Result<Read<Box<ClientParams>>, Halt> {
+    Message::read_request::<Box<ClientParams>>(bytes).map_err(|e| match e {
         ReadError::Json(e) => Halt::refuse(
             None,
             Reject::new(
@@ -160,12 +146,5 @@ pub fn message(bytes: &[u8]) -> Result<Parsed, Halt> {
             };
             Halt::refuse(id.as_ref(), Reject::new(reason, error.to_string()))
         }
-    })?;
-    match message {
-        Read::Request { id, method, params } => {
-            Ok(Parsed::Request(Envelope { id, method, params }))
-        }
-        Read::Notification { method, params } => Ok(Parsed::Notification { method, params }),
-        Read::Response { id, outcome } => Ok(Parsed::Response { id, outcome }),
-    }
+    })
 }
