@@ -17,7 +17,6 @@ use crate::front::{self, Gateway, auth};
 use crate::limits::RouteLimits;
 use crate::mrtr::Engine;
 use crate::mrtr::clock::Clock;
-use crate::mrtr::single_use::SingleUse;
 use crate::mrtr::state::{Key, Keyring};
 use crate::policy::Policy;
 use crate::policy::reload::PolicyHandle;
@@ -65,11 +64,13 @@ fn cluster(config: &Config, node: &str) -> Result<Option<front::cluster::Cluster
     }))
 }
 
-/// Where round ids are marked used: `[state] store`, or this node's memory.
-fn single_use(
+/// The shared store, `[state] store`: where round ids are marked used
+/// (without it, this node's memory) and where 2025-era sessions keep what
+/// every replica must see. One connection manager serves both.
+fn shared_store(
     config: &Config,
     metrics: &Arc<Metrics>,
-) -> Result<Option<Arc<dyn SingleUse>>, ClusterError> {
+) -> Result<Option<Arc<crate::mrtr::redis_store::Redis>>, ClusterError> {
     let Some(url) = &config.state.store else {
         return Ok(None);
     };
@@ -291,7 +292,7 @@ pub fn build_at(
     let access = access_log(config)?;
     let shutdown = tokio::sync::watch::channel(false).0;
     let cluster = cluster(config, &node)?;
-    let store = single_use(config, &metrics)?;
+    let store = shared_store(config, &metrics)?;
     let mut engine = Engine::new(
         &config.mrtr,
         keys,
@@ -302,8 +303,8 @@ pub fn build_at(
         options.clock,
     );
     engine.advertise = config.cluster.as_ref().and_then(|c| c.advertise.clone());
-    if let Some(store) = store {
-        engine.single_use = store;
+    if let Some(store) = &store {
+        engine.single_use = store.clone();
     }
     let engine = Arc::new(engine);
     upstream_tokens(config)?;
@@ -336,15 +337,8 @@ pub fn build_at(
     );
     // What a 2025-era session changes after `initialize` (its log level, its
     // end by DELETE) goes where every replica finds it, with a store.
-    if let Some(url) = &config.state.store {
-        let store =
-            crate::mrtr::redis_store::Redis::new(url.get_ref(), metrics.clone()).map_err(|e| {
-                ClusterError::Store {
-                    url: url.get_ref().clone(),
-                    why: e.to_string(),
-                }
-            })?;
-        sessions.share_with(Arc::new(store));
+    if let Some(store) = store {
+        sessions.share_with(store);
     }
     // A 2025-era client's answer forwarded by another replica finds its
     // session here, after the internal endpoint's own checks.
