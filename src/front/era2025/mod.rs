@@ -297,6 +297,35 @@ impl SessionStep {
     }
 }
 
+/// A request redmark makes on a 2025-era client's behalf (the
+/// `server/discover` behind its `initialize`, the listen behind its
+/// standalone stream), as a 2026-07-28 client declaring the same
+/// capabilities and client info would send it.
+fn on_behalf(
+    id: Id,
+    method: Method,
+    members: Map<String, Value>,
+    capabilities: Value,
+    client_info: Option<Value>,
+) -> ClientRequest {
+    let ctx = RequestContext {
+        protocol_version: crate::protocol::SUPPORTED_VERSIONS[0].to_owned(),
+        profile: crate::protocol::profile::Profile::from_client_capabilities(&capabilities),
+        capabilities,
+        client_info,
+        log_level: None,
+        progress_token: None,
+        traceparent: None,
+        tracestate: None,
+        access: Default::default(),
+    };
+    let params = crate::protocol::params::ClientParams {
+        members,
+        ..Default::default()
+    };
+    ClientRequest::new(id, method, params, ctx, Vec::new())
+}
+
 /// A header sent once as visible ASCII, trimmed.
 fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
     headers

@@ -19,11 +19,7 @@ use crate::front::response::{self, Body};
 use crate::jsonrpc::Id;
 use crate::mrtr::{Outcome, Outgoing};
 use crate::protocol::params::ClientParams;
-use crate::protocol::profile::Profile;
-use crate::protocol::{
-    ClientRequest, LOG_LEVELS, Method, Reason, Reject, RequestContext, SUPPORTED_VERSIONS,
-    log_level_rank, meta,
-};
+use crate::protocol::{LOG_LEVELS, Method, Reason, Reject, log_level_rank, meta};
 
 /// Answers one 2025-era message.
 pub async fn serve(
@@ -439,23 +435,12 @@ async fn describe(
     capabilities: &Value,
     client_info: Option<&Value>,
 ) -> Result<Described, (Response<Body>, Outcome)> {
-    let ctx = RequestContext {
-        protocol_version: SUPPORTED_VERSIONS[0].to_owned(),
-        capabilities: capabilities.clone(),
-        client_info: client_info.cloned(),
-        log_level: None,
-        progress_token: None,
-        profile: Profile::from_client_capabilities(capabilities),
-        traceparent: None,
-        tracestate: None,
-        access: Default::default(),
-    };
-    let discover = ClientRequest::new(
+    let discover = super::on_behalf(
         id.clone(),
         Method::Discover,
-        ClientParams::default(),
-        ctx,
-        Vec::new(),
+        Map::new(),
+        capabilities.clone(),
+        client_info.cloned(),
     );
     let reply = dispatch::dispatch(
         gw,

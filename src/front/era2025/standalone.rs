@@ -23,8 +23,7 @@ use crate::front::dispatch::{self, Reply};
 use crate::jsonrpc::Id;
 use crate::mrtr::Outgoing;
 use crate::mrtr::start::STREAM_DEPTH;
-use crate::protocol::params::ClientParams;
-use crate::protocol::{ClientRequest, Method, Principal, RequestContext, SUPPORTED_VERSIONS, meta};
+use crate::protocol::{ClientRequest, Method, Principal, meta};
 use crate::route::Route;
 
 /// Why a `GET` gets no stream.
@@ -123,26 +122,12 @@ fn listen_request(session: &Session) -> ClientRequest {
             "resourceSubscriptions": session.subscriptions(),
         }),
     );
-    let ctx = RequestContext {
-        protocol_version: SUPPORTED_VERSIONS[0].to_owned(),
-        capabilities: session.capabilities.clone(),
-        client_info: session.client_info.clone(),
-        log_level: None,
-        progress_token: None,
-        profile: session.profile,
-        traceparent: None,
-        tracestate: None,
-        access: Default::default(),
-    };
-    ClientRequest::new(
+    super::on_behalf(
         Id::String(format!("standalone-{}", session.name)),
         Method::SubscriptionsListen,
-        ClientParams {
-            members,
-            ..ClientParams::default()
-        },
-        ctx,
-        Vec::new(),
+        members,
+        session.capabilities.clone(),
+        session.client_info.clone(),
     )
 }
 
