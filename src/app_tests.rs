@@ -189,15 +189,8 @@ async fn the_upstream_client_keeps_a_bounded_idle_pool_after_a_burst() {
 
 /// The text of an error as `redmark serve` prints it (`{:#}`: the error,
 /// then each `source()` after ": ").
-fn with_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+fn with_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::front::forward::error_chain(e)
 }
 
 /// A segment (between ": " and line breaks) that `text` says twice.

@@ -159,7 +159,8 @@ pub async fn forward(
     (passthrough(resp), RequestOutcome::Forwarded)
 }
 
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+/// An error and each of its `source()`s, joined by ": " (as `{:#}` prints them).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -89,21 +89,22 @@ impl Session2025 {
 
     /// POSTs the answer to a pushed request; returns the HTTP status.
     pub async fn answer(&self, id: &Value, result: Value) -> u16 {
-        let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
-        self.post(&body)
-            .send()
+        self.status(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
             .await
-            .expect("answer")
-            .status()
-            .as_u16()
     }
 
+    /// POSTs a notification; returns the HTTP status.
     pub async fn notify(&self, method: &str, params: Value) -> u16 {
-        let body = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        self.post(&body)
+        self.status(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await
+    }
+
+    /// POSTs `body`, which gets no JSON-RPC answer; returns the HTTP status.
+    async fn status(&self, body: &Value) -> u16 {
+        self.post(body)
             .send()
             .await
-            .expect("notification")
+            .expect("POST")
             .status()
             .as_u16()
     }

@@ -111,15 +111,7 @@ pub async fn three_ways_from_the_py_client(fx: &Fixture, gw: &TestGateway) {
 /// [`three_ways_from_the_py_client`] from the Node client when `node`; `key`
 /// is the server's own input-request key.
 pub async fn three_ways(fx: &Fixture, gw: &TestGateway, node: bool, key: &str) {
-    let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
-    let script = json!({
-        "steps": [step("accept"), step("decline"), step("cancel")],
-        "elicitation": [
-            {"action": "accept", "content": {"nights": 3}},
-            {"action": "decline"},
-            {"action": "cancel"},
-        ],
-    });
+    let script = three_ways_script();
     let out = if node {
         ts_client(&gw.url, &script).await
     } else {
@@ -141,15 +133,7 @@ pub async fn three_ways_from_a_2025_node_client(fx: &Fixture, gw: &TestGateway) 
 }
 
 async fn three_ways_2025(fx: &Fixture, gw: &TestGateway, node: bool) {
-    let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
-    let script = json!({
-        "steps": [step("accept"), step("decline"), step("cancel")],
-        "elicitation": [
-            {"action": "accept", "content": {"nights": 3}},
-            {"action": "decline"},
-            {"action": "cancel"},
-        ],
-    });
+    let script = three_ways_script();
     let out = if node {
         ts_client_2025(&gw.url, &script).await
     } else {
@@ -157,6 +141,19 @@ async fn three_ways_2025(fx: &Fixture, gw: &TestGateway, node: bool) {
     };
     assert!(out.iter().any(|l| l["event"] == "initialized"), "{out:#?}");
     three_ways_outcomes(fx, &out, None);
+}
+
+/// Three calls of `book`, answered accept (3 nights), decline and cancel.
+fn three_ways_script() -> Value {
+    let step = |id: &str| json!({"op": "call_tool", "name": "book", "arguments": {"hotel": "the Ritz"}, "id": id});
+    json!({
+        "steps": [step("accept"), step("decline"), step("cancel")],
+        "elicitation": [
+            {"action": "accept", "content": {"nights": 3}},
+            {"action": "decline"},
+            {"action": "cancel"},
+        ],
+    })
 }
 
 /// What every three-way run shows: three questions, three results, and the
