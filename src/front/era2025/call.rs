@@ -26,7 +26,8 @@ use http::StatusCode;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::session::{Expected, Session, Sessions};
+use super::answers::Expected;
+use super::session::{Session, Sessions};
 use super::shape::{self, Round};
 use crate::front::Gateway;
 use crate::front::dispatch::{self, Reply};

@@ -9,6 +9,7 @@
 //! 2025-era one goes through the same origin, authentication, media, body
 //! and (for calls) rate-limit and policy steps as a 2026 request, then here:
 //!
+//! - [`answers`]: the ids questions are pushed with, and where their answers go.
 //! - [`session`]: the session ids redmark mints, sealed so any replica serves
 //!   any request of a session; bounds; idle ends.
 //! - [`SessionStep`]: the pipeline step after `parse`: the session a message
@@ -23,6 +24,7 @@
 //!   updates of subscribed resources.
 //! - [`shape`]: 2026-07-28 results and questions as a 2025-era client reads them.
 
+pub mod answers;
 pub mod call;
 pub mod serve;
 pub mod session;
@@ -81,8 +83,6 @@ impl Message2025 {
 pub struct Era2025 {
     pub message: Message2025,
     pub session: Option<Arc<Session>>,
-    /// The session id as sent (`initialize`: none yet).
-    pub session_id: Option<String>,
 }
 
 impl Era2025 {
@@ -90,7 +90,6 @@ impl Era2025 {
         Self {
             message,
             session: None,
-            session_id: None,
         }
     }
 }
@@ -256,7 +255,6 @@ impl SessionStep {
                 .with("requested", v.as_str()),
             ));
         }
-        era.session_id = Some(sid);
         era.session = Some(session.clone());
         // The call this answer belongs to waits on another replica: it is
         // forwarded there, as a hold-mode retry is (`pipeline::owner`).

@@ -36,11 +36,6 @@ use crate::protocol::{Reason, Reject};
 /// it supports. This SHOULD be the latest version supported by the server.").
 pub use crate::protocol::LEGACY_VERSIONS;
 
-/// The version a request without `MCP-Protocol-Version` is taken to speak
-/// (spec 2025-11-25 basic/transports.mdx "Protocol Version Header": "the
-/// server SHOULD assume protocol version 2025-03-26").
-pub const ASSUMED_VERSION: &str = "2025-03-26";
-
 /// The version `initialize` answers for a client asking `requested`.
 pub fn negotiate(requested: Option<&str>) -> &'static str {
     requested
@@ -235,12 +230,12 @@ impl Drop for CallGuard {
 
 /// The sessions this replica holds, and the ended ones it must keep refusing.
 pub struct Sessions {
-    keys: Arc<SharedKeyring>,
+    pub(super) keys: Arc<SharedKeyring>,
     /// This replica's node id and its advertised internal address
     /// (`[cluster] advertise`), sealed into every pushed question's id so an
     /// answer that lands on another replica is forwarded here.
-    node: String,
-    advertise: Option<String>,
+    pub(super) node: String,
+    pub(super) advertise: Option<String>,
     /// `redmark_client_sessions`: how many this replica holds.
     gauge: prometheus_client::metrics::gauge::Gauge,
     config: Mutex<SessionsConfig>,
@@ -255,50 +250,10 @@ pub struct Sessions {
     ended: DashMap<String, Instant>,
     /// Questions pushed to clients, waiting for their answers, by the
     /// JSON-RPC id they were pushed with.
-    answers: DashMap<String, Waiting>,
+    pub(super) answers: DashMap<String, super::answers::Waiting>,
     /// `[state] store`: where a session's log level and its end by `DELETE`
     /// are kept for every replica. Without it they are this replica's.
     shared: std::sync::OnceLock<Arc<crate::mrtr::redis_store::Redis>>,
-}
-
-/// How the id of every pushed question begins.
-pub const PUSH_PREFIX: &str = "redmark.";
-
-/// What a pushed question's id says, sealed.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Owner {
-    /// The node holding the call.
-    n: String,
-    /// Its internal address, when it is in a cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    a: Option<String>,
-    r: String,
-}
-
-/// A client's answer to a pushed question: its result, or the error it sent.
-pub type Answer = Result<Value, crate::jsonrpc::ErrorObject>;
-
-#[derive(Debug)]
-struct Waiting {
-    session: String,
-    tx: tokio::sync::oneshot::Sender<Answer>,
-}
-
-/// A pushed question's wait for its answer; the question is forgotten when
-/// this is dropped (answered, or its call ended).
-pub struct Expected {
-    sessions: Weak<Sessions>,
-    pub id: String,
-    pub rx: tokio::sync::oneshot::Receiver<Answer>,
-}
-
-impl Drop for Expected {
-    fn drop(&mut self) {
-        if let Some(s) = self.sessions.upgrade() {
-            s.answers.remove(&self.id);
-        }
-    }
 }
 
 /// Ended sessions remembered at most; past it the oldest are forgotten
@@ -410,9 +365,7 @@ impl Sessions {
             return Err(SessionError::TooManyForPrincipal(config.max_per_principal));
         }
         let client_info = opening.client_info.map(short_client_info);
-        let now_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
+        let now_unix = unix_now();
         let sealed = Sealed {
             sid: SEALED_FORMAT,
             id: hex::encode(rand::random::<[u8; 16]>()),
@@ -461,10 +414,7 @@ impl Sessions {
         {
             return Err(SessionError::Unknown);
         }
-        let now_unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_secs();
+        let now_unix = unix_now().as_secs();
         if now_unix >= sealed.exp || self.ended.contains_key(&sealed.id) {
             return Err(SessionError::Unknown);
         }
@@ -515,71 +465,6 @@ impl Sessions {
                 session
             }
         }
-    }
-
-    /// A question about to be pushed to `session`'s client: the JSON-RPC id
-    /// to push it with, and where its answer arrives. The id is sealed: it
-    /// names this replica and its internal address (so a replica the answer
-    /// lands on forwards it here, and no client can point that forward
-    /// elsewhere) and 64 random bits.
-    pub fn expect(self: &Arc<Self>, session: &Session) -> Expected {
-        let owner = Owner {
-            n: self.node.clone(),
-            a: self.advertise.clone(),
-            r: hex::encode(rand::random::<[u8; 8]>()),
-        };
-        let sealed = self
-            .keys
-            .seal_payload(&serde_json::to_vec(&owner).unwrap_or_default());
-        let id = format!("{PUSH_PREFIX}{sealed}");
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.answers.insert(
-            id.clone(),
-            Waiting {
-                session: session.name.clone(),
-                tx,
-            },
-        );
-        Expected {
-            sessions: Arc::downgrade(self),
-            id,
-            rx,
-        }
-    }
-
-    /// Hands the client's answer to the call waiting for it; false when no
-    /// question of this session waits under that id.
-    pub fn deliver(&self, session: &Session, id: &crate::jsonrpc::Id, answer: Answer) -> bool {
-        let crate::jsonrpc::Id::String(id) = id else {
-            return false;
-        };
-        match self.answers.remove_if(id, |_, w| w.session == session.name) {
-            Some((_, w)) => w.tx.send(answer).is_ok(),
-            None => false,
-        }
-    }
-
-    /// Questions waiting for answers on this replica.
-    pub fn questions_waiting(&self) -> usize {
-        self.answers.len()
-    }
-
-    /// The replica that pushed the question answered under `id`, when it is
-    /// another one this replica can forward to: its node and address.
-    pub fn owner_elsewhere(&self, id: &crate::jsonrpc::Id) -> Option<(String, String)> {
-        let crate::jsonrpc::Id::String(id) = id else {
-            return None;
-        };
-        if self.answers.contains_key(id) {
-            return None;
-        }
-        let sealed = id.strip_prefix(PUSH_PREFIX)?;
-        let plain = self.keys.open_payload(sealed).ok()?;
-        let owner: Owner = serde_json::from_slice(&plain).ok()?;
-        if owner.n == self.node {
-            return None;
-        }
-        Some((owner.n, owner.a?))
     }
 
     /// Ends a session (`DELETE`, idle, shutdown): its calls in flight end,
@@ -635,18 +520,13 @@ impl Sessions {
         }
         self.sweep_ended(now);
     }
+}
 
-    /// Ends every session (shutdown): their calls in flight end now.
-    pub fn end_all(&self) {
-        let names: Vec<(String, Instant)> = self
-            .live
-            .iter()
-            .map(|s| (s.name.clone(), s.expires))
-            .collect();
-        for (name, until) in names {
-            self.forget(&name, until);
-        }
-    }
+/// The wall clock, as sealed ids carry it (their expiry is absolute).
+fn unix_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
 }
 
 /// How often idle sessions are looked for.
@@ -678,161 +558,5 @@ fn short_client_info(info: Value) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mrtr::state::Keyring;
-    use serde_json::json;
-
-    fn sessions(config: SessionsConfig) -> Arc<Sessions> {
-        Sessions::new(
-            Arc::new(SharedKeyring::new(Keyring::ephemeral())),
-            config,
-            "n1".into(),
-            None,
-            Default::default(),
-        )
-    }
-
-    fn opening<'a>(principal: &'a str) -> Opening<'a> {
-        Opening {
-            route: "r",
-            principal,
-            version: "2025-11-25",
-            capabilities: json!({"elicitation": {}}),
-            client_info: Some(json!({"name": "c", "version": "1"})),
-            can_subscribe: false,
-        }
-    }
-
-    #[test]
-    fn versions_negotiate_to_the_clients_or_the_latest() {
-        assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
-        assert_eq!(negotiate(Some("2024-11-05")), "2024-11-05");
-        assert_eq!(negotiate(Some("2026-07-28")), "2025-11-25");
-        assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
-        assert_eq!(negotiate(None), "2025-11-25");
-    }
-
-    #[tokio::test]
-    async fn an_id_is_visible_ascii_and_opens_only_for_its_principal_and_route() {
-        let s = sessions(SessionsConfig::default());
-        let (id, session) = s.open(opening("alice")).unwrap();
-        assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");
-        assert!(session.profile.elicitation_form);
-        assert_eq!(s.find(&id, "r", "alice").unwrap().name, session.name);
-        assert_eq!(s.find(&id, "r", "bob").unwrap_err(), SessionError::Unknown);
-        assert_eq!(
-            s.find(&id, "other", "alice").unwrap_err(),
-            SessionError::Unknown
-        );
-        let mut forged = id.clone();
-        forged.pop();
-        forged.push(if id.ends_with('A') { 'B' } else { 'A' });
-        assert_eq!(
-            s.find(&forged, "r", "alice").unwrap_err(),
-            SessionError::Unknown
-        );
-        assert_eq!(
-            s.find("nonsense", "r", "alice").unwrap_err(),
-            SessionError::Unknown
-        );
-    }
-
-    #[tokio::test]
-    async fn an_ended_session_stays_ended_and_its_calls_end_with_it() {
-        let s = sessions(SessionsConfig::default());
-        let (id, session) = s.open(opening("alice")).unwrap();
-        let call = session.call("7".into());
-        s.end(&session);
-        assert!(call.token.is_cancelled());
-        assert_eq!(
-            s.find(&id, "r", "alice").unwrap_err(),
-            SessionError::Unknown
-        );
-        assert!(s.is_empty());
-    }
-
-    #[tokio::test]
-    async fn another_replica_adopts_a_session_it_never_saw() {
-        let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
-        let a = Sessions::new(
-            keys.clone(),
-            SessionsConfig::default(),
-            "a".into(),
-            Some("http://a".into()),
-            Default::default(),
-        );
-        let b = Sessions::new(
-            keys,
-            SessionsConfig::default(),
-            "b".into(),
-            None,
-            Default::default(),
-        );
-        let (id, opened) = a.open(opening("alice")).unwrap();
-        let adopted = b.find(&id, "r", "alice").unwrap();
-        assert_eq!(adopted.name, opened.name);
-        // A question a pushed is answered on b: b names a as its owner.
-        let asked = a.expect(&opened);
-        let answer_id = crate::jsonrpc::Id::String(asked.id.clone());
-        assert_eq!(a.owner_elsewhere(&answer_id), None, "a holds it");
-        assert_eq!(
-            b.owner_elsewhere(&answer_id),
-            Some(("a".into(), "http://a".into()))
-        );
-        assert!(!b.deliver(&adopted, &answer_id, Ok(json!({}))));
-        assert!(a.deliver(&opened, &answer_id, Ok(json!({"action": "cancel"}))));
-        let forged = crate::jsonrpc::Id::String(format!("{PUSH_PREFIX}x.y"));
-        assert_eq!(b.owner_elsewhere(&forged), None);
-        assert_eq!(adopted.version, "2025-11-25");
-        assert_eq!(
-            adopted.client_info,
-            Some(json!({"name": "c", "version": "1"}))
-        );
-    }
-
-    #[tokio::test]
-    async fn sessions_are_bounded_per_principal_and_in_all() {
-        let s = sessions(SessionsConfig {
-            max_per_principal: 2,
-            max_total: 3,
-            ..SessionsConfig::default()
-        });
-        s.open(opening("alice")).unwrap();
-        let (_, second) = s.open(opening("alice")).unwrap();
-        assert_eq!(
-            s.open(opening("alice")).unwrap_err(),
-            SessionError::TooManyForPrincipal(2)
-        );
-        s.open(opening("bob")).unwrap();
-        assert_eq!(s.open(opening("carol")).unwrap_err(), SessionError::Full(3));
-        s.end(&second);
-        s.open(opening("alice")).unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_session_ends_and_one_with_a_call_in_flight_does_not() {
-        let s = sessions(SessionsConfig {
-            idle_timeout: Duration::from_secs(60),
-            ..SessionsConfig::default()
-        });
-        let (idle_id, _) = s.open(opening("alice")).unwrap();
-        let (busy_id, busy) = s.open(opening("alice")).unwrap();
-        let _call = busy.call("1".into());
-        tokio::time::sleep(Duration::from_secs(61 + REAP_EVERY.as_secs())).await;
-        assert_eq!(
-            s.find(&idle_id, "r", "alice").unwrap_err(),
-            SessionError::Unknown
-        );
-        assert!(s.find(&busy_id, "r", "alice").is_ok());
-    }
-
-    #[test]
-    fn a_long_client_info_is_cut_to_its_name_and_version() {
-        let long = json!({"name": "n", "version": "1", "description": "x".repeat(5000)});
-        assert_eq!(
-            short_client_info(long),
-            json!({"name": "n", "version": "1"})
-        );
-    }
-}
+#[path = "session_tests.rs"]
+mod tests;

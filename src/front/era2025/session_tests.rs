@@ -1,0 +1,159 @@
+//! The session table's unit tests: ids, principals, ends, bounds, idle, forwarding owners.
+
+use super::*;
+use crate::front::era2025::answers::PUSH_PREFIX;
+use crate::mrtr::state::Keyring;
+use serde_json::json;
+
+fn sessions(config: SessionsConfig) -> Arc<Sessions> {
+    Sessions::new(
+        Arc::new(SharedKeyring::new(Keyring::ephemeral())),
+        config,
+        "n1".into(),
+        None,
+        Default::default(),
+    )
+}
+
+fn opening<'a>(principal: &'a str) -> Opening<'a> {
+    Opening {
+        route: "r",
+        principal,
+        version: "2025-11-25",
+        capabilities: json!({"elicitation": {}}),
+        client_info: Some(json!({"name": "c", "version": "1"})),
+        can_subscribe: false,
+    }
+}
+
+#[test]
+fn versions_negotiate_to_the_clients_or_the_latest() {
+    assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
+    assert_eq!(negotiate(Some("2024-11-05")), "2024-11-05");
+    assert_eq!(negotiate(Some("2026-07-28")), "2025-11-25");
+    assert_eq!(negotiate(Some("1999-01-01")), "2025-11-25");
+    assert_eq!(negotiate(None), "2025-11-25");
+}
+
+#[tokio::test]
+async fn an_id_is_visible_ascii_and_opens_only_for_its_principal_and_route() {
+    let s = sessions(SessionsConfig::default());
+    let (id, session) = s.open(opening("alice")).unwrap();
+    assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");
+    assert!(session.profile.elicitation_form);
+    assert_eq!(s.find(&id, "r", "alice").unwrap().name, session.name);
+    assert_eq!(s.find(&id, "r", "bob").unwrap_err(), SessionError::Unknown);
+    assert_eq!(
+        s.find(&id, "other", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+    let mut forged = id.clone();
+    forged.pop();
+    forged.push(if id.ends_with('A') { 'B' } else { 'A' });
+    assert_eq!(
+        s.find(&forged, "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+    assert_eq!(
+        s.find("nonsense", "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+}
+
+#[tokio::test]
+async fn an_ended_session_stays_ended_and_its_calls_end_with_it() {
+    let s = sessions(SessionsConfig::default());
+    let (id, session) = s.open(opening("alice")).unwrap();
+    let call = session.call("7".into());
+    s.end(&session);
+    assert!(call.token.is_cancelled());
+    assert_eq!(
+        s.find(&id, "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+    assert!(s.is_empty());
+}
+
+#[tokio::test]
+async fn another_replica_adopts_a_session_it_never_saw() {
+    let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
+    let a = Sessions::new(
+        keys.clone(),
+        SessionsConfig::default(),
+        "a".into(),
+        Some("http://a".into()),
+        Default::default(),
+    );
+    let b = Sessions::new(
+        keys,
+        SessionsConfig::default(),
+        "b".into(),
+        None,
+        Default::default(),
+    );
+    let (id, opened) = a.open(opening("alice")).unwrap();
+    let adopted = b.find(&id, "r", "alice").unwrap();
+    assert_eq!(adopted.name, opened.name);
+    // A question a pushed is answered on b: b names a as its owner.
+    let asked = a.expect(&opened);
+    let answer_id = crate::jsonrpc::Id::String(asked.id.clone());
+    assert_eq!(a.owner_elsewhere(&answer_id), None, "a holds it");
+    assert_eq!(
+        b.owner_elsewhere(&answer_id),
+        Some(("a".into(), "http://a".into()))
+    );
+    assert!(!b.deliver(&adopted, &answer_id, Ok(json!({}))));
+    assert!(a.deliver(&opened, &answer_id, Ok(json!({"action": "cancel"}))));
+    let forged = crate::jsonrpc::Id::String(format!("{PUSH_PREFIX}x.y"));
+    assert_eq!(b.owner_elsewhere(&forged), None);
+    assert_eq!(adopted.version, "2025-11-25");
+    assert_eq!(
+        adopted.client_info,
+        Some(json!({"name": "c", "version": "1"}))
+    );
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_per_principal_and_in_all() {
+    let s = sessions(SessionsConfig {
+        max_per_principal: 2,
+        max_total: 3,
+        ..SessionsConfig::default()
+    });
+    s.open(opening("alice")).unwrap();
+    let (_, second) = s.open(opening("alice")).unwrap();
+    assert_eq!(
+        s.open(opening("alice")).unwrap_err(),
+        SessionError::TooManyForPrincipal(2)
+    );
+    s.open(opening("bob")).unwrap();
+    assert_eq!(s.open(opening("carol")).unwrap_err(), SessionError::Full(3));
+    s.end(&second);
+    s.open(opening("alice")).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_ends_and_one_with_a_call_in_flight_does_not() {
+    let s = sessions(SessionsConfig {
+        idle_timeout: Duration::from_secs(60),
+        ..SessionsConfig::default()
+    });
+    let (idle_id, _) = s.open(opening("alice")).unwrap();
+    let (busy_id, busy) = s.open(opening("alice")).unwrap();
+    let _call = busy.call("1".into());
+    tokio::time::sleep(Duration::from_secs(61 + REAP_EVERY.as_secs())).await;
+    assert_eq!(
+        s.find(&idle_id, "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+    assert!(s.find(&busy_id, "r", "alice").is_ok());
+}
+
+#[test]
+fn a_long_client_info_is_cut_to_its_name_and_version() {
+    let long = json!({"name": "n", "version": "1", "description": "x".repeat(5000)});
+    assert_eq!(
+        short_client_info(long),
+        json!({"name": "n", "version": "1"})
+    );
+}
