@@ -71,17 +71,9 @@ pub async fn serve(
     let guard = session.call(id_key(&req.id));
     let template = (*req).clone();
     let first = dispatch::dispatch(&gw, route.clone(), principal.clone(), req, verified).await;
-    let next = match first {
-        Reply::Json(Outgoing::Final {
-            status,
-            body,
-            outcome,
-        }) => match shape::round(&body) {
-            None => return Reply::Json(final_for_2025(status, body, outcome)),
-            Some(round) => Next::Round(round),
-        },
-        Reply::Json(Outgoing::Notification(n)) => Next::Stream(Some(n), mpsc::channel(1).1),
-        Reply::Stream { first, rx } => Next::Stream(Some(first), rx),
+    let next = match Next::of(first) {
+        Ok(next) => next,
+        Err(done) => return Reply::Json(done),
     };
     let id = template.id.clone();
     let (tx, mut out) = mpsc::channel(STREAM_DEPTH);
@@ -165,20 +157,12 @@ impl Call {
                 None,
             )
             .await;
-            next = match reply {
-                Reply::Json(Outgoing::Final {
-                    status,
-                    body,
-                    outcome,
-                }) => match shape::round(&body) {
-                    Some(round) => Next::Round(round),
-                    None => {
-                        let _ = tx.send(final_for_2025(status, body, outcome)).await;
-                        return;
-                    }
-                },
-                Reply::Json(Outgoing::Notification(n)) => Next::Stream(Some(n), mpsc::channel(1).1),
-                Reply::Stream { first, rx } => Next::Stream(Some(first), rx),
+            next = match Next::of(reply) {
+                Ok(next) => next,
+                Err(done) => {
+                    let _ = tx.send(done).await;
+                    return;
+                }
             };
         }
     }
@@ -207,10 +191,10 @@ impl Call {
                     status,
                     body,
                     outcome,
-                }) => match shape::round(&body) {
-                    Some(round) => return Some(round),
-                    None => {
-                        let _ = tx.send(final_for_2025(status, body, outcome)).await;
+                }) => match round_or_final(status, body, outcome) {
+                    Ok(round) => return Some(round),
+                    Err(done) => {
+                        let _ = tx.send(done).await;
                         return None;
                     }
                 },
@@ -329,6 +313,32 @@ impl Call {
         let out = Outgoing::reject(Some(&self.template.id), &reject);
         let _ = tx.send(out).await;
     }
+}
+
+impl Next {
+    /// What a dispatched call or retry leads to next, or the final answer
+    /// it already is, written for the 2025-era client. (The answer is not
+    /// boxed: every plain 2025-era call takes this path.)
+    #[allow(clippy::result_large_err)]
+    fn of(reply: Reply) -> Result<Next, Outgoing> {
+        match reply {
+            Reply::Json(Outgoing::Final {
+                status,
+                body,
+                outcome,
+            }) => round_or_final(status, body, outcome).map(Next::Round),
+            // `dispatch` answers a notification with a stream; a lone one
+            // ends as a stream that ends without an answer would.
+            Reply::Json(Outgoing::Notification(n)) => Ok(Next::Stream(Some(n), mpsc::channel(1).1)),
+            Reply::Stream { first, rx } => Ok(Next::Stream(Some(first), rx)),
+        }
+    }
+}
+
+/// The round an engine's final answer asks, or that answer for a 2025-era client.
+#[allow(clippy::result_large_err)]
+fn round_or_final(status: StatusCode, body: Body, outcome: Outcome) -> Result<Round, Outgoing> {
+    shape::round(&body).ok_or_else(|| final_for_2025(status, body, outcome))
 }
 
 /// A final answer for a 2025-era client. Its HTTP status: a JSON-RPC error
