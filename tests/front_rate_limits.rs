@@ -206,3 +206,25 @@ async fn a_bad_rate_is_refused_at_start_with_its_line() {
         "{stderr}"
     );
 }
+
+/// A 2025-era session's own messages count against the principal's limit
+/// like any request: `initialize`, `notifications/initialized` and `ping`
+/// are not a way around it.
+#[tokio::test]
+async fn a_2025_era_sessions_own_messages_count_against_the_principal_limit() {
+    let fx = Fixture::with_policy("");
+    let gw = gateway(&fx, "per_principal = \"1/m\"\nburst = 3").await;
+    let mut s = Session2025::new(&gw.url).with_key(ANN);
+    let init = s.initialize("2025-11-25", json!({})).await;
+    assert_eq!(init.status, 200, "{}", init.raw);
+    let pong = s.request(json!(1), "ping", json!({})).await;
+    assert_eq!(pong.result(), &json!({}));
+    let refused = s.request(json!(2), "ping", json!({})).await;
+    let err = assert_error(&refused, 429, -32603, "rate_limited");
+    assert_eq!(err.error["data"]["limit"], "per_principal");
+    assert!(retry_after(&refused) >= 1);
+    // Another principal is unaffected.
+    let mut bob = Session2025::new(&gw.url).with_key(BOB);
+    assert_eq!(bob.initialize("2025-11-25", json!({})).await.status, 200);
+    gw.stop().await;
+}

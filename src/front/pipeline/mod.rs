@@ -9,8 +9,8 @@
 //! | 4 | [`media`] | a `Content-Type` that is not JSON, an `Accept` without JSON and SSE |
 //! | 5 | [`body`] | a body over `max_body_bytes`, refused before it is buffered whole; one not in within `body_read_timeout` (408) |
 //! | 6 | [`parse`] | from the bytes to the typed [`ClientRequest`], in this order: not JSON, not one JSON-RPC request (a notification is answered 202 here); then [`protocol`]: missing, mismatched or conflicting duplicate `MCP-Protocol-Version`/`Mcp-Method`, versions and methods 2026-07-28 does not have; then [`meta`]: a missing `_meta`; then [`name`]: an `Mcp-Name` that does not mirror `params.name`/`params.uri` (or is repeated with another value) |
-//! | 6b | `front::era2025::SessionStep` | a 2025-era message (`initialize`, or one in a session) without `Mcp-Session-Id` (400), with one that is not this principal's or has ended (404), or with an `MCP-Protocol-Version` its session cannot speak (400); the session's own messages (`initialize`, `ping`, answers, notifications, `DELETE`) skip steps 7-11 |
-//! | 7 | [`rate_limit`] | a request over the route's rate limits (429, `Retry-After`); retries counted apart |
+//! | 6b | `front::era2025::SessionStep` | a 2025-era message (`initialize`, or one in a session) without `Mcp-Session-Id` (400), with one that is not this principal's or has ended (404), or with an `MCP-Protocol-Version` its session cannot speak (400); the session's own messages (`initialize`, `ping`, answers, notifications, `GET`, `DELETE`) go on to step 7 and skip steps 8-11 |
+//! | 7 | [`rate_limit`] | a request over the route's rate limits (429, `Retry-After`); retries (and a 2025-era client's answers) counted apart |
 //! | 8 | [`tool_scopes`] | a `tools/call` whose credential lacks the tool's policy `scopes` (403 `insufficient_scope`) |
 //! | 9 | [`known_tool`] | a tool the server does not have, `Mcp-Param-*` headers that do not mirror the arguments |
 //! | 10 | [`call_policy`] | a call the route's policy does not allow (the policy's `on_call` hook) |
@@ -128,9 +128,10 @@ pub struct RequestCx {
     /// Set by [`parse`] for a 2025-era message; its session by the step
     /// after it (`front::era2025::SessionStep`).
     pub era2025: Option<Box<crate::front::era2025::Era2025>>,
-    /// Set by a step that answers the request itself after the checks that
-    /// every message goes through (a 2025-era `ping`, `initialize`, a POSTed
-    /// answer): the steps after it, which check calls, do not run.
+    /// Set by a step for a message that is no call (a 2025-era `ping`,
+    /// `initialize`, a POSTed answer): it still goes through the checks
+    /// every message does (up to the rate limits), not the steps that check
+    /// calls.
     pub settled: bool,
     /// Set by [`body`]: the body memory the request holds, given back when
     /// the context is dropped.
@@ -217,11 +218,18 @@ impl Halt {
 /// The steps, in order.
 pub struct Pipeline {
     steps: Vec<Box<dyn Step>>,
+    /// The first step that checks only calls: a settled message
+    /// ([`RequestCx::settled`]) stops before it.
+    calls_from: usize,
 }
 
 impl Pipeline {
+    /// Steps a settled message stops after.
     pub fn new(steps: Vec<Box<dyn Step>>) -> Self {
-        Self { steps }
+        Self {
+            steps,
+            calls_from: 0,
+        }
     }
 
     /// The documented order (see the table at the top of this module).
@@ -242,10 +250,11 @@ impl Pipeline {
         steps.push(Box::new(parse::Parse));
         steps.push(Box::new(crate::front::era2025::SessionStep::new(sessions)));
         steps.push(Box::new(rate_limit::RateLimit));
+        let calls_from = steps.len();
         steps.push(Box::new(tool_scopes::ToolScopes::new(authenticator)));
         steps.push(Box::new(known_tool::KnownTool));
         steps.push(Box::new(call_policy::CallPolicy));
-        Self { steps }
+        Self { steps, calls_from }
     }
 
     /// Adds `step` after the others (the composition step adds [`owner`],
@@ -257,13 +266,13 @@ impl Pipeline {
     }
 
     pub async fn run(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        for step in &self.steps {
+        for (i, step) in self.steps.iter().enumerate() {
+            if cx.settled && i >= self.calls_from {
+                break;
+            }
             match step.now(cx) {
                 Some(verdict) => verdict?,
                 None => step.on_request(cx).await?,
-            }
-            if cx.settled {
-                break;
             }
         }
         Ok(())

@@ -5,7 +5,8 @@
 //! `resources/read` that carries a `requestState` is a retry (a person
 //! answering) and counts only against the retries bucket; a `requestState`
 //! on any other method was refused by step 6 (`state_not_allowed`), so it
-//! never passes for a retry here.
+//! never passes for a retry here. A 2025-era client's messages count too:
+//! its answers to pushed questions as retries, everything else as requests.
 
 use super::{Check, Halt, RequestCx};
 use crate::limits::{Limited, Request};
@@ -17,7 +18,9 @@ pub struct RateLimit;
 
 impl Check for RateLimit {
     fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
-        let req = cx.request()?;
+        let Some(req) = cx.request.as_deref() else {
+            return era2025(cx);
+        };
         let policy = cx.route.policy.current();
         let tool_rate = (req.method == Method::ToolsCall)
             .then(|| policy.tool(req.target()).and_then(|t| t.rate))
@@ -30,11 +33,34 @@ impl Check for RateLimit {
         cx.route
             .limits
             .check(request)
-            .map_err(|limited| refusal(&req.id, &limited))
+            .map_err(|limited| refusal(Some(&req.id), &limited))
     }
 }
 
-fn refusal(id: &crate::jsonrpc::Id, limited: &Limited) -> Halt {
+/// A 2025-era message that is no call (`initialize`, `ping`, a
+/// notification, `GET`, `DELETE`) is a request like any other; the answer
+/// to a question redmark pushed is a person answering, a retry.
+fn era2025(cx: &RequestCx) -> Result<(), Halt> {
+    use crate::front::era2025::Message2025;
+    let Some(era) = cx.era2025.as_deref() else {
+        return cx.request().map(drop);
+    };
+    let id = match &era.message {
+        Message2025::Request(e) => Some(&e.id),
+        _ => None,
+    };
+    let request = Request {
+        principal: &cx.principal.name,
+        retry: matches!(era.message, Message2025::Response { .. }),
+        tool: None,
+    };
+    cx.route
+        .limits
+        .check(request)
+        .map_err(|limited| refusal(id, &limited))
+}
+
+fn refusal(id: Option<&crate::jsonrpc::Id>, limited: &Limited) -> Halt {
     // RFC 9110 §10.2.3: whole seconds; never 0, which would invite an
     // immediate retry that is refused again.
     let wait = limited.retry_after;
@@ -51,5 +77,5 @@ fn refusal(id: &crate::jsonrpc::Id, limited: &Limited) -> Halt {
     .with("limit", limited.scope.as_str())
     .with("rate", limited.rate.to_string())
     .with("retryAfterMs", retry_ms);
-    Halt::refuse(Some(id), reject).with_header(RETRY_AFTER, HeaderValue::from(seconds))
+    Halt::refuse(id, reject).with_header(RETRY_AFTER, HeaderValue::from(seconds))
 }
