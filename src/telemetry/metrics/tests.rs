@@ -178,3 +178,36 @@ fn long_and_many_tool_labels_keep_the_scrape_bounded() {
         "past the cap, counted under _other"
     );
 }
+
+/// docs/src/reference/metrics.md lists every family a scrape renders, with
+/// its type, and nothing else: a family added without a row (or a row left
+/// for a family removed) fails here.
+#[test]
+fn every_family_is_documented_with_its_type() {
+    let page = include_str!("../../../docs/src/reference/metrics.md");
+    let documented: std::collections::BTreeMap<String, String> = page
+        .lines()
+        .filter(|l| l.starts_with("| `redmark_"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').to_owned(), cells[2].to_owned())
+        })
+        .collect();
+    let rendered: std::collections::BTreeMap<String, String> = Metrics::new()
+        .render()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, kind)| {
+            // A counter's samples carry `_total`: the name a query uses.
+            let name = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+            (name, kind.to_owned())
+        })
+        .collect();
+    assert!(rendered.len() > 20, "{rendered:?}");
+    assert_eq!(documented, rendered, "docs/src/reference/metrics.md vs a scrape");
+}
