@@ -176,7 +176,11 @@ async fn the_round_trip_samples_are_what_the_rooms_example_prints() {
         "\n## A round trip with curl\n",
         "\n## The round trip: ",
     ));
-    samples.extend(json_blocks(section(&tour, "\n## The round trip: ", "\n## ")));
+    samples.extend(json_blocks(section(
+        &tour,
+        "\n## The round trip: ",
+        "\n## ",
+    )));
     let samples: BTreeMap<i64, Value> = samples
         .into_iter()
         .map(|s| (s["id"].as_i64().expect("a sample answers an id"), s))

@@ -259,12 +259,21 @@ mod tests {
             };
             let fault = format!("{:?}", r.fault()).to_lowercase();
             let documented = (first_number(cells[2]), first_number(cells[3]), cells[4]);
-            let actual = (Some(i64::from(r.status().as_u16())), Some(r.code()), fault.as_str());
+            let actual = (
+                Some(i64::from(r.status().as_u16())),
+                Some(r.code()),
+                fault.as_str(),
+            );
             if documented != actual {
-                problems.push(format!("{r}: page says {documented:?}, code says {actual:?}"));
+                problems.push(format!(
+                    "{r}: page says {documented:?}, code says {actual:?}"
+                ));
             }
         }
-        problems.extend(rows.keys().map(|name| format!("{name}: a row for no reason")));
+        problems.extend(
+            rows.keys()
+                .map(|name| format!("{name}: a row for no reason")),
+        );
         assert!(
             problems.is_empty(),
             "docs/src/reference/reasons.md and src/protocol/reason.rs differ: {problems:#?}"

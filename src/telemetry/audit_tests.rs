@@ -228,5 +228,8 @@ fn every_field_of_a_record_is_documented() {
         .filter(|l| l.starts_with("| `"))
         .filter_map(|l| l.split('`').nth(1))
         .collect();
-    assert_eq!(documented, written, "docs/src/reference/audit.md vs a record");
+    assert_eq!(
+        documented, written,
+        "docs/src/reference/audit.md vs a record"
+    );
 }
