@@ -25,15 +25,16 @@ use serde_json::{Value, json};
 
 const ELIDED: char = '…';
 
-/// The text of `page` between the heading `from` and the next heading `to`.
+/// The text of `page` from the heading `from` to the next `to` after it.
 fn section<'a>(page: &'a str, from: &str, to: &str) -> &'a str {
     let start = page
         .find(from)
         .unwrap_or_else(|| panic!("no {from:?} in the page"));
-    let len = page[start..]
+    let body = start + from.len();
+    let len = page[body..]
         .find(to)
         .unwrap_or_else(|| panic!("no {to:?} after {from:?}"));
-    &page[start..start + len]
+    &page[start..body + len]
 }
 
 /// The ```json blocks of `text`, parsed; `{…}` (an elided object) becomes
