@@ -3,7 +3,7 @@
 # this file only names them. `make` alone lists the targets.
 
 .DEFAULT_GOAL := help
-.PHONY: help fmt lint test conformance fuzz bench ci
+.PHONY: help fmt lint docs test conformance fuzz bench ci
 
 help: ## list the targets
 	@echo "make targets (each the command CI runs, or part of it):"
@@ -15,7 +15,10 @@ fmt: ## cargo fmt --check (the first step of lint; `cargo fmt` rewrites)
 lint: ## scripts/lint.sh: fmt --check, clippy -D warnings, cargo deny (licenses, bans, sources)
 	bash scripts/lint.sh
 
-test: ## scripts/test.sh: lint, then unit + integration tests (`scripts/test.sh --quick`: tests only)
+docs: ## scripts/docs.sh: build the book (docs/, mdBook) into target/book and check every link and anchor
+	bash scripts/docs.sh
+
+test: ## scripts/test.sh: lint, the book, then unit + integration tests (`scripts/test.sh --quick`: tests only)
 	bash scripts/test.sh
 
 conformance: ## scripts/conformance.sh: the official MCP conformance suite, native server alone and through redmark

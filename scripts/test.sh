@@ -5,7 +5,9 @@
 # nginx with apt-get when missing, no service started or enabled.
 #
 #   scripts/test.sh            lint (scripts/lint.sh: format check, clippy,
-#                              cargo-deny), then unit + integration tests
+#                              cargo-deny), the book (scripts/docs.sh: mdBook
+#                              build, every link and anchor, alert runbooks),
+#                              then unit + integration tests
 #   scripts/test.sh --quick    tests only
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,6 +19,8 @@ bash scripts/setup-test-deps.sh
 
 if [[ "${1:-}" != "--quick" ]]; then
     bash scripts/lint.sh
+    step "the book: mdBook build, link check, alert rules and their runbooks (scripts/docs.sh)"
+    bash scripts/docs.sh
 fi
 
 step "cargo build --bins --examples (the example configs run the built examples)"

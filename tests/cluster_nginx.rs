@@ -156,7 +156,7 @@ init_timeout = "60s"
     )
 }
 
-/// The nginx config of the README ("Running several replicas"), on `port`.
+/// The nginx config of the book (docs/src/guides/replicas.md, "nginx in front"), on `port`.
 fn nginx_config(dir: &Path, port: u16, upstreams: &[String]) -> String {
     let servers: String = upstreams
         .iter()

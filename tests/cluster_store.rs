@@ -97,7 +97,7 @@ async fn a_round_id_is_used_once_across_replicas_and_a_dead_store_refuses() {
     assert_eq!(errors.as_deref(), Some("1"));
 
     // Back up (empty: a restarted Redis without persistence forgets ids,
-    // which README says): checks work again without restarting redmark.
+    // which the replicas guide says): checks work again without restarting redmark.
     let _redis = redis_on(port, dir.path()).await;
     eventually("the store to reconnect", || async {
         match one.first_use("op-c.1", ttl).await {

@@ -1,7 +1,7 @@
 //! 2025-era clients in front of legacy servers: PyPI `mcp` 1.30.0
 //! `ClientSession` opens a session with `initialize` through redmark, and the
 //! server's pushed questions reach it on the call's SSE stream, held to the
-//! same policy as a 2026 client's answers (README "Both eras on one
+//! same policy as a 2026 client's answers (docs/src/concepts/eras.md, "Two eras on one
 //! endpoint"). The cells and their checks are tests/mrtr_e2e.rs's: the same
 //! servers, scripts and outcomes, with a 2025-era client.
 

@@ -1,4 +1,4 @@
-//! Slow and greedy clients (README "Slow and greedy clients"): every bound
+//! Slow and greedy clients (docs/src/reference/limits.md, "Slow and greedy clients"): every bound
 //! the front puts on a connection, asserted over real sockets with small
 //! timeouts: trickled heads and bodies, bodies over `max_body_bytes`, more
 //! connections than `max_connections`, and a client that never reads its SSE

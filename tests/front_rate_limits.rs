@@ -1,4 +1,4 @@
-//! Rate limits (README "Rate limits"): `[route.rate_limit]` and a policy's
+//! Rate limits (docs/src/reference/limits.md, "Rate limits"): `[route.rate_limit]` and a policy's
 //! `[tool.NAME] rate`, through the real HTTP front to a real legacy server
 //! (tests/fixtures/policy_server.py): a burst over a limit gets 429 with a
 //! sane `Retry-After` and `data.reason: "rate_limited"` naming the limit,

@@ -1,4 +1,4 @@
-//! HTTPS on the front (README "TLS"): `[server.tls]` with certificates the
+//! HTTPS on the front (docs/src/guides/oauth-tls.md, "TLS"): `[server.tls]` with certificates the
 //! test makes (rcgen), real TLS clients (reqwest on rustls) in front of the
 //! rooms example: HTTP/2 and HTTP/1.1 by ALPN, mutual TLS with `client_ca`,
 //! certificates rotated on disk without a restart, and every file problem

@@ -1,4 +1,4 @@
-//! Call-level rules (README "Which tools a principal may call"): a policy's
+//! Call-level rules (docs/src/guides/policy-cookbook.md, "Authorise a call"): a policy's
 //! `[tool.NAME] allow` rule over the principal and the call's arguments,
 //! `[defaults] tools = "deny"`, `tools/list` showing only what a principal
 //! may call, and a rule that fails at run time refusing with `policy_error`.

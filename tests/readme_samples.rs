@@ -1,10 +1,11 @@
-//! The README's JSON samples against what the code prints, so they cannot
-//! drift. "A round trip with curl" and "The round trip" show the answers to
-//! the requests `scripts/example.sh --demo` sends to the rooms example; this
-//! test sends the same requests to the shipped example config and compares
-//! each sample with the answer of the same JSON-RPC id: the same keys at
-//! every level, the same array lengths, the same values, except where the
-//! README elides (`…` inside a string: any string; `{…}`: any value).
+//! The JSON samples of the book's tour (docs/src/tour.md: "A round trip with
+//! curl" and "The round trip") and of the README's five-minute tour against
+//! what the code prints, so they cannot drift. They show the answers to the
+//! requests `scripts/example.sh --demo` sends to the rooms example; this test
+//! sends the same requests to the shipped example config and compares each
+//! sample with the answer of the same JSON-RPC id: the same keys at every
+//! level, the same array lengths, the same values, except where a sample
+//! elides (`…` inside a string: any string; `{…}`: any value).
 
 // A test may panic (that is how it fails) and cast freely.
 #![allow(
@@ -24,15 +25,16 @@ use serde_json::{Value, json};
 
 const ELIDED: char = '…';
 
-/// The README text between the heading `from` and the next heading `to`.
-fn section<'a>(readme: &'a str, from: &str, to: &str) -> &'a str {
-    let start = readme
+/// The text of `page` from the heading `from` to the next `to` after it.
+fn section<'a>(page: &'a str, from: &str, to: &str) -> &'a str {
+    let start = page
         .find(from)
-        .unwrap_or_else(|| panic!("README has no {from:?}"));
-    let len = readme[start..]
+        .unwrap_or_else(|| panic!("no {from:?} in the page"));
+    let body = start + from.len();
+    let len = page[body..]
         .find(to)
-        .unwrap_or_else(|| panic!("README has no {to:?} after {from:?}"));
-    &readme[start..start + len]
+        .unwrap_or_else(|| panic!("no {to:?} after {from:?}"));
+    &page[start..body + len]
 }
 
 /// The ```json blocks of `text`, parsed; `{…}` (an elided object) becomes
@@ -44,12 +46,12 @@ fn json_blocks(text: &str) -> Vec<Value> {
             let body = &block[..block.find("```").expect("a closed ```json block")];
             let body = body.replace("{…}", "\"…\"");
             serde_json::from_str(&body)
-                .unwrap_or_else(|e| panic!("README sample is not JSON ({e}):\n{body}"))
+                .unwrap_or_else(|e| panic!("a sample is not JSON ({e}):\n{body}"))
         })
         .collect()
 }
 
-/// Where `sample` (from the README) differs from `actual` (what the code
+/// Where `sample` (from the docs) differs from `actual` (what the code
 /// printed), as `path: what` lines.
 fn differences(sample: &Value, actual: &Value, path: &str, out: &mut Vec<String>) {
     match (sample, actual) {
@@ -57,10 +59,10 @@ fn differences(sample: &Value, actual: &Value, path: &str, out: &mut Vec<String>
         (Value::String(s), Value::String(_)) if s.contains(ELIDED) => {}
         (Value::Object(s), Value::Object(a)) => {
             for key in s.keys().filter(|k| !a.contains_key(*k)) {
-                out.push(format!("{path}.{key}: in the README, not printed"));
+                out.push(format!("{path}.{key}: in the sample, not printed"));
             }
             for key in a.keys().filter(|k| !s.contains_key(*k)) {
-                out.push(format!("{path}.{key}: printed, not in the README"));
+                out.push(format!("{path}.{key}: printed, not in the sample"));
             }
             for (key, s) in s {
                 if let Some(a) = a.get(key) {
@@ -74,7 +76,7 @@ fn differences(sample: &Value, actual: &Value, path: &str, out: &mut Vec<String>
             }
         }
         (s, a) if s == a => {}
-        (s, a) => out.push(format!("{path}: README {s}, printed {a}")),
+        (s, a) => out.push(format!("{path}: sample {s}, printed {a}")),
     }
 }
 
@@ -169,16 +171,16 @@ fn demo_requests() -> Vec<(&'static str, Option<&'static str>, Value)> {
 
 #[tokio::test]
 async fn the_round_trip_samples_are_what_the_rooms_example_prints() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let tour = std::fs::read_to_string(repo().join("docs/src/tour.md")).unwrap();
     let mut samples = json_blocks(section(
-        &readme,
+        &tour,
         "\n## A round trip with curl\n",
         "\n## The round trip: ",
     ));
     samples.extend(json_blocks(section(
-        &readme,
+        &tour,
         "\n## The round trip: ",
-        "\n### requestState\n",
+        "\n## ",
     )));
     let samples: BTreeMap<i64, Value> = samples
         .into_iter()
@@ -188,8 +190,18 @@ async fn the_round_trip_samples_are_what_the_rooms_example_prints() {
     assert_eq!(
         samples.keys().copied().collect::<Vec<_>>(),
         [1, 3, 7, 8, 9],
-        "README samples by id"
+        "the tour's samples by id"
     );
+    // The README's short tour shows some of the same answers: each is held
+    // to what is printed too (and so to the book's).
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let front_door: Vec<Value> =
+        json_blocks(section(&readme, "\n## Five minutes with curl\n", "\n## "));
+    let front_door: Vec<(i64, Value)> = front_door
+        .into_iter()
+        .map(|s| (s["id"].as_i64().expect("a README sample answers an id"), s))
+        .collect();
+    assert!(!front_door.is_empty(), "the README's tour shows no answer");
 
     let dir = tempfile::tempdir().unwrap();
     let gw = RedmarkProcess::start(&rooms_example(dir.path()), false, &[]).await;
@@ -220,21 +232,32 @@ async fn the_round_trip_samples_are_what_the_rooms_example_prints() {
 
     let mut diffs = Vec::new();
     for (id, sample) in &samples {
-        differences(sample, &printed[id], &format!("id {id}"), &mut diffs);
+        differences(sample, &printed[id], &format!("tour id {id}"), &mut diffs);
+    }
+    for (id, sample) in &front_door {
+        let Some(actual) = printed.get(id) else {
+            diffs.push(format!("README id {id}: no such request in the demo"));
+            continue;
+        };
+        differences(sample, actual, &format!("README id {id}"), &mut diffs);
     }
     assert!(
         diffs.is_empty(),
-        "README samples differ from what redmark prints:\n{}\nprinted: {printed:#?}",
+        "samples differ from what redmark prints:\n{}\nprinted: {printed:#?}",
         diffs.join("\n")
     );
 
-    // Tokens are sealed: neither the README's samples nor the real ones read
+    // Tokens are sealed: neither the tour's samples nor the real ones read
     // as anything, and the samples carry the key id the example really uses.
     let (mut shown, mut real) = (Vec::new(), Vec::new());
     samples.values().for_each(|s| request_states(s, &mut shown));
     printed.values().for_each(|p| request_states(p, &mut real));
     assert_eq!((shown.len(), real.len()), (2, 2), "{shown:?} {real:?}");
-    for token in shown.iter().chain(&real) {
+    let mut front_door_states = Vec::new();
+    front_door
+        .iter()
+        .for_each(|(_, s)| request_states(s, &mut front_door_states));
+    for token in shown.iter().chain(&real).chain(&front_door_states) {
         assert!(!readable(token), "a readable requestState: {token}");
     }
     for (shown, real) in shown.iter().zip(&real) {
@@ -243,7 +266,7 @@ async fn the_round_trip_samples_are_what_the_rooms_example_prints() {
     }
 }
 
-/// The detector above is not vacuous: the README's old sample, a token
+/// The detector above is not vacuous: an old sample of the docs, a token
 /// whose payload was base64url JSON, reads as readable.
 #[test]
 fn a_base64_json_token_is_readable_and_a_sealed_one_is_not() {

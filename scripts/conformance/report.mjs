@@ -194,7 +194,7 @@ columns.forEach((c, i) => {
   console.log(`${title(c)}: ${ok}/${of} scenarios pass; checks ${checks[0]} passed, ${checks[1]} failed`);
 });
 
-// Markdown for the README.
+// Markdown for the book (docs/src/results/conformance.md).
 const setNames = [...sets.keys()];
 const md = [
   `# MCP conformance: ${setNames.join(' and ')} server scenarios`,

@@ -67,8 +67,8 @@ impl<'de> Deserialize<'de> for Rate {
     }
 }
 
-/// `[route.rate_limit]`: GCRA limits on a route's requests (see the
-/// README's "Rate limits"). New calls and retries that carry a
+/// `[route.rate_limit]`: GCRA limits on a route's requests (see the book's
+/// docs/src/reference/limits.md, "Rate limits"). New calls and retries that carry a
 /// `requestState` are counted apart, so a person answering a question is
 /// never throttled by the rate at which a model makes calls.
 #[derive(Debug, Clone, Default, Deserialize)]

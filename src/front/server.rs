@@ -5,7 +5,7 @@
 //! [`EventLoops`] when the listener has them (the client listener), else on
 //! the runtime that accepted it.
 //!
-//! The bounds on one connection ([`Limits`]; README "Slow and greedy clients"):
+//! The bounds on one connection ([`Limits`]; docs/src/reference/limits.md):
 //! - **Connections**: at most `max_connections` are served; one beyond is
 //!   accepted, answered `503` `too_many_connections` with `Retry-After`, and
 //!   closed (at most [`REFUSALS_IN_FLIGHT`] such answers at once; past that

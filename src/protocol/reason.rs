@@ -154,7 +154,7 @@ reasons! {
     RateLimited => "rate_limited", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
     ShuttingDown => "shutting_down", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
 
-    // Several replicas (README "Running several replicas").
+    // Several replicas (docs/src/guides/replicas.md).
     /// The replica that holds a hold-mode operation did not take the
     /// forwarded retry within the connect timeout (`data.node` names it).
     OwnerUnreachable => "owner_unreachable", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
@@ -226,17 +226,57 @@ mod tests {
         assert_eq!(strings.len(), Reason::ALL.len());
     }
 
+    /// The first integer in a table cell (`-32603, or the server's own` -> -32603).
+    fn first_number(cell: &str) -> Option<i64> {
+        let start = cell.find(|c: char| c == '-' || c.is_ascii_digit())?;
+        let rest = &cell[start..];
+        let end = rest[1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or(rest.len(), |i| i + 1);
+        rest[..end].parse().ok()
+    }
+
+    /// The reference page's rows, `| `reason` | HTTP | code | fault | when |`,
+    /// checked both ways against the table above: every reason has exactly one
+    /// row with its status, code and fault side, and no row names a reason
+    /// the code does not have.
     #[test]
-    fn every_reason_is_documented_in_the_readme() {
-        let readme = include_str!("../../README.md");
-        let missing: Vec<&str> = Reason::ALL
-            .iter()
-            .map(|r| r.as_str())
-            .filter(|r| !readme.contains(&format!("`{r}`")))
-            .collect();
+    fn every_reason_is_documented_with_its_code_and_status() {
+        let page = include_str!("../../docs/src/reference/reasons.md");
+        let mut rows = std::collections::HashMap::new();
+        let mut problems = Vec::new();
+        for line in page.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells[1].trim_matches('`');
+            if rows.insert(name, cells.clone()).is_some() {
+                problems.push(format!("{name}: two rows"));
+            }
+        }
+        for r in Reason::ALL {
+            let Some(cells) = rows.remove(r.as_str()) else {
+                problems.push(format!("{r}: no row"));
+                continue;
+            };
+            let fault = format!("{:?}", r.fault()).to_lowercase();
+            let documented = (first_number(cells[2]), first_number(cells[3]), cells[4]);
+            let actual = (
+                Some(i64::from(r.status().as_u16())),
+                Some(r.code()),
+                fault.as_str(),
+            );
+            if documented != actual {
+                problems.push(format!(
+                    "{r}: page says {documented:?}, code says {actual:?}"
+                ));
+            }
+        }
+        problems.extend(
+            rows.keys()
+                .map(|name| format!("{name}: a row for no reason")),
+        );
         assert!(
-            missing.is_empty(),
-            "reasons missing from README.md: {missing:?}"
+            problems.is_empty(),
+            "docs/src/reference/reasons.md and src/protocol/reason.rs differ: {problems:#?}"
         );
     }
 

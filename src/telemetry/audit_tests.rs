@@ -207,3 +207,29 @@ fn config_defaults_and_validation() {
     );
     assert!(cfg.validate().is_ok());
 }
+
+/// docs/src/reference/audit.md's table of fields names every field a record
+/// can carry (every optional one set here), and no other.
+#[test]
+fn every_field_of_a_record_is_documented() {
+    let mut full = rec("alice", 1);
+    full.trace_id = Some("4bf92f3577b34da6a3ce929d0e0e4736".into());
+    full.reask = true;
+    full.rule = Some("maximum".into());
+    full.origin = Some(Origin::Native);
+    let serde_json::Value::Object(record) = serde_json::to_value(&full).unwrap() else {
+        panic!("a record is a JSON object");
+    };
+    let written: std::collections::BTreeSet<&str> = record.keys().map(String::as_str).collect();
+    let page = include_str!("../../docs/src/reference/audit.md");
+    let fields = &page[page.find("## Fields").expect("a Fields section")..];
+    let documented: std::collections::BTreeSet<&str> = fields
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect();
+    assert_eq!(
+        documented, written,
+        "docs/src/reference/audit.md vs a record"
+    );
+}

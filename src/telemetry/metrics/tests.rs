@@ -178,3 +178,191 @@ fn long_and_many_tool_labels_keep_the_scrape_bounded() {
         "past the cap, counted under _other"
     );
 }
+
+/// One sample in every family, through the fields themselves: a family
+/// with no member renders nothing, not even its `# TYPE` line.
+fn every_family_touched() -> Metrics {
+    let m = Metrics::new();
+    let s = |v: &str| v.to_owned();
+    let tool = ToolLabels {
+        route: s("r"),
+        tool: s("t"),
+    };
+    let route = RouteLabels { route: s("r") };
+    m.requests
+        .get_or_create(&RequestLabels {
+            route: s("r"),
+            method: s("m"),
+            outcome: s("o"),
+        })
+        .inc();
+    m.duration
+        .get_or_create(&MethodLabels {
+            route: s("r"),
+            method: s("m"),
+        })
+        .observe(0.1);
+    m.sessions
+        .get_or_create(&SessionLabels {
+            route: s("r"),
+            state: s("idle"),
+        })
+        .set(1);
+    m.session_ops.get_or_create(&route).set(1);
+    m.session_mode
+        .get_or_create(&ModeLabels {
+            route: s("r"),
+            mode: s("learning"),
+        })
+        .set(1);
+    m.upstream_protocol
+        .get_or_create(&ProtocolLabels {
+            route: s("r"),
+            protocol: s("legacy"),
+        })
+        .set(1);
+    m.operations
+        .get_or_create(&OperationLabels {
+            route: s("r"),
+            tool: s("t"),
+            outcome: s("completed"),
+        })
+        .inc();
+    m.reloads
+        .get_or_create(&ReloadLabels {
+            route: s("r"),
+            result: s("ok"),
+        })
+        .inc();
+    m.rejections
+        .get_or_create(&RejectionLabels {
+            route: s("r"),
+            tool: s("t"),
+            reason: s("x"),
+        })
+        .inc();
+    m.rounds.get_or_create(&tool).observe(1.0);
+    m.answers.get_or_create(&tool).observe(1.0);
+    m.dropped.get_or_create(&route).inc();
+    m.cluster
+        .forwards
+        .get_or_create(&ForwardLabels {
+            route: s("r"),
+            outcome: s("forwarded"),
+        })
+        .inc();
+    m.cluster.received.get_or_create(&route).inc();
+    m.rate_limited
+        .get_or_create(&LimitLabels {
+            route: s("r"),
+            scope: s("tool"),
+        })
+        .inc();
+    m.replay_rounds.get_or_create(&tool).inc();
+    m.eras
+        .get_or_create(&labels::EraLabels {
+            route: s("r"),
+            era: s("2026"),
+        })
+        .inc();
+    m.allocator
+        .get_or_create(&AllocatorLabels {
+            kind: s("allocated"),
+        })
+        .set(1);
+    m
+}
+
+/// The label names of `family`'s first sample in `text` (a histogram's
+/// `_count` line, so without `le`).
+fn sample_labels(text: &str, family: &str, kind: &str) -> Option<Vec<String>> {
+    let name = if kind == "histogram" {
+        format!("{family}_count")
+    } else {
+        family.to_owned()
+    };
+    let line = text.lines().find(|l| {
+        l.strip_prefix(name.as_str())
+            .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+    })?;
+    let rest = &line[name.len()..];
+    let Some(inner) = rest.strip_prefix('{') else {
+        return Some(Vec::new());
+    };
+    let inner = &inner[..inner.find('}')?];
+    Some(
+        inner
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, _)| k.to_owned())
+            .collect(),
+    )
+}
+
+/// docs/src/reference/metrics.md lists every family registered in
+/// families.rs, with its type and labels as a scrape renders them, and
+/// nothing else: a family added without a row (or a row left for a family
+/// removed, or a label changed) fails here.
+#[test]
+fn every_family_is_documented_with_its_type() {
+    let page = include_str!("../../../docs/src/reference/metrics.md");
+    // (name as queried, type, labels)
+    let documented: Vec<(String, String, Vec<String>)> = page
+        .lines()
+        .filter(|l| l.starts_with("| `redmark_"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let labels = cells[3]
+                .split(',')
+                .map(|c| c.trim().trim_matches('`').to_owned())
+                .filter(|c| !c.is_empty())
+                .collect();
+            (
+                cells[1].trim_matches('`').to_owned(),
+                cells[2].to_owned(),
+                labels,
+            )
+        })
+        .collect();
+
+    // Every family registered, by the name families.rs gives it.
+    let registered: std::collections::BTreeSet<String> = include_str!("families.rs")
+        .split("registry.register(")
+        .skip(1)
+        .filter_map(|call| {
+            let start = call.find('"')? + 1;
+            let len = call[start..].find('"')?;
+            Some(format!("redmark_{}", &call[start..start + len]))
+        })
+        .collect();
+    let base = |name: &str, kind: &str| {
+        if kind == "counter" {
+            name.strip_suffix("_total").unwrap_or(name).to_owned()
+        } else {
+            name.to_owned()
+        }
+    };
+    let listed: std::collections::BTreeSet<String> =
+        documented.iter().map(|(n, k, _)| base(n, k)).collect();
+    assert!(registered.len() > 20, "{registered:?}");
+    assert_eq!(
+        listed, registered,
+        "docs/src/reference/metrics.md vs families.rs"
+    );
+    assert_eq!(listed.len(), documented.len(), "a family listed twice");
+
+    // Each one's type and labels, as a scrape renders them.
+    let text = every_family_touched().render();
+    let mut problems = Vec::new();
+    for (name, kind, labels) in &documented {
+        let family = base(name, kind);
+        if !text.contains(&format!("# TYPE {family} {kind}\n")) {
+            problems.push(format!("{name}: not rendered as a {kind}"));
+        }
+        match sample_labels(&text, name, kind) {
+            Some(rendered) if &rendered == labels => {}
+            rendered => problems.push(format!("{name}: labels {labels:?}, rendered {rendered:?}")),
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}\n{text}");
+}
