@@ -236,6 +236,7 @@ fn serve(
     let _telemetry =
         runtime.block_on(async { redmark::telemetry::traces::init(&telemetry, log_style) })?;
     let mut config = config.map_err(|e| anyhow::anyhow!("{e}"))?;
+    redmark::config::compat::log(&config.deprecations);
     if let Some(addr) = listen {
         config.server.listen = toml::Spanned::new(0..0, addr.to_string());
     }

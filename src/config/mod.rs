@@ -83,6 +83,10 @@ pub struct Config {
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Keys written under a name that is deprecated (`compat`): warnings
+    /// for `redmark check` and the log at load.
+    #[serde(skip)]
+    pub deprecations: Vec<ConfigError>,
 }
 
 /// Most `[server] event_loops`: each is a thread.
@@ -438,6 +442,7 @@ impl Default for CacheConfig {
 
 pub mod check;
 mod cluster;
+pub mod compat;
 mod defaults;
 mod load;
 mod oauth;

@@ -96,7 +96,88 @@ fn drop_null(schema: &mut Schema) {
 
 /// The JSON Schema of `redmark.toml`.
 pub fn config_schema() -> Schema {
-    generator().into_root_schema_for::<Config>()
+    config_schema_with(super::compat::CONFIG_RENAMES)
+}
+
+/// The schema with the old names of `renames` accepted and marked
+/// `deprecated`, so an editor flags them without calling them unknown.
+pub fn config_schema_with(renames: &[super::compat::Renamed]) -> Schema {
+    let mut schema = generator().into_root_schema_for::<Config>();
+    for rename in renames {
+        let (Some((old_table, old_key)), Some((new_table, new_key))) =
+            (table_of(&schema, rename.old), table_of(&schema, rename.new))
+        else {
+            continue;
+        };
+        let value = schema.as_value();
+        let mut property = value
+            .pointer(&format!("{new_table}/properties/{new_key}"))
+            .cloned()
+            .unwrap_or(serde_json::Value::Bool(true));
+        if let Some(p) = property.as_object_mut() {
+            p.remove("default");
+            p.insert("deprecated".into(), true.into());
+            p.insert(
+                "description".into(),
+                format!(
+                    "Deprecated since {}: write `{}` instead.",
+                    rename.since, rename.new
+                )
+                .into(),
+            );
+        }
+        if let Some(props) = schema
+            .as_object_mut()
+            .and_then(|root| pointer_mut(root, &format!("{old_table}/properties")))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            props.insert(old_key.to_owned(), property);
+        }
+    }
+    schema
+}
+
+fn pointer_mut<'a>(
+    root: &'a mut serde_json::Map<String, serde_json::Value>,
+    pointer: &str,
+) -> Option<&'a mut serde_json::Value> {
+    let mut parts = pointer.trim_start_matches('/').split('/');
+    let first = parts.next()?;
+    let mut here = root.get_mut(first)?;
+    for part in parts {
+        here = here.get_mut(part)?;
+    }
+    Some(here)
+}
+
+/// The JSON pointer of the table holding the last key of a dotted `path`
+/// (`*`: the items of an array of tables), and that key; `None` when the
+/// path leads nowhere in the schema (then nothing is added).
+fn table_of<'p>(schema: &Schema, path: &'p str) -> Option<(String, &'p str)> {
+    let (parents, key) = path.rsplit_once('.').unwrap_or(("", path));
+    let root = schema.as_value();
+    let mut pointer = String::new();
+    for part in parents.split('.').filter(|p| !p.is_empty()) {
+        pointer = if part == "*" {
+            format!("{pointer}/items")
+        } else {
+            format!("{pointer}/properties/{part}")
+        };
+        let next = root.pointer(&pointer)?;
+        // A table written once is a `$ref` (draft-07 wraps one with a
+        // description in `allOf`); its keys are in the definition.
+        let reference = next
+            .get("allOf")
+            .and_then(|a| a.get(0))
+            .unwrap_or(next)
+            .get("$ref")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|r| r.strip_prefix('#'));
+        if let Some(target) = reference {
+            pointer = target.to_owned();
+        }
+    }
+    Some((pointer, key))
 }
 
 /// The JSON Schema of a policy file (`[route] policy`).
@@ -143,6 +224,49 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn an_old_key_name_is_accepted_and_marked_deprecated() {
+        use super::super::compat::Renamed;
+        let renames = [
+            Renamed {
+                old: "server.grace",
+                new: "server.shutdown_grace",
+                since: "0.2.0",
+            },
+            Renamed {
+                old: "route.*.timeout",
+                new: "route.*.upstream.call_timeout",
+                since: "0.2.0",
+            },
+        ];
+        let schema = config_schema_with(&renames);
+        let value = schema.as_value();
+        let grace = &value["definitions"]["ServerConfig"]["properties"]["grace"];
+        assert_eq!(grace["deprecated"], true, "{grace}");
+        assert_eq!(
+            grace["allOf"][0]["$ref"], "#/definitions/Duration",
+            "the new key's type: {grace}"
+        );
+        let timeout = &value["definitions"]["RouteConfig"]["properties"]["timeout"];
+        assert_eq!(timeout["deprecated"], true, "{timeout}");
+        let validator = jsonschema::validator_for(value).unwrap();
+        let old: Value = toml::from_str(
+            "[server]\nlisten = \"x\"\ngrace = \"5s\"\n[[route]]\nname = \"r\"\npath = \"/\"\ntimeout = \"1m\"\n[route.upstream]\nurl = \"http://x\"\n",
+        )
+        .unwrap();
+        assert!(
+            validator.is_valid(&old),
+            "{:?}",
+            validator
+                .iter_errors(&old)
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+        );
+        // The shipped schema has no such key: it is unknown there.
+        let plain = jsonschema::validator_for(config_schema().as_value()).unwrap();
+        assert!(!plain.is_valid(&old));
     }
 
     #[test]
