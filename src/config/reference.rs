@@ -349,6 +349,23 @@ mod tests {
         );
     }
 
+    /// These pages are what users read: a key added without a doc comment
+    /// would be a row with an empty description.
+    #[test]
+    fn every_key_has_a_description() {
+        for (schema, page) in [
+            (crate::config::config_schema(), Page::Config),
+            (crate::config::policy_schema(), Page::Policy),
+        ] {
+            let text = markdown(&schema, page);
+            let bare: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("| `") && l.ends_with("|  |"))
+                .collect();
+            assert!(bare.is_empty(), "keys without a description: {bare:#?}");
+        }
+    }
+
     #[test]
     fn the_policy_page_names_tools_and_fields_by_placeholder() {
         let page = markdown(&crate::config::policy_schema(), Page::Policy);
