@@ -26,6 +26,8 @@ fn the_image_builds_from_scratch_and_answers_healthz() {
         eprintln!("not root: scripts/image.sh --smoke needs chroot and buildah; skipped");
         return;
     }
+    // buildah and crun (scripts/setup-test-deps.sh).
+    common::ensure_deps();
     let tag = format!("redmark-test:{}", std::process::id());
     let out = Command::new("bash")
         .arg(common::repo().join("scripts/image.sh"))
