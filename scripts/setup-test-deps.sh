@@ -22,6 +22,8 @@
 #                          when not already installed: as root, with /usr/sbin/policy-rc.d refusing
 #                          every service start during the install and their units disabled after,
 #                          so neither runs nor starts at boot (the tests start their own)
+#   /usr (apt-get)       buildah, crun and ca-certificates from Debian, for tests/image.rs
+#                          (scripts/image.sh builds and runs the container image)
 #
 # Usage: scripts/setup-test-deps.sh [--force]
 #   env PYTHON=python3.11 to choose the interpreter used to create the venvs.
@@ -125,6 +127,14 @@ fi
 if ! command -v redis-server >/dev/null 2>&1 || ! [[ -x /usr/sbin/nginx ]]; then
     log "installing redis-server and nginx with apt-get (services neither started nor enabled)"
     apt_install_without_services redis-server nginx
+fi
+
+# buildah and crun (tests/image.rs builds the container image with
+# scripts/image.sh and runs it) and the CA roots the image packs.
+if ! command -v buildah >/dev/null 2>&1 || ! command -v crun >/dev/null 2>&1 \
+    || ! [[ -s /etc/ssl/certs/ca-certificates.crt ]]; then
+    log "installing buildah, crun and ca-certificates with apt-get"
+    apt_install_without_services buildah crun ca-certificates
 fi
 
 # --- npm OAuth peers: own prefix, own stamp ----------------------------------

@@ -7,9 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use redmark::config::Config;
-use redmark::telemetry::logging::{self, LogColor, LogFormat, LogStyle};
+use redmark::telemetry::logging::{self, LogStyle};
+
+mod cli;
+use cli::{Cli, Command};
 
 /// jemalloc, not glibc's malloc: after a burst (thousands of waiting
 /// questions answered or expired) it hands the freed pages back within
@@ -37,76 +40,6 @@ fn jemalloc_stats() -> Option<redmark::telemetry::metrics::AllocatorStats> {
     })
 }
 
-/// redmark: an MCP gateway that lets 2026-07-28 hosts use legacy MCP servers,
-/// including the questions (elicitations) those servers push mid-call.
-#[derive(Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    /// Log format on stderr (filter with RUST_LOG, e.g. RUST_LOG=redmark=debug).
-    #[arg(long, global = true, value_enum, default_value = "human")]
-    log_format: LogFormat,
-    /// Colour in the human log format: auto (only when stderr is a terminal), always, never.
-    #[arg(long, global = true, value_enum, default_value = "auto")]
-    log_color: LogColor,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the gateway.
-    Serve {
-        /// The gateway config file (TOML).
-        #[arg(long, short)]
-        config: PathBuf,
-        /// Listen here instead of `[server] listen` (port 0 picks a free port).
-        #[arg(long)]
-        listen: Option<SocketAddr>,
-        /// Serve the admin endpoints here instead of `[server] admin`.
-        #[arg(long)]
-        admin: Option<SocketAddr>,
-    },
-    /// Check a config file and exit: 0 when clean, 1 on any error, 2 on warnings only; each problem as file:line:column.
-    Check {
-        /// The gateway config file (TOML) to check.
-        #[arg(long, short)]
-        config: PathBuf,
-        /// Also start each upstream, list its tools and prompts, and check the policy's tool sections against them.
-        #[arg(long)]
-        probe: bool,
-    },
-    /// Print the SHA-256 to put in `[[auth.api_key]] sha256` for an API key read from stdin.
-    HashKey,
-    /// Print a new random key for sealing requestState, and the config that uses it.
-    Keygen {
-        /// The key id (appears in every state sealed with it; rotate by adding a new id).
-        #[arg(long, default_value = "k1")]
-        id: String,
-    },
-    /// Reload the running gateway's redmark.toml (POST /reload on its loopback admin listener; SIGHUP does the same).
-    Reload {
-        /// The admin listener, e.g. http://127.0.0.1:9464.
-        #[arg(long, default_value = "http://127.0.0.1:9464")]
-        admin: String,
-    },
-    /// Report what the questions cost people, per tool, from the audit log.
-    Report {
-        /// The `[audit] path` file; its rotated files (FILE.1, FILE.2, ...) are read too. Repeatable.
-        #[arg(long, required = true)]
-        audit: Vec<PathBuf>,
-        /// Output: aligned text, JSON, or CSV.
-        #[arg(long, value_enum, default_value = "table")]
-        format: redmark::telemetry::report::Format,
-        /// Only questions since: a duration back from now (24h, 7d) or an RFC 3339 UTC time.
-        #[arg(long)]
-        since: Option<String>,
-        /// Rows per tool, or per tool and origin (`native`: a 2026-07-28 server's own
-        /// questions; `converted`: a legacy server's pushes).
-        #[arg(long, value_enum, default_value = "tool")]
-        by: redmark::telemetry::report::By,
-    },
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
@@ -120,6 +53,24 @@ fn main() -> ExitCode {
         logging::init(style);
     }
     match cli.command {
+        Command::ConfigSchema { policy, markdown } => {
+            print!("{}", config_schema(policy, markdown));
+            ExitCode::SUCCESS
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "redmark",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            print!("{}", cli::man_page());
+            ExitCode::SUCCESS
+        }
         Command::Check { config, probe } => check(&config, probe),
         Command::Reload { admin } => reload(&admin),
         Command::HashKey => {
@@ -172,6 +123,21 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `redmark config-schema`: the JSON Schema, or the reference page made from it.
+fn config_schema(policy: bool, markdown: bool) -> String {
+    use redmark::config::{reference, schema};
+    let (json, page) = if policy {
+        (schema::policy_schema(), reference::Page::Policy)
+    } else {
+        (schema::config_schema(), reference::Page::Config)
+    };
+    if markdown {
+        reference::markdown(&json, page)
+    } else {
+        schema::to_pretty_json(&json)
     }
 }
 
@@ -270,6 +236,7 @@ fn serve(
     let _telemetry =
         runtime.block_on(async { redmark::telemetry::traces::init(&telemetry, log_style) })?;
     let mut config = config.map_err(|e| anyhow::anyhow!("{e}"))?;
+    redmark::config::compat::log(&config.deprecations);
     if let Some(addr) = listen {
         config.server.listen = toml::Spanned::new(0..0, addr.to_string());
     }

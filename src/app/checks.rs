@@ -48,6 +48,8 @@ impl Findings {
 /// Every check that needs no server: `text` is the config file `file` as read.
 pub fn offline(config: &Config, text: &str, file: &str) -> (Findings, Vec<(String, Lint)>) {
     let mut out = Findings::default();
+    // Keys under a deprecated name work, and say so (config::compat).
+    out.warnings.extend(config.deprecations.iter().cloned());
     if let Err(errors) = super::check(config) {
         out.errors.extend(errors.0);
     }

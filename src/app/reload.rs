@@ -99,6 +99,7 @@ impl Reloader {
 
     fn try_reload(&self, why: &str) -> Result<Reloaded, ReloadError> {
         let mut new = Config::load(&self.path)?;
+        crate::config::compat::log(&new.deprecations);
         if let Some(a) = self.listen {
             new.server.listen = toml::Spanned::new(0..0, a.to_string());
         }

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -18,10 +19,11 @@ pub fn drain() -> Duration {
     Duration::from_secs(600)
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The internal endpoint: retries forwarded from other replicas.
+    #[schemars(with = "String")]
     pub listen: Spanned<String>,
     /// How the other replicas reach this one (default `http://<listen>`,
     /// with the bound port when `listen` asks for port 0).
@@ -35,6 +37,7 @@ pub struct ClusterConfig {
     pub secret: Option<String>,
     /// After SIGTERM, how long waiting hold-mode operations are still served.
     #[serde(default = "drain", with = "humantime_serde")]
+    #[schemars(with = "super::schema::HumanDuration")]
     pub drain: Duration,
 }
 

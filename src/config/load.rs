@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::{Config, ConfigError, ConfigErrors, MAX_EVENT_LOOPS};
+use serde::Deserialize;
+
+use super::{Config, ConfigError, ConfigErrors, MAX_EVENT_LOOPS, compat};
 
 impl Config {
     /// Reads and checks a config file; every problem found is reported.
@@ -31,6 +33,16 @@ impl Config {
     }
 
     pub fn parse(text: &str, file: &str, base_dir: PathBuf) -> Result<Config, ConfigErrors> {
+        Config::parse_with(text, file, base_dir, compat::CONFIG_RENAMES)
+    }
+
+    /// [`Config::parse`] with the given renamed keys (tests name their own).
+    pub fn parse_with(
+        text: &str,
+        file: &str,
+        base_dir: PathBuf,
+        renames: &[compat::Renamed],
+    ) -> Result<Config, ConfigErrors> {
         let locate = |span: Option<std::ops::Range<usize>>, message: String| {
             let (line, column) = span.map_or((0, 0), |s| line_col(text, s.start));
             ConfigError {
@@ -40,9 +52,28 @@ impl Config {
                 message,
             }
         };
-        let mut config: Config = toml::from_str(text)
-            .map_err(|e| ConfigErrors(vec![locate(e.span(), e.message().trim().to_owned())]))?;
+        let toml_error = |e: toml::de::Error| {
+            ConfigErrors(vec![locate(e.span(), e.message().trim().to_owned())])
+        };
+        // Old names of renamed keys are moved before serde sees the file,
+        // so every check below reads the new ones.
+        let mut doc = toml::de::DeTable::parse(text).map_err(toml_error)?;
+        let (moved, wrong) = compat::apply(doc.get_mut(), renames);
+        if !wrong.is_empty() {
+            return Err(ConfigErrors(
+                wrong
+                    .into_iter()
+                    .map(|m| locate(Some(m.span), m.message))
+                    .collect(),
+            ));
+        }
+        let mut config =
+            Config::deserialize(toml::de::Deserializer::from(doc)).map_err(toml_error)?;
         config.base_dir = base_dir;
+        config.deprecations = moved
+            .into_iter()
+            .map(|m| locate(Some(m.span), m.message))
+            .collect();
         let mut problems: Vec<ConfigError> = config
             .problems()
             .into_iter()

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 pub use crate::protocol::shape::CacheScope;
@@ -41,16 +42,26 @@ impl ConfigError {
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
-#[derive(Debug, Clone, Deserialize)]
+/// redmark.toml: the gateway's listeners, its routes to MCP servers, and
+/// the bounds on everything it holds.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "redmark.toml")]
 pub struct Config {
+    /// `[server]`: the listeners and the limits on client connections.
     pub server: ServerConfig,
+    /// `[auth]`: who may call. Unset: every caller is the principal
+    /// `anonymous`; with it, a request without valid credentials gets 401.
     #[serde(default)]
     pub auth: Option<AuthConfig>,
+    /// `[[route]]`: one per MCP server redmark fronts, each at its own path.
     #[serde(default, rename = "route")]
+    #[schemars(with = "Vec<RouteConfig>")]
     pub routes: Vec<Spanned<RouteConfig>>,
+    /// `[mrtr]`: how long questions are held and how many rounds an operation may take.
     #[serde(default)]
     pub mrtr: MrtrConfig,
+    /// `[state]`: the keys that seal `requestState`, and where rounds are marked used.
     #[serde(default)]
     pub state: StateConfig,
     /// `[sessions]`: the 2025-era clients' sessions (`initialize`, `Mcp-Session-Id`).
@@ -59,10 +70,12 @@ pub struct Config {
     /// Several replicas: the internal endpoint forwarded retries arrive on.
     #[serde(default)]
     pub cluster: Option<ClusterConfig>,
+    /// `[telemetry]`: OpenTelemetry trace export (OTLP).
     #[serde(default)]
     pub telemetry: crate::telemetry::traces::TelemetryConfig,
     /// The audit log of questions (`redmark report` reads it); unset: no audit log.
     #[serde(default)]
+    #[schemars(with = "Option<crate::telemetry::audit::AuditConfig>")]
     pub audit: Option<Spanned<crate::telemetry::audit::AuditConfig>>,
     /// `[log]`: where the access log goes.
     #[serde(default)]
@@ -70,18 +83,24 @@ pub struct Config {
     /// Directory of the config file; relative paths in it resolve against this.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Keys written under a name that is deprecated (`compat`): warnings
+    /// for `redmark check` and the log at load.
+    #[serde(skip)]
+    pub deprecations: Vec<ConfigError>,
 }
 
 /// Most `[server] event_loops`: each is a thread.
 pub const MAX_EVENT_LOOPS: usize = 256;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// Address of the 2026-07-28 endpoint(s).
+    #[schemars(with = "String")]
     pub listen: Spanned<String>,
     /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`).
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub admin: Option<Spanned<String>>,
     /// Largest request body accepted, in bytes; larger bodies get 413.
     #[serde(default = "defaults::max_body_bytes")]
@@ -99,9 +118,11 @@ pub struct ServerConfig {
     pub allowed_origins: Option<Vec<String>>,
     /// How long in-flight requests may run after SIGTERM before they are cut.
     #[serde(default = "defaults::shutdown_grace", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub shutdown_grace: Duration,
     /// Interval of SSE keep-alive comments on open response streams.
     #[serde(default = "defaults::keepalive", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub sse_keepalive: Duration,
     /// Most client connections served at once; connections beyond it are
     /// answered 503 `too_many_connections` (`Retry-After`) and closed.
@@ -111,47 +132,56 @@ pub struct ServerConfig {
     /// connection's start or the end of the previous response (so it is also
     /// the keep-alive idle timeout); then the connection is closed.
     #[serde(default = "defaults::header_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub header_read_timeout: Duration,
     /// Time a client has to send the whole request body once its head is in;
     /// then it gets 408 `body_timeout`.
     #[serde(default = "defaults::body_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub body_read_timeout: Duration,
     /// Longest a write to a client may make no progress (a client that does
     /// not read its response); then the connection is closed.
     #[serde(default = "defaults::send_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub send_timeout: Duration,
     /// Threads serving client connections, each its own event loop
     /// (`event_loops`); default: one per core. 0: connections are served on
     /// the shared work-stealing runtime.
     #[serde(default = "defaults::event_loops")]
+    #[schemars(extend("x-default" = "one per core"))]
     pub event_loops: usize,
     /// This node's name in sealed state (which replica holds an operation); default: random.
     #[serde(default)]
     pub node_id: Option<String>,
     /// `[server.tls]`: serve the 2026-07-28 endpoint over HTTPS (rustls).
     #[serde(default)]
+    #[schemars(with = "Option<TlsConfig>")]
     pub tls: Option<Spanned<TlsConfig>>,
     /// `[server.admin_tls]`: the admin listener's own HTTPS.
     #[serde(default)]
+    #[schemars(with = "Option<TlsConfig>")]
     pub admin_tls: Option<Spanned<TlsConfig>>,
 }
 
 /// Multi Round-Trip Requests: how long questions are held and how many rounds an operation may take.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MrtrConfig {
     /// How long an unanswered question is held before the server hears `cancel`.
     #[serde(default = "defaults::mrtr_ttl", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub ttl: Duration,
     /// Rounds of questions one operation may take.
     #[serde(default = "defaults::max_rounds")]
     pub max_rounds: u32,
     /// Bound on the window for collecting pushes that arrive together into one round.
     #[serde(default = "defaults::gather", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub gather: Duration,
     /// The window ends early once the server has pushed nothing for this long
     /// (never later than `gather`): a lone question does not wait out the bound.
     #[serde(default = "defaults::gather_quiet", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub gather_quiet: Duration,
     /// Operations one principal may have waiting for answers at once.
     #[serde(default = "defaults::max_pending_per_principal")]
@@ -171,14 +201,16 @@ impl Default for MrtrConfig {
 }
 
 /// `[sessions]`: bounds on the sessions 2025-era clients open with `initialize`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionsConfig {
     /// A session nobody used for this long ends (then 404, and the client initializes again).
     #[serde(default = "defaults::session_idle", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub idle_timeout: Duration,
     /// The longest a session id is honoured, used or not (it is sealed into the id).
     #[serde(default = "defaults::session_lifetime", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub max_lifetime: Duration,
     /// Sessions one principal may hold open on a replica.
     #[serde(default = "defaults::sessions_per_principal")]
@@ -200,7 +232,7 @@ impl Default for SessionsConfig {
 }
 
 /// What to do when a server asks for something the client did not declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MissingCapability {
     /// Answer the server with an error and the client with -32021.
@@ -210,22 +242,28 @@ pub enum MissingCapability {
     Decline,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
+    /// `[[auth.api_key]]`: API keys, each naming its principal.
     #[serde(default)]
+    #[schemars(with = "Vec<ApiKeyConfig>")]
     pub api_key: Vec<Spanned<ApiKeyConfig>>,
     /// Bearer JWTs from an OAuth 2.1 authorization server (see `oauth.rs`).
     #[serde(default)]
+    #[schemars(with = "Option<OAuthConfig>")]
     pub oauth: Option<Spanned<OAuthConfig>>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
     /// Hex SHA-256 of the key; the key itself is never stored.
     pub sha256: String,
+    /// The principal a request with this key acts as (in policy rules,
+    /// limits, logs and audit records).
     pub principal: String,
+    /// Groups of the principal, for policy rules (`principal.groups`).
     #[serde(default)]
     pub groups: Vec<String>,
     /// Scopes this key holds, for tools whose policy requires scopes.
@@ -233,14 +271,21 @@ pub struct ApiKeyConfig {
     pub scopes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
+    /// The route's name, unique: in metrics, logs and audit records.
     pub name: String,
+    /// The URL path clients post to, e.g. `/mcp/rooms`; unique, starts with `/`.
     pub path: String,
+    /// `[route.upstream]`: the MCP server behind this route: `command`
+    /// (stdio) or `url` (Streamable HTTP), exactly one.
+    #[schemars(with = "UpstreamConfig")]
     pub upstream: Spanned<UpstreamConfig>,
+    /// `[route.pool]`: the upstream sessions this route keeps.
     #[serde(default)]
     pub pool: PoolConfig,
+    /// `[route.cache]`: caching hints on results, and the list cache.
     #[serde(default)]
     pub cache: CacheConfig,
     /// A server asking for a capability the client lacks: `error` (default) or `decline`.
@@ -248,21 +293,24 @@ pub struct RouteConfig {
     pub on_missing_capability: MissingCapability,
     /// Policy file for this route (relative to this config file), e.g. `policies/rooms.toml`.
     #[serde(default)]
+    #[schemars(with = "Option<PathBuf>")]
     pub policy: Option<Spanned<PathBuf>>,
     /// `[route.rate_limit]`: limits on new calls and on retries (none by default).
     #[serde(default)]
     pub rate_limit: RateLimitConfig,
     /// `[route.oauth]`: this route's own OAuth settings (its audience).
     #[serde(default)]
+    #[schemars(with = "Option<RouteOAuthConfig>")]
     pub oauth: Option<Spanned<RouteOAuthConfig>>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// A stdio server: program and arguments.
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// Environment variables set for a stdio server (on top of redmark's own).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory of a stdio server; default: the config file's directory.
@@ -280,12 +328,15 @@ pub struct UpstreamConfig {
     pub bearer_token_env: Option<String>,
     /// Limit on the `initialize` handshake.
     #[serde(default = "defaults::init_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub init_timeout: Duration,
     /// Limit on one upstream request that involves no person (lists, completion).
     #[serde(default = "defaults::request_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub request_timeout: Duration,
     /// Longest silence from the server during a call before redmark cancels it.
     #[serde(default = "defaults::call_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub call_timeout: Duration,
     /// Largest single message accepted from the upstream, in bytes.
     #[serde(default = "defaults::max_message_bytes")]
@@ -301,7 +352,7 @@ pub struct UpstreamConfig {
 /// `[route.upstream] http2`: which HTTP version redmark speaks to a
 /// Streamable HTTP server. HTTP/2 carries every waiting call of a session as
 /// a stream of one connection instead of one HTTP/1.1 connection each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamHttp2 {
     /// Over `https://`, whatever TLS ALPN agrees (`h2` when the server offers
@@ -318,7 +369,7 @@ pub enum UpstreamHttp2 {
 /// `[route.upstream] protocol`: `auto` tries the stateless 2026-07-28
 /// protocol (`server/discover`) first and falls back to a legacy
 /// `initialize` session; the other two pin it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub enum UpstreamProtocol {
     #[default]
     #[serde(rename = "auto")]
@@ -329,7 +380,7 @@ pub enum UpstreamProtocol {
     Legacy,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
     /// Upstream sessions of this route, all principals together.
@@ -340,9 +391,11 @@ pub struct PoolConfig {
     pub max_sessions_per_principal: usize,
     /// An idle session older than this is closed.
     #[serde(default = "defaults::idle_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub idle_timeout: Duration,
     /// How long a request waits for a free session before `upstream_busy`.
     #[serde(default = "defaults::lease_timeout", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub lease_timeout: Duration,
     /// Operations one Streamable HTTP session may carry at once, once the
     /// route has learned that its server sends each push on its call's own
@@ -365,10 +418,13 @@ impl Default for PoolConfig {
 
 /// Caching hints (`ttlMs`, `cacheScope`) put on cacheable results, and how
 /// long redmark itself keeps list results (until a list-changed notification).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
+    /// `ttlMs` on cacheable results, and how long redmark keeps a list
+    /// result before asking the server again.
     #[serde(default = "defaults::cache_ttl", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
     pub ttl: Duration,
     /// `public` or `private`; default: `private` when `[auth]` is set, else `public`.
     #[serde(default)]
@@ -386,16 +442,20 @@ impl Default for CacheConfig {
 
 pub mod check;
 mod cluster;
+pub mod compat;
 mod defaults;
 mod load;
 mod oauth;
 pub mod rate_limit;
+pub mod reference;
+pub mod schema;
 mod state;
 pub mod tls;
 
 pub use cluster::ClusterConfig;
 pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use rate_limit::{Rate, RateLimitConfig};
+pub use schema::{config_schema, policy_schema};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -18,17 +19,20 @@ pub const ALLOWED_ALGORITHMS: &[&str] = &[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
 ];
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// The authorization server's issuer identifier; its metadata (RFC 8414,
     /// then OIDC discovery) names the `jwks_uri`.
+    #[schemars(with = "String")]
     pub issuer: Spanned<String>,
     /// The `aud` every route accepts unless `[route.oauth] audience` says
     /// otherwise; default: the route's canonical URL (RFC 8707).
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub audience: Option<Spanned<String>>,
     /// Scopes every request's token must carry; advertised as `scopes_supported`.
+    #[schemars(with = "Vec<String>")]
     pub scopes: Spanned<Vec<String>>,
     /// The claim naming the subject (with the issuer, the principal).
     #[serde(default = "default_principal_claim")]
@@ -38,24 +42,31 @@ pub struct OAuthConfig {
     pub groups_claim: String,
     /// Skips discovery: the JWKS is fetched from here.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub jwks_uri: Option<Spanned<String>>,
+    /// JWT signature algorithms accepted (asymmetric only: RS*, PS*, ES256,
+    /// ES384, EdDSA; never `none` or HMAC).
     #[serde(default = "default_algorithms")]
+    #[schemars(with = "Vec<String>")]
     pub algorithms: Spanned<Vec<String>>,
     /// The origin clients reach redmark at (`https://mcp.example.com`): a
     /// route's canonical URL is this plus its path. Default: the listen
     /// address, when it is loopback.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub public_url: Option<Spanned<String>>,
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(default = "default_leeway", with = "humantime_serde")]
+    #[schemars(with = "super::schema::HumanDuration")]
     pub leeway: Duration,
     /// Least time between two JWKS fetches caused by an unknown `kid`.
     #[serde(default = "default_jwks_min_refresh", with = "humantime_serde")]
+    #[schemars(with = "super::schema::HumanDuration")]
     pub jwks_min_refresh: Duration,
 }
 
 /// `[route.oauth]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteOAuthConfig {
     /// The `aud` this route's tokens must carry, and its `resource`.

@@ -7,6 +7,7 @@ use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `count` requests per `per`.
@@ -67,11 +68,25 @@ impl<'de> Deserialize<'de> for Rate {
     }
 }
 
+impl schemars::JsonSchema for Rate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Rate".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "COUNT/UNIT: requests per second (s), minute (m) or hour (h), e.g. \"20/s\", \"600/m\".",
+            "pattern": r"^\s*[0-9]+\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$",
+        })
+    }
+}
+
 /// `[route.rate_limit]`: GCRA limits on a route's requests (see the book's
 /// docs/src/reference/limits.md, "Rate limits"). New calls and retries that carry a
 /// `requestState` are counted apart, so a person answering a question is
 /// never throttled by the rate at which a model makes calls.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Requests without `requestState`, per principal.

@@ -3,6 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -21,19 +22,24 @@ pub fn decode_secret(text: &str) -> Option<Vec<u8>> {
 }
 
 /// Keys that seal `requestState`, its size bound, and where round ids are marked used.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
+    /// `[[state.keys]]`: the sealing keys; unset: one random key per
+    /// process (states die with it, and other replicas cannot open them).
     #[serde(default)]
+    #[schemars(with = "Vec<StateKeyConfig>")]
     pub keys: Vec<Spanned<StateKeyConfig>>,
     /// Longest `requestState` sealed or accepted, in bytes. Replay mode's
     /// collected answers ride in the state: an operation whose state would
     /// grow past it ends with `state_too_large`.
     #[serde(default = "default_max_bytes")]
+    #[schemars(with = "usize")]
     pub max_bytes: Spanned<usize>,
     /// `redis://host:port/db`: each round's state single-use across replicas.
     /// Unset: single-use holds per node.
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub store: Option<Spanned<String>>,
 }
 
@@ -60,9 +66,11 @@ fn default_max_bytes() -> Spanned<usize> {
     Spanned::new(0..0, default_max_bytes_value())
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateKeyConfig {
+    /// The key's name, sealed into every state it seals (so a state names
+    /// the key that opens it); unique, no `.`.
     pub id: String,
     /// Environment variable holding the base64url secret (`redmark keygen` makes one).
     #[serde(default)]

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// Certificate chain, PEM, leaf first (relative to the config file).
@@ -23,7 +24,7 @@ pub struct TlsConfig {
 }
 
 /// Which part of a client certificate's subject names the principal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientPrincipal {
     /// The subject's common name (`CN`).

@@ -2,142 +2,14 @@
 //! writes, read strictly (unknown keys are errors) and compiled into rules,
 //! with every problem located by file and line.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
-use serde::Deserialize;
-use toml::Spanned;
-
-use super::{
-    CallRule, DefaultMode, Defaults, FieldRules, Format, KeyNames, Mode, OnInvalid, OnRefused,
-    Policy, ToolRules, ToolsDefault,
-};
+use super::raw::{PolicyFile as RawPolicy, RawField, SecretFields};
+use super::{CallRule, Defaults, FieldRules, Policy, ToolRules};
 use crate::config::{ConfigError, ConfigErrors};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPolicy {
-    #[serde(default)]
-    defaults: RawDefaults,
-    #[serde(default)]
-    tool: BTreeMap<String, Spanned<RawTool>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDefaults {
-    /// `allow` (default) or `deny`: may tools without a `[tool.NAME]` section be called?
-    tools: Option<ToolsDefault>,
-    on_invalid: Option<OnInvalid>,
-    max_reasks: Option<u32>,
-    max_questions: Option<usize>,
-    secret_fields: Option<SecretFields>,
-    /// What the server hears when a question is refused: `error` or `decline`.
-    on_refused: Option<OnRefused>,
-    /// Hosts URL-mode elicitation may send people to; unset: any https host.
-    url_hosts: Option<Vec<String>>,
-    /// `hold`, `replay` or `replay_when_annotated`, for tools without their own `mode`.
-    mode: Option<DefaultMode>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum SecretFields {
-    Deny,
-    Allow,
-}
-
-/// `keys`: a list (names in the order questions arrive) or a table of
-/// lists by kind; anything else is refused with what was expected.
-#[derive(Debug, Default)]
-struct RawKeys(KeyNames);
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawKeysByKind {
-    #[serde(default)]
-    elicitation: Vec<String>,
-    #[serde(default)]
-    sampling: Vec<String>,
-    #[serde(default)]
-    roots: Vec<String>,
-}
-
-impl<'de> Deserialize<'de> for RawKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = RawKeys;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of key names, or a table of lists by kind (elicitation, sampling, roots)")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawKeys, A::Error> {
-                let names =
-                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(RawKeys(KeyNames::InOrder(names)))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawKeys, A::Error> {
-                let by =
-                    RawKeysByKind::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawKeys(KeyNames::ByKind {
-                    elicitation: by.elicitation,
-                    sampling: by.sampling,
-                    roots: by.roots,
-                }))
-            }
-        }
-        deserializer.deserialize_any(Visitor)
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTool {
-    #[serde(default)]
-    keys: RawKeys,
-    mode: Option<Mode>,
-    #[serde(default)]
-    model_owned: Vec<String>,
-    on_invalid: Option<OnInvalid>,
-    max_reasks: Option<u32>,
-    max_questions: Option<usize>,
-    /// Calls per principal, e.g. `"1/s"` (see `[route.rate_limit]`).
-    rate: Option<crate::config::Rate>,
-    /// CEL over `principal` and `tool` (`name`, `arguments`): may this call be made?
-    allow: Option<Spanned<String>>,
-    /// What a caller the `allow` rule refuses is told.
-    deny_message: Option<String>,
-    #[serde(default)]
-    fields: BTreeMap<String, Spanned<RawField>>,
-    /// OAuth scopes a token must carry to call this tool.
-    #[serde(default)]
-    scopes: Option<Spanned<Vec<String>>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawField {
-    minimum: Option<f64>,
-    maximum: Option<f64>,
-    min_length: Option<u64>,
-    max_length: Option<u64>,
-    pattern: Option<String>,
-    format: Option<Format>,
-    #[serde(rename = "enum")]
-    allowed: Option<Vec<toml::Value>>,
-    #[serde(default)]
-    required: bool,
-    authz: Option<String>,
-    authz_message: Option<String>,
-    /// Never echo this field's value (in red marks or anywhere else).
-    #[serde(default)]
-    sensitive: bool,
-    /// Record this field's accepted value in logs and traces (off: only its name).
-    #[serde(default)]
-    log_value: bool,
-}
 
 /// What `redmark check` looks at beyond compiling: each `[tool.NAME]`
 /// section and each `authz` rule, with their spans in the file.
@@ -189,18 +61,22 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
         ConfigError::at(file, text, Some(span), &message)
     };
     let d = &raw.defaults;
+    // What a key left out means, in one place (the schema's defaults too).
+    let base = Defaults::default();
     let defaults = Defaults {
-        tools: d.tools.unwrap_or_default(),
-        on_invalid: d.on_invalid.unwrap_or(OnInvalid::Reask),
-        max_reasks: d.max_reasks.unwrap_or(2),
-        max_questions: d.max_questions.unwrap_or(10),
-        deny_secrets: d.secret_fields.unwrap_or(SecretFields::Deny) == SecretFields::Deny,
-        on_refused: d.on_refused.unwrap_or(OnRefused::Error),
+        tools: d.tools.unwrap_or(base.tools),
+        on_invalid: d.on_invalid.unwrap_or(base.on_invalid),
+        max_reasks: d.max_reasks.unwrap_or(base.max_reasks),
+        max_questions: d.max_questions.unwrap_or(base.max_questions),
+        deny_secrets: d
+            .secret_fields
+            .map_or(base.deny_secrets, |s| s == SecretFields::Deny),
+        on_refused: d.on_refused.unwrap_or(base.on_refused),
         url_hosts: d
             .url_hosts
             .clone()
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
-        mode: d.mode.unwrap_or_default(),
+        mode: d.mode.unwrap_or(base.mode),
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();

@@ -23,7 +23,10 @@ pub mod call;
 mod file;
 pub mod guard;
 pub mod lint;
+mod raw;
 pub mod reload;
+
+pub use raw::PolicyFile;
 
 use std::collections::HashSet;
 
@@ -31,12 +34,13 @@ use foldhash::{HashMap, HashMapExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{ConfigError, ConfigErrors};
 
 /// How an operation waits for its answers (`[tool.NAME] mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The upstream call stays open on this node between round trips.
@@ -50,11 +54,13 @@ pub enum Mode {
 }
 
 /// A route's mode for tools its policy does not name (`[defaults] mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DefaultMode {
+    /// Every such tool's upstream call stays open between round trips.
     #[default]
     Hold,
+    /// Every such tool is replayed (see [`Mode::Replay`]).
     Replay,
     /// Replay for tools the server annotates `readOnlyHint` or
     /// `idempotentHint` in `tools/list`; hold for every other.
@@ -62,7 +68,7 @@ pub enum DefaultMode {
 }
 
 /// What happens to an answer that breaks a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnInvalid {
     /// Ask the same question again, with a red mark naming the field and the rule.
@@ -72,27 +78,34 @@ pub enum OnInvalid {
 }
 
 /// What the server hears when one of its questions is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnRefused {
+    /// The server's request fails with a JSON-RPC error.
     Error,
+    /// The server hears that the user declined.
     Decline,
 }
 
 /// String formats an answer can be held to (the formats of the 2026-07-28 elicitation schema).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
+    /// An email address.
     Email,
+    /// An absolute URI.
     Uri,
+    /// A full date, `2026-07-28` (RFC 3339).
     Date,
+    /// A date and time, `2026-07-28T09:30:00Z` (RFC 3339).
     DateTime,
 }
 
 /// `[defaults] tools`: whether tools the policy does not name may be called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolsDefault {
+    /// Every tool the server lists may be called.
     #[default]
     Allow,
     /// Only tools with a `[tool.NAME]` section are callable (and listed).

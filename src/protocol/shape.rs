@@ -22,10 +22,12 @@ pub(crate) use legacy_params::is_2026_member;
 pub use legacy_params::{call_params, into_upstream_params};
 
 /// The `cacheScope` hint (spec 2026-07-28 `server/utilities/caching.mdx`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheScope {
+    /// Any client may be served the cached result.
     Public,
+    /// Only the principal the result was made for.
     Private,
 }
 

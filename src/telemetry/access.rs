@@ -19,7 +19,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use serde::{Deserialize, Serialize};
 
 /// `[log]` in the gateway config.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// `"stderr"` (the default), `"off"`, or a file path (relative to the
@@ -29,7 +29,7 @@ pub struct LogConfig {
 }
 
 /// Where access lines go.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(from = "String")]
 pub enum AccessTarget {
     #[default]

@@ -22,7 +22,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use super::logging::LogStyle;
 
 /// `[telemetry]`: where traces go. Unset fields fall back to the `OTEL_*` variables.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// OTLP endpoint, e.g. `http://collector:4318` (HTTP) or `http://collector:4317` (gRPC).
