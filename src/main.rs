@@ -130,7 +130,7 @@ fn main() -> ExitCode {
 fn config_schema(policy: bool, markdown: bool) -> String {
     use redmark::config::{reference, schema};
     let (json, page) = if policy {
-        (schema::policy_schema(), reference::Page::Policy)
+        (redmark::policy::policy_schema(), reference::Page::Policy)
     } else {
         (schema::config_schema(), reference::Page::Config)
     };

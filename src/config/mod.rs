@@ -455,7 +455,7 @@ pub mod tls;
 pub use cluster::ClusterConfig;
 pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use rate_limit::{Rate, RateLimitConfig};
-pub use schema::{config_schema, policy_schema};
+pub use schema::config_schema;
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
 pub use tls::TlsConfig;
 

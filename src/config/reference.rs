@@ -355,7 +355,7 @@ mod tests {
     fn every_key_has_a_description() {
         for (schema, page) in [
             (crate::config::config_schema(), Page::Config),
-            (crate::config::policy_schema(), Page::Policy),
+            (crate::policy::policy_schema(), Page::Policy),
         ] {
             let text = markdown(&schema, page);
             let bare: Vec<&str> = text
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn the_policy_page_names_tools_and_fields_by_placeholder() {
-        let page = markdown(&crate::config::policy_schema(), Page::Policy);
+        let page = markdown(&crate::policy::policy_schema(), Page::Policy);
         for heading in [
             "## `[defaults]`",
             "## `[tool.NAME]`",

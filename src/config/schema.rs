@@ -38,7 +38,7 @@ pub const DURATION_PATTERN: &str = r"^\s*([0-9]+\s*(nanos|nsec|ns|usec|us|µs|mi
 
 /// The draft-07 generator both schemas use: draft-07 because it is what
 /// Taplo, VS Code's JSON service and most editors implement fully.
-fn generator() -> SchemaGenerator {
+pub fn generator() -> SchemaGenerator {
     let mut settings = SchemaSettings::draft07();
     settings = settings.with_transform(RecursiveTransform(|schema: &mut Schema| {
         drop_null(schema);
@@ -180,11 +180,6 @@ fn table_of<'p>(schema: &Schema, path: &'p str) -> Option<(String, &'p str)> {
     Some((pointer, key))
 }
 
-/// The JSON Schema of a policy file (`[route] policy`).
-pub fn policy_schema() -> Schema {
-    generator().into_root_schema_for::<crate::policy::PolicyFile>()
-}
-
 /// The schema as committed in `schemas/`: pretty JSON and a final newline.
 pub fn to_pretty_json(schema: &Schema) -> String {
     let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
@@ -213,7 +208,7 @@ mod tests {
 
     #[test]
     fn every_table_refuses_unknown_keys_as_serde_does() {
-        for schema in [config_schema(), policy_schema()] {
+        for schema in [config_schema(), crate::policy::policy_schema()] {
             let all = tables(&schema);
             assert!(all.len() >= 5, "{} tables", all.len());
             for (at, table) in all {

@@ -25,8 +25,10 @@ pub mod guard;
 pub mod lint;
 mod raw;
 pub mod reload;
+mod schema;
 
 pub use raw::PolicyFile;
+pub use schema::policy_schema;
 
 use std::collections::HashSet;
 
