@@ -46,6 +46,7 @@ fn record(
         answer_ms: ms,
         verdict: "ok".into(),
         redundant,
+        redundant_fields: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,

@@ -12,10 +12,12 @@
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
 //! - [`ending`]: every way an operation ends, and the one reply each ending gets.
+//! - [`account`]: every question's ending, accounted once (audit line, metrics).
 //! - [`clock`]: tokio's clock, so TTLs and windows run on paused time in tests.
 //!
 //! Above `upstream`, `policy` and `route`; below `front`, which it never imports.
 
+pub mod account;
 pub mod clock;
 pub mod convert;
 pub mod ending;

@@ -144,6 +144,10 @@ pub struct AuditRecord {
     /// The accepted values were already in the call's arguments ([`redundant`]).
     #[serde(default)]
     pub redundant: bool,
+    /// The accepted fields whose value was already in the call's arguments
+    /// ([`redundant_fields`]): names only. What `report` weighs per field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redundant_fields: Vec<String>,
     pub trace_id: Option<String>,
     /// This answer broke a rule and the question was asked again with a red
     /// mark: the attempt cost a person's attention, so it is a record of its
@@ -191,13 +195,27 @@ pub fn hash_principal(name: &str) -> String {
 /// a question that may have been needed.
 pub fn redundant(arguments: &Value, content: &Map<String, Value>) -> bool {
     !content.is_empty()
-        && content.iter().all(|(name, value)| {
-            arguments.get(name) == Some(value)
-                || value
-                    .as_str()
-                    .map(|s| s.trim().to_lowercase())
-                    .is_some_and(|s| !s.is_empty() && holds_string(arguments, &s))
-        })
+        && content
+            .iter()
+            .all(|(name, value)| field_known(arguments, name, value))
+}
+
+/// The fields of an accepted answer whose value the call already carried
+/// (the same test as [`redundant`], field by field), in the answer's order.
+pub fn redundant_fields(arguments: &Value, content: &Map<String, Value>) -> Vec<String> {
+    content
+        .iter()
+        .filter(|(name, value)| field_known(arguments, name, value))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn field_known(arguments: &Value, name: &str, value: &Value) -> bool {
+    arguments.get(name) == Some(value)
+        || value
+            .as_str()
+            .map(|s| s.trim().to_lowercase())
+            .is_some_and(|s| !s.is_empty() && holds_string(arguments, &s))
 }
 
 fn holds_string(v: &Value, lower: &str) -> bool {

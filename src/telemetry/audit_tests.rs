@@ -20,6 +20,7 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         answer_ms: Some(24_000),
         verdict: "ok".into(),
         redundant: false,
+        redundant_fields: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,

@@ -77,6 +77,24 @@ pub struct Question {
     /// `native` for a 2026-07-28 server's own question; absent when converted.
     #[serde(default)]
     pub origin: Option<Origin>,
+    #[serde(default)]
+    pub principal: String,
+    #[serde(default)]
+    pub operation: String,
+    /// Field names of the form.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// Accepted fields whose value was already in the call's arguments.
+    #[serde(default)]
+    pub redundant_fields: Vec<String>,
+    /// Accepted fields whose value was this principal's previous answer.
+    #[serde(default)]
+    pub repeated_fields: Vec<String>,
+    #[serde(default)]
+    pub verdict: String,
+    /// The rule a re-asked answer broke.
+    #[serde(default)]
+    pub rule: Option<String>,
 }
 
 /// The cost of one tool's questions (or of all, in the totals line).
@@ -88,6 +106,8 @@ pub struct ToolCost {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<&'static str>,
     pub asked: u64,
+    /// Distinct operations that asked these questions.
+    pub operations: u64,
     /// Questions with a measured answer time.
     pub answered: u64,
     /// Questions charged the median because no answer time was measured.
@@ -188,6 +208,12 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         tool: tool.to_string(),
         origin: None,
         asked,
+        operations: qs
+            .iter()
+            .map(|q| q.operation.as_str())
+            .filter(|o| !o.is_empty())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64,
         answered: times.len() as u64,
         imputed,
         redundant,

@@ -14,6 +14,13 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
         redundant,
         reask: false,
         origin: None,
+        principal: "alice".into(),
+        operation: String::new(),
+        fields: Vec::new(),
+        redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
+        verdict: "ok".into(),
+        rule: None,
     }
 }
 
