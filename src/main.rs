@@ -104,6 +104,8 @@ enum Command {
         /// questions; `converted`: a legacy server's pushes).
         #[arg(long, value_enum, default_value = "tool")]
         by: redmark::telemetry::report::By,
+        #[command(flatten)]
+        thresholds: redmark::telemetry::suggest::Thresholds,
     },
 }
 
@@ -151,7 +153,14 @@ fn main() -> ExitCode {
             format,
             since,
             by,
-        } => match redmark::telemetry::report::run(&audit, since.as_deref(), format, by) {
+            thresholds,
+        } => match redmark::telemetry::report::run_with(
+            &audit,
+            since.as_deref(),
+            format,
+            by,
+            &thresholds,
+        ) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

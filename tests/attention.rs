@@ -151,3 +151,87 @@ async fn the_reports_totals_are_the_metrics_totals() {
     assert_eq!(owned["verdict"], "policy_model_owned", "{owned}");
     assert_eq!(owned["outcome"], "refused", "{owned}");
 }
+
+fn report_bin(audit: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+        .arg("report")
+        .arg("--audit")
+        .arg(audit)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Thirty meetings booked through the rooms example whose room was already
+/// in the call's arguments (`location: "Nook"`, answered `room_id: "nook"`):
+/// `redmark report` suggests `model_owned = ["room_id"]` for `book_meeting`,
+/// with the evidence and the attention it would have saved, and no
+/// `remember` for the same field (the value was the model's, not the person's).
+#[tokio::test]
+async fn thirty_redundant_questions_suggest_model_owned() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let gw = TestGateway::start(&rooms_config(&format!(
+        "[audit]\npath = {}\n",
+        toml_path(&audit)
+    )))
+    .await;
+    for i in 0..30 {
+        let op = Op::tool(
+            "book_meeting",
+            json!({"start": format!("2026-09-{:02}T09:00", 1 + i % 28), "location": "Nook"}),
+        )
+        .caps(json!({"elicitation": {}}));
+        let resps = op
+            .walk(&gw, 1, |_, q| {
+                q.reply_only(json!({"action": "accept", "content": {"room_id": "nook"}}))
+            })
+            .await;
+        assert_eq!(
+            resps[1].result()["resultType"],
+            "complete",
+            "{}",
+            resps[1].raw
+        );
+    }
+    settled(&gw).await;
+    gw.stop().await;
+
+    let v: Value = serde_json::from_str(&report_bin(&audit, &["--format", "json"])).unwrap();
+    let s = v["suggestions"].as_array().unwrap();
+    assert_eq!(s.len(), 1, "{v:#}");
+    assert_eq!(s[0]["kind"], "model_owned");
+    assert_eq!(s[0]["tool"], "book_meeting");
+    assert_eq!(s[0]["field"], "room_id");
+    assert_eq!(
+        s[0]["policy"],
+        json!(["[tool.book_meeting]", "model_owned = [\"room_id\"]"])
+    );
+    assert!(
+        s[0]["evidence"].as_str().unwrap().starts_with("30 of 30"),
+        "{}",
+        s[0]["evidence"]
+    );
+    let saved = s[0]["hours_saved"].as_f64().unwrap();
+    let spent = v["total"]["redundant_hours"].as_f64().unwrap();
+    assert!((saved - spent).abs() < 1e-9, "{saved} vs {spent}");
+    // The same person gave the same room every time, but it was never theirs.
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        lines.contains("\"repeated_fields\":[\"room_id\"]"),
+        "{lines}"
+    );
+    // The table names the lines to add.
+    let table = report_bin(&audit, &[]);
+    assert!(table.contains("model_owned = [\"room_id\"]"), "{table}");
+    // A stricter threshold than the traffic: nothing.
+    let strict = report_bin(&audit, &["--format", "json", "--min-sample", "31"]);
+    let v: Value = serde_json::from_str(&strict).unwrap();
+    assert_eq!(v["suggestions"], json!([]), "{v:#}");
+}

@@ -47,6 +47,7 @@ fn record(
         verdict: "ok".into(),
         redundant,
         redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,
@@ -188,7 +189,17 @@ fn json_reproduces_the_seed_arithmetic() {
 fn table_is_aligned_ordered_and_states_the_rule() {
     let dir = tempfile::tempdir().unwrap();
     let path = seed_log(dir.path());
-    let text = stdout(report(&path, &["--since", "30d"]));
+    let full = stdout(report(&path, &["--since", "30d"]));
+    let (text, suggestions) = full.split_once("\nSuggestions").unwrap();
+    // The seed's redundant room names: a precise error saves their 4.7 hours.
+    assert!(
+        suggestions.contains("rooms / book_meeting_room: saves 4:41:12"),
+        "{suggestions}"
+    );
+    assert!(
+        suggestions.contains("model_owned = [\"room_id\"]"),
+        "{suggestions}"
+    );
     let rows: Vec<Vec<&str>> = text
         .lines()
         .filter(|l| l.contains(BOOKING) || l.contains("create_invoice") || l.starts_with(' '))

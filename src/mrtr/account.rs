@@ -15,7 +15,8 @@
 //! [`Answered`] (how it ended) and calls [`Engine::account`] once per
 //! question's ending.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::Engine;
 use super::convert::{Kind, Question};
@@ -62,9 +63,78 @@ impl Engine {
             self.metrics
                 .record_answer(asker.route, asker.tool, ms as f64 / 1000.0);
         }
+        let content = accepted_content(ended.answer);
+        let repeated = content
+            .map(|c| self.last_answers.repeated(asker.principal, asker.tool, c))
+            .unwrap_or_default();
         if self.audit.is_enabled() {
-            self.audit.record(question_record(asker, q, ended, origin));
+            let mut record = question_record(asker, q, ended, origin);
+            record.repeated_fields = repeated;
+            self.audit.record(record);
         }
+    }
+}
+
+fn accepted_content(answer: Option<&Value>) -> Option<&Map<String, Value>> {
+    answer
+        .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
+        .and_then(|a| a.get("content"))
+        .and_then(Value::as_object)
+}
+
+/// Digests of each person's last accepted value per tool and field, so an
+/// audit line can say a field repeated that person's previous answer
+/// (`repeated_fields`) without any value leaving memory. Salted per process,
+/// keyed by a digest of (principal, tool, field); bounded: when full it
+/// starts over (an answer then counts as new, never as repeated).
+pub struct LastAnswers {
+    salt: [u8; 32],
+    digests: dashmap::DashMap<[u8; 32], [u8; 32]>,
+    max: usize,
+}
+
+/// Entries [`LastAnswers`] keeps (64 bytes each, plus the map's overhead).
+pub const LAST_ANSWERS_MAX: usize = 65_536;
+
+impl LastAnswers {
+    pub fn new(max: usize) -> Self {
+        LastAnswers {
+            salt: rand::random(),
+            digests: dashmap::DashMap::new(),
+            max,
+        }
+    }
+
+    fn digest(&self, parts: &[&[u8]]) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.salt);
+        for p in parts {
+            h.update((p.len() as u64).to_be_bytes());
+            h.update(p);
+        }
+        h.finalize().into()
+    }
+
+    /// The fields of `content` equal to this principal's previous accepted
+    /// value for the tool and field; remembers `content` as the latest.
+    pub fn repeated(
+        &self,
+        principal: &str,
+        tool: &str,
+        content: &Map<String, Value>,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        for (field, value) in content {
+            let key = self.digest(&[principal.as_bytes(), tool.as_bytes(), field.as_bytes()]);
+            let value = self.digest(&[value.to_string().as_bytes()]);
+            if self.digests.len() >= self.max && !self.digests.contains_key(&key) {
+                self.digests.clear();
+            }
+            if self.digests.insert(key, value) == Some(value) {
+                out.push(field.clone());
+            }
+        }
+        out
     }
 }
 
@@ -91,11 +161,7 @@ pub fn question_record(
     origin: Option<Origin>,
 ) -> AuditRecord {
     let fields = q.field_names();
-    let content = ended
-        .answer
-        .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
-        .and_then(|a| a.get("content"))
-        .and_then(Value::as_object);
+    let content = accepted_content(ended.answer);
     AuditRecord {
         time: audit::timestamp(std::time::SystemTime::now()),
         route: asker.route.to_owned(),
@@ -121,9 +187,45 @@ pub fn question_record(
         redundant_fields: content
             .map(|c| audit::redundant_fields(asker.arguments, c))
             .unwrap_or_default(),
+        repeated_fields: Vec::new(),
         trace_id: asker.trace_id.map(str::to_owned),
         reask: ended.reask_rule.is_some(),
         rule: ended.reask_rule.map(str::to_owned),
         origin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn content(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_repeat_is_per_principal_tool_and_field() {
+        let last = LastAnswers::new(16);
+        let eur = content(json!({"currency": "EUR"}));
+        assert!(last.repeated("alice", "invoice", &eur).is_empty());
+        assert_eq!(last.repeated("alice", "invoice", &eur), ["currency"]);
+        // Another person, another tool: their own first answer.
+        assert!(last.repeated("bob", "invoice", &eur).is_empty());
+        assert!(last.repeated("alice", "quote", &eur).is_empty());
+        // A changed answer is new, and becomes the one to repeat.
+        let gbp = content(json!({"currency": "GBP"}));
+        assert!(last.repeated("alice", "invoice", &gbp).is_empty());
+        assert_eq!(last.repeated("alice", "invoice", &gbp), ["currency"]);
+    }
+
+    #[test]
+    fn it_is_bounded() {
+        let last = LastAnswers::new(2);
+        let v = content(json!({"f": 1}));
+        for p in ["a", "b", "c", "d"] {
+            last.repeated(p, "t", &v);
+            assert!(last.digests.len() <= 2);
+        }
     }
 }

@@ -68,6 +68,8 @@ pub struct Engine {
     pub clock: clock::Clock,
     /// Where round ids are marked used: this node's memory, or a shared store.
     pub single_use: Arc<dyn single_use::SingleUse>,
+    /// Digests of each person's last answers, for `repeated_fields` in the audit.
+    pub last_answers: account::LastAnswers,
 }
 
 /// Round ids a node remembers without a shared store (about 100 bytes each).
@@ -102,6 +104,7 @@ impl Engine {
             shutdown,
             clock,
             single_use: single_use::Local::swept(LOCAL_SINGLE_USE_MAX),
+            last_answers: account::LastAnswers::new(account::LAST_ANSWERS_MAX),
         }
     }
 }

@@ -148,6 +148,10 @@ pub struct AuditRecord {
     /// ([`redundant_fields`]): names only. What `report` weighs per field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redundant_fields: Vec<String>,
+    /// The accepted fields whose value was this principal's previous
+    /// accepted value for the tool and field (names only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeated_fields: Vec<String>,
     pub trace_id: Option<String>,
     /// This answer broke a rule and the question was asked again with a red
     /// mark: the attempt cost a person's attention, so it is a record of its

@@ -21,6 +21,7 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         verdict: "ok".into(),
         redundant: false,
         redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,

@@ -18,7 +18,6 @@
 //! and costs nothing. This is the arithmetic of "N dialogs at a median of 24 s".
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -26,6 +25,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::audit::{Origin, Outcome, rotated};
+use super::report_text::suggestions_text;
+pub use super::report_text::{csv, hours_cell, table};
+use super::suggest::{Suggestion, Thresholds, suggest};
 
 /// How attention hours are counted; printed with every report.
 pub const ATTENTION_RULE: &str = "attention = measured answer time of answered questions, plus the \
@@ -59,6 +61,8 @@ pub enum ReportError {
     Json(serde_json::Error),
     #[error("--since {0:?}: expected a duration back from now (24h, 7d) or an RFC 3339 UTC time")]
     Since(String),
+    #[error("--{0} {1}: expected a share from 0 to 1")]
+    Share(&'static str, f64),
 }
 
 /// What the report needs from one audit line (other fields are ignored).
@@ -77,6 +81,9 @@ pub struct Question {
     /// `native` for a 2026-07-28 server's own question; absent when converted.
     #[serde(default)]
     pub origin: Option<Origin>,
+    /// The input request key.
+    #[serde(default)]
+    pub key: String,
     #[serde(default)]
     pub principal: String,
     #[serde(default)]
@@ -143,6 +150,9 @@ pub struct Report {
     pub by: By,
     pub tools: Vec<ToolCost>,
     pub total: ToolCost,
+    pub thresholds: Thresholds,
+    /// What to change, most attention saved first ([`super::suggest`]).
+    pub suggestions: Vec<Suggestion>,
 }
 
 /// Median of sorted values (mean of the two middle ones for an even count).
@@ -353,218 +363,66 @@ pub fn run(
     format: Format,
     by: By,
 ) -> Result<String, ReportError> {
+    run_with(paths, since, format, by, &Thresholds::default())
+}
+
+/// [`run`] with the suggestions' thresholds.
+pub fn run_with(
+    paths: &[PathBuf],
+    since: Option<&str>,
+    format: Format,
+    by: By,
+    thresholds: &Thresholds,
+) -> Result<String, ReportError> {
     let since_t = since
         .map(|s| parse_since(s, SystemTime::now()))
         .transpose()?;
     let files = audit_files(paths);
     let (questions, skipped_lines) = read(&files, since_t)?;
-    let (tools, total) = summarize_by(&questions, by);
-    let report = Report {
+    let report = build(&questions, by, since_t, files, skipped_lines, thresholds)?;
+    render(&report, format)
+}
+
+/// A report of `questions`, with its suggestions.
+pub fn build(
+    questions: &[Question],
+    by: By,
+    since: Option<SystemTime>,
+    files: Vec<PathBuf>,
+    skipped_lines: u64,
+    thresholds: &Thresholds,
+) -> Result<Report, ReportError> {
+    for (name, v) in [
+        ("redundant-share", thresholds.redundant_share),
+        ("unanswered-share", thresholds.unanswered_share),
+        ("reask-share", thresholds.reask_share),
+        ("repeat-share", thresholds.repeat_share),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(ReportError::Share(name, v));
+        }
+    }
+    let (tools, total) = summarize_by(questions, by);
+    Ok(Report {
         by,
-        since: since_t.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        since: since.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
         files,
         skipped_lines,
         rule: ATTENTION_RULE,
         tools,
         total,
-    };
-    Ok(match format {
-        Format::Table => table(&report),
-        Format::Json => serde_json::to_string_pretty(&report).map_err(ReportError::Json)? + "\n",
-        Format::Csv => csv(&report),
+        thresholds: *thresholds,
+        suggestions: suggest(questions, thresholds),
     })
 }
 
-/// Table cells are rounded for reading, CSV cells less so.
-#[derive(Clone, Copy)]
-enum Cells {
-    Table,
-    Csv,
-}
-
-fn secs(v: Option<f64>, p: usize) -> String {
-    v.map_or_else(|| "-".into(), |s| format!("{s:.p$}"))
-}
-
-const COLUMNS: [&str; 14] = [
-    "route",
-    "tool",
-    "asked",
-    "median_s",
-    "p90_s",
-    "unanswered_pct",
-    "declined_pct",
-    "cancelled_pct",
-    "denied_pct",
-    "invalid_pct",
-    "reasks",
-    "redundant_pct",
-    "attention_hours",
-    "redundant_hours",
-];
-
-/// Attention for reading, in the table's `h:mm:ss` columns: `0:00:24`,
-/// `0:03:28`, `7:36:00`. One unit for every row, so a column never mixes
-/// seconds, minutes and decimal hours (a cell read `0.2s` under "hours");
-/// whole seconds, because what a report weighs is minutes and hours of
-/// people's time. JSON and CSV keep decimal hours.
-pub fn hours_cell(h: f64) -> String {
-    // Rounded and clamped to be non-negative before the cast: it cannot wrap,
-    // and u64 seconds outlast any audit log.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let whole = (h * 3600.0).round().max(0.0) as u64;
-    format!("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60)
-}
-
-/// The cells of one row; the `origin` column third under [`By::Origin`].
-fn row(t: &ToolCost, how: Cells, by: By) -> Vec<String> {
-    let mut row = cells(t, how).to_vec();
-    if by == By::Origin {
-        row.insert(2, t.origin.unwrap_or("").to_owned());
-    }
-    row
-}
-
-/// The header row (`head`), with `origin` third under [`By::Origin`].
-fn header(head: &[&str], by: By) -> Vec<String> {
-    let mut row: Vec<String> = head.iter().map(|h| (*h).to_owned()).collect();
-    if by == By::Origin {
-        row.insert(2, "origin".into());
-    }
-    row
-}
-
-fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
-    // The unit is in the header (`median s`, `declined %`, `attention
-    // h:mm:ss`), never in a cell: every cell of a column reads the same way.
-    let (s, p, h) = match how {
-        Cells::Table => (1, 1, 2),
-        Cells::Csv => (3, 2, 4),
-    };
-    [
-        t.route.clone(),
-        t.tool.clone(),
-        t.asked.to_string(),
-        secs(t.median_s, s),
-        secs(t.p90_s, s),
-        format!("{:.p$}", t.unanswered_pct),
-        format!("{:.p$}", t.declined_pct),
-        format!("{:.p$}", t.cancelled_pct),
-        format!("{:.p$}", t.denied_pct),
-        format!("{:.p$}", t.invalid_pct),
-        t.reasks.to_string(),
-        format!("{:.p$}", t.redundant_pct),
-        match how {
-            Cells::Table => hours_cell(t.attention_hours),
-            Cells::Csv => format!("{:.h$}", t.attention_hours),
-        },
-        match how {
-            Cells::Table => hours_cell(t.redundant_hours),
-            Cells::Csv => format!("{:.h$}", t.redundant_hours),
-        },
-    ]
-}
-
-/// Greedy word wrap for the notes under the table.
-fn wrap(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut line = 0;
-    for word in text.split_whitespace() {
-        if line > 0 && line + 1 + word.len() > width {
-            out.push('\n');
-            line = 0;
-        } else if line > 0 {
-            out.push(' ');
-            line += 1;
-        }
-        out.push_str(word);
-        line += word.len();
-    }
-    out
-}
-
-/// Aligned text for people.
-pub fn table(r: &Report) -> String {
-    let head = [
-        "route",
-        "tool",
-        "asked",
-        "median s",
-        "p90 s",
-        "unanswered %",
-        "declined %",
-        "cancelled %",
-        "denied %",
-        "invalid %",
-        "reasks",
-        "redundant %",
-        "attention h:mm:ss",
-        "redundant h:mm:ss",
-    ];
-    let mut rows = vec![header(&head, r.by)];
-    rows.extend(r.tools.iter().map(|t| row(t, Cells::Table, r.by)));
-    rows.push(row(&r.total, Cells::Table, r.by));
-    let left = if r.by == By::Origin { 2 } else { 1 };
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| {
-            rows.iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::from("What the questions cost people");
-    if let Some(s) = &r.since {
-        let _ = write!(out, " (since {s})");
-    }
-    out.push_str("\n\n");
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, w))| {
-                if c <= left {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    let _ = writeln!(
-        out,
-        "\n{}\n{} question(s) charged at the median; {} file(s) read, {} line(s) skipped.",
-        wrap(ATTENTION_RULE, 80),
-        r.total.imputed,
-        r.files.len(),
-        r.skipped_lines
-    );
-    out
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// One row per tool and a last `TOTAL` row; shares in percent, no `%` sign.
-pub fn csv(r: &Report) -> String {
-    let mut out = header(&COLUMNS, r.by).join(",") + "\n";
-    for t in r.tools.iter().chain([&r.total]) {
-        let row: Vec<String> = row(t, Cells::Csv, r.by)
-            .iter()
-            .map(|c| csv_field(c))
-            .collect();
-        out.push_str(&row.join(","));
-        out.push('\n');
-    }
-    out
+/// The report in `format`.
+pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
+    Ok(match format {
+        Format::Table => table(report) + &suggestions_text(&report.suggestions),
+        Format::Json => serde_json::to_string_pretty(report).map_err(ReportError::Json)? + "\n",
+        Format::Csv => csv(report),
+    })
 }
 
 #[cfg(test)]

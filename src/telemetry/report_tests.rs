@@ -2,6 +2,7 @@
 //! to unanswered questions, ordering) and `--since`.
 
 use super::*;
+use crate::telemetry::report_text::{csv_field, wrap};
 use std::time::Duration;
 
 fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Question {
@@ -14,6 +15,7 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
         redundant,
         reask: false,
         origin: None,
+        key: "k".into(),
         principal: "alice".into(),
         operation: String::new(),
         fields: Vec::new(),
