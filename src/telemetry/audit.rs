@@ -265,6 +265,8 @@ struct Shared {
     closed: std::sync::atomic::AtomicBool,
     dropped: AtomicU64,
     write_errors: Arc<AtomicU64>,
+    /// The file written (`None`: stdout), for the admin listener's `/report`.
+    path: Option<PathBuf>,
 }
 
 /// Where audit records go. Cheap to clone; [`AuditSink::disabled`] records nothing.
@@ -304,7 +306,8 @@ impl AuditSink {
             Some(f) => Box::new(BufWriter::new(open_append(&f.path)?)),
             None => Box::new(io::stdout()),
         };
-        Self::spawn(out, file, cfg.hash_principals, cfg.queue)
+        let path = (!cfg.is_stdout()).then(|| cfg.path.clone());
+        Self::spawn(out, file, cfg.hash_principals, cfg.queue, path)
     }
 
     fn spawn(
@@ -312,6 +315,7 @@ impl AuditSink {
         file: Option<FileState>,
         hash: bool,
         queue: usize,
+        path: Option<PathBuf>,
     ) -> Result<AuditSink, io::Error> {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let write_errors = Arc::new(AtomicU64::new(0));
@@ -330,8 +334,14 @@ impl AuditSink {
                 closed: std::sync::atomic::AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
                 write_errors,
+                path,
             })),
         })
+    }
+
+    /// The audit file, when records go to one (not stdout).
+    pub fn path(&self) -> Option<&Path> {
+        self.shared.as_ref().and_then(|s| s.path.as_deref())
     }
 
     pub fn is_enabled(&self) -> bool {

@@ -109,7 +109,7 @@ async fn dash_means_stdout_one_line_per_record() {
     assert!(!cwd.join("-").exists(), "\"-\" is stdout, not a file");
     // The stream path (what stdout goes through), captured.
     let buf = Buf::default();
-    let sink = AuditSink::spawn(Box::new(buf.clone()), None, false, 8).unwrap();
+    let sink = AuditSink::spawn(Box::new(buf.clone()), None, false, 8, None).unwrap();
     sink.record(rec("alice", 1));
     sink.record(rec("bob", 2));
     sink.flush().await.unwrap();
@@ -136,7 +136,7 @@ impl Write for Stuck {
 #[tokio::test]
 async fn a_full_queue_drops_and_counts_instead_of_blocking() {
     let (release, stuck) = std::sync::mpsc::channel();
-    let sink = AuditSink::spawn(Box::new(Stuck(stuck)), None, false, 1).unwrap();
+    let sink = AuditSink::spawn(Box::new(Stuck(stuck)), None, false, 1, None).unwrap();
     for n in 0..10 {
         sink.record(rec("alice", n));
     }

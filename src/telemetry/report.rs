@@ -50,6 +50,8 @@ pub enum Format {
     Table,
     Json,
     Csv,
+    /// One self-contained page (inline CSS and SVG).
+    Html,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +140,9 @@ pub struct ToolCost {
     pub redundant_pct: f64,
     pub attention_hours: f64,
     pub redundant_hours: f64,
+    /// Of `attention_hours`: questions that reached a person and got no
+    /// answer, charged the median.
+    pub unanswered_hours: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,8 +156,91 @@ pub struct Report {
     pub tools: Vec<ToolCost>,
     pub total: ToolCost,
     pub thresholds: Thresholds,
+    /// Answered questions by answer time (`under 5 s`, ...).
+    pub answer_times: Vec<Bucket>,
+    /// Per UTC day, oldest first: questions asked and attention spent.
+    pub days: Vec<Day>,
+    /// The read stopped at a byte bound and older lines were left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
     /// What to change, most attention saved first ([`super::suggest`]).
     pub suggestions: Vec<Suggestion>,
+}
+
+/// A bar of the answer-time distribution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bucket {
+    pub label: &'static str,
+    pub count: u64,
+}
+
+/// A day of the trend.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Day {
+    /// `YYYY-MM-DD` (UTC).
+    pub date: String,
+    pub asked: u64,
+    pub attention_hours: f64,
+}
+
+/// Upper bounds (ms, exclusive) and labels of the answer-time bars.
+const BUCKETS: [(u64, &str); 7] = [
+    (5_000, "under 5 s"),
+    (10_000, "5 to 10 s"),
+    (30_000, "10 to 30 s"),
+    (60_000, "30 s to 1 min"),
+    (120_000, "1 to 2 min"),
+    (300_000, "2 to 5 min"),
+    (u64::MAX, "5 min or more"),
+];
+
+fn answer_times(questions: &[Question]) -> Vec<Bucket> {
+    let mut out: Vec<Bucket> = BUCKETS
+        .iter()
+        .map(|(_, label)| Bucket { label, count: 0 })
+        .collect();
+    for ms in questions.iter().filter_map(|q| q.answer_ms) {
+        if let Some(i) = BUCKETS.iter().position(|(max, _)| ms < *max) {
+            out[i].count += 1;
+        }
+    }
+    out
+}
+
+/// Per day, each question charged as in its tool's row.
+fn days(questions: &[Question]) -> Vec<Day> {
+    let mut by_tool: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    for q in questions {
+        if let Some(ms) = q.answer_ms {
+            by_tool.entry((&q.route, &q.tool)).or_default().push(ms);
+        }
+    }
+    let medians: BTreeMap<(&str, &str), f64> = by_tool
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            (k, median(&v).unwrap_or(0.0))
+        })
+        .collect();
+    let mut out: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+    for q in questions {
+        let date: String = q.time.chars().take(10).collect();
+        let ms = match q.answer_ms {
+            Some(ms) => ms as f64,
+            None if q.outcome == Outcome::Refused => 0.0,
+            None => medians.get(&(&*q.route, &*q.tool)).copied().unwrap_or(0.0),
+        };
+        let day = out.entry(date).or_insert((0, 0.0));
+        day.0 += 1;
+        day.1 += ms;
+    }
+    out.into_iter()
+        .map(|(date, (asked, ms))| Day {
+            date,
+            asked,
+            attention_hours: ms / 3_600_000.0,
+        })
+        .collect()
 }
 
 /// Median of sorted values (mean of the two middle ones for an even count).
@@ -194,6 +282,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
     let med = median(&times);
     let charge = med.unwrap_or(fallback_ms);
     let (mut total_ms, mut redundant_ms, mut imputed) = (0.0, 0.0, 0);
+    let mut unanswered_ms = 0.0;
     let mut outcomes = BTreeMap::new();
     for q in qs {
         *outcomes.entry(q.outcome).or_insert(0) += 1;
@@ -202,6 +291,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
             None if q.outcome == Outcome::Refused => 0.0,
             None => {
                 imputed += 1;
+                unanswered_ms += charge;
                 charge
             }
         };
@@ -246,6 +336,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         redundant_pct: pct(redundant, asked),
         attention_hours: total_ms / 3_600_000.0,
         redundant_hours: redundant_ms / 3_600_000.0,
+        unanswered_hours: unanswered_ms / 3_600_000.0,
         outcomes,
     }
 }
@@ -295,6 +386,7 @@ pub fn summarize_by(questions: &[Question], by: By) -> (Vec<ToolCost>, ToolCost)
     // an empty sum of f64 is -0.0, which would print as `-0.00`.
     total.attention_hours = tools.iter().fold(0.0, |h, t| h + t.attention_hours);
     total.redundant_hours = tools.iter().fold(0.0, |h, t| h + t.redundant_hours);
+    total.unanswered_hours = tools.iter().fold(0.0, |h, t| h + t.unanswered_hours);
     (tools, total)
 }
 
@@ -356,6 +448,64 @@ pub fn read(
     Ok((questions, skipped))
 }
 
+/// Reads at most `max_bytes` of the newest lines of `files` (oldest first):
+/// the admin listener's bounded read. Returns the questions newer than
+/// `since`, the skipped lines, and whether older lines were left out.
+pub fn read_tail(
+    files: &[PathBuf],
+    since: Option<SystemTime>,
+    max_bytes: u64,
+) -> Result<(Vec<Question>, u64, bool), ReportError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut budget = max_bytes;
+    let mut truncated = false;
+    let mut texts = Vec::new();
+    for path in files.iter().rev() {
+        let err = |cause| ReportError::Read {
+            path: path.clone(),
+            cause,
+        };
+        if budget == 0 {
+            truncated = true;
+            break;
+        }
+        let mut file = std::fs::File::open(path).map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
+        let start = len.saturating_sub(budget);
+        file.seek(SeekFrom::Start(start)).map_err(err)?;
+        let mut bytes = Vec::new();
+        file.take(budget).read_to_end(&mut bytes).map_err(err)?;
+        budget = budget.saturating_sub(len - start);
+        if start > 0 {
+            // The first line is cut: drop it.
+            truncated = true;
+            let cut = bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |i| i + 1);
+            bytes.drain(..cut);
+        }
+        texts.push(bytes);
+    }
+    let (mut questions, mut skipped) = (Vec::new(), 0);
+    for bytes in texts.iter().rev() {
+        for line in String::from_utf8_lossy(bytes).lines() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Question>(line)
+                .ok()
+                .and_then(|q| Some((humantime::parse_rfc3339_weak(&q.time).ok()?, q)));
+            match parsed {
+                Some((t, q)) if since.is_none_or(|s| t >= s) => questions.push(q),
+                Some(_) => {}
+                None => skipped += 1,
+            }
+        }
+    }
+    Ok((questions, skipped, truncated))
+}
+
 /// The whole command: read, compute, render.
 pub fn run(
     paths: &[PathBuf],
@@ -412,6 +562,9 @@ pub fn build(
         tools,
         total,
         thresholds: *thresholds,
+        answer_times: answer_times(questions),
+        days: days(questions),
+        truncated: false,
         suggestions: suggest(questions, thresholds),
     })
 }
@@ -422,6 +575,7 @@ pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
         Format::Table => table(report) + &suggestions_text(&report.suggestions),
         Format::Json => serde_json::to_string_pretty(report).map_err(ReportError::Json)? + "\n",
         Format::Csv => csv(report),
+        Format::Html => super::report_html::page(report),
     })
 }
 
