@@ -72,7 +72,8 @@ async fn a_native_servers_questions_reconcile_with_the_metrics() {
     .collect();
     assert_eq!(counted, want, "{metrics}");
     let text =
-        redmark::telemetry::report::run(&[audit.clone()], None, Format::Json, By::Tool).unwrap();
+        redmark::telemetry::report::run(std::slice::from_ref(&audit), None, Format::Json, By::Tool)
+            .unwrap();
     let report: Value = serde_json::from_str(&text).unwrap();
     let outcomes: BTreeMap<String, u64> = report["total"]["outcomes"]
         .as_object()
