@@ -48,6 +48,8 @@ fn record(
         redundant,
         redundant_fields: Vec::new(),
         repeated_fields: Vec::new(),
+        default_offered: Vec::new(),
+        default_kept: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,

@@ -188,6 +188,13 @@ pub fn question_record(
             .map(|c| audit::redundant_fields(asker.arguments, c))
             .unwrap_or_default(),
         repeated_fields: Vec::new(),
+        default_offered: q.offered.iter().map(|(f, _)| f.clone()).collect(),
+        default_kept: q
+            .offered
+            .iter()
+            .filter(|(f, v)| content.and_then(|c| c.get(f)) == Some(v))
+            .map(|(f, _)| f.clone())
+            .collect(),
         trace_id: asker.trace_id.map(str::to_owned),
         reask: ended.reask_rule.is_some(),
         rule: ended.reask_rule.map(str::to_owned),

@@ -8,6 +8,7 @@
 //! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
 //! - [`state`]: sealing and opening `requestState`.
 //! - [`single_use`]: each round's state used once (this node, or a shared store).
+//! - [`remember`]: remembered answers offered as defaults (`remember` field rules).
 //! - [`redis_store`]: the shared store, Redis (`[state] store`).
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
@@ -25,6 +26,7 @@ pub mod native;
 pub mod operation;
 pub mod outgoing;
 pub mod redis_store;
+pub mod remember;
 pub mod resume;
 pub mod single_use;
 pub mod start;
@@ -70,6 +72,8 @@ pub struct Engine {
     pub single_use: Arc<dyn single_use::SingleUse>,
     /// Digests of each person's last answers, for `repeated_fields` in the audit.
     pub last_answers: account::LastAnswers,
+    /// Remembered answers (`remember` field rules), offered as defaults.
+    pub remembered: remember::Remembered,
 }
 
 /// Round ids a node remembers without a shared store (about 100 bytes each).
@@ -89,8 +93,9 @@ impl Engine {
         shutdown: tokio::sync::watch::Receiver<bool>,
         clock: clock::Clock,
     ) -> Self {
+        let keys = Arc::new(state::SharedKeyring::new(keys));
         Self {
-            keys: Arc::new(state::SharedKeyring::new(keys)),
+            keys: keys.clone(),
             node,
             advertise: None,
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -105,6 +110,7 @@ impl Engine {
             clock,
             single_use: single_use::Local::swept(LOCAL_SINGLE_USE_MAX),
             last_answers: account::LastAnswers::new(account::LAST_ANSWERS_MAX),
+            remembered: remember::Remembered::new(keys.clone(), clock, remember::LOCAL_MAX),
         }
     }
 }

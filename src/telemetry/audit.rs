@@ -152,6 +152,12 @@ pub struct AuditRecord {
     /// accepted value for the tool and field (names only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeated_fields: Vec<String>,
+    /// Fields offered a remembered answer as their `default` (`remember`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_offered: Vec<String>,
+    /// Of those, the ones the person accepted unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_kept: Vec<String>,
     pub trace_id: Option<String>,
     /// This answer broke a rule and the question was asked again with a red
     /// mark: the attempt cost a person's attention, so it is a record of its

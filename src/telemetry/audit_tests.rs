@@ -22,6 +22,8 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         redundant: false,
         redundant_fields: Vec::new(),
         repeated_fields: Vec::new(),
+        default_offered: Vec::new(),
+        default_kept: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,
