@@ -18,6 +18,7 @@
 #                          oidc-provider 9.13.3 (the authorization server of tests/oauth*.rs; needs Node 22)
 #   .cache/prometheus    the Debian `prometheus` package unpacked (apt-get download + dpkg-deb -x;
 #                          never installed, so no prometheus.service): tests/observability_metrics.rs
+#   /usr (apt-get)       chromium from Debian, for tests/report_page.rs;
 #   /usr (apt-get)       redis-server and nginx from Debian, for tests/cluster_{store,nginx}.rs,
 #                          when not already installed: as root, with /usr/sbin/policy-rc.d refusing
 #                          every service start during the install and their units disabled after,
@@ -135,6 +136,13 @@ if ! command -v buildah >/dev/null 2>&1 || ! command -v crun >/dev/null 2>&1 \
     || ! [[ -s /etc/ssl/certs/ca-certificates.crt ]]; then
     log "installing buildah, crun and ca-certificates with apt-get"
     apt_install_without_services buildah crun ca-certificates
+fi
+
+# Chromium (tests/report_page.rs renders the report page headless and checks
+# its console). Debian's package; no service. Skipped when already there.
+if ! command -v chromium >/dev/null 2>&1; then
+    log "installing chromium with apt-get (for the report page's headless test)"
+    apt_install_without_services chromium
 fi
 
 # --- npm OAuth peers: own prefix, own stamp ----------------------------------

@@ -77,7 +77,7 @@ pub enum Command {
         /// The `[audit] path` file; its rotated files (FILE.1, FILE.2, ...) are read too. Repeatable.
         #[arg(long, required = true)]
         audit: Vec<PathBuf>,
-        /// Output: aligned text, JSON, or CSV.
+        /// Output: aligned text, JSON, CSV, or one self-contained HTML page.
         #[arg(long, value_enum, default_value = "table")]
         format: redmark::telemetry::report::Format,
         /// Only questions since: a duration back from now (24h, 7d) or an RFC 3339 UTC time.
@@ -87,6 +87,8 @@ pub enum Command {
         /// questions; `converted`: a legacy server's pushes).
         #[arg(long, value_enum, default_value = "tool")]
         by: redmark::telemetry::report::By,
+        #[command(flatten)]
+        thresholds: redmark::telemetry::suggest::Thresholds,
     },
     /// Print the JSON Schema of redmark.toml (or of a policy file), for editors and CI.
     ConfigSchema {

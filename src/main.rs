@@ -102,7 +102,14 @@ fn main() -> ExitCode {
             format,
             since,
             by,
-        } => match redmark::telemetry::report::run(&audit, since.as_deref(), format, by) {
+            thresholds,
+        } => match redmark::telemetry::report::run_with(
+            &audit,
+            since.as_deref(),
+            format,
+            by,
+            &thresholds,
+        ) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

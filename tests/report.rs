@@ -46,6 +46,10 @@ fn record(
         answer_ms: ms,
         verdict: "ok".into(),
         redundant,
+        redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
+        default_offered: Vec::new(),
+        default_kept: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,
@@ -187,7 +191,17 @@ fn json_reproduces_the_seed_arithmetic() {
 fn table_is_aligned_ordered_and_states_the_rule() {
     let dir = tempfile::tempdir().unwrap();
     let path = seed_log(dir.path());
-    let text = stdout(report(&path, &["--since", "30d"]));
+    let full = stdout(report(&path, &["--since", "30d"]));
+    let (text, suggestions) = full.split_once("\nSuggestions").unwrap();
+    // The seed's redundant room names: a precise error saves their 4.7 hours.
+    assert!(
+        suggestions.contains("rooms / book_meeting_room: saves 4:41:12"),
+        "{suggestions}"
+    );
+    assert!(
+        suggestions.contains("model_owned = [\"room_id\"]"),
+        "{suggestions}"
+    );
     let rows: Vec<Vec<&str>> = text
         .lines()
         .filter(|l| l.contains(BOOKING) || l.contains("create_invoice") || l.starts_with(' '))

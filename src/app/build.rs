@@ -305,6 +305,7 @@ pub fn build_at(
     engine.advertise = config.cluster.as_ref().and_then(|c| c.advertise.clone());
     if let Some(store) = &store {
         engine.single_use = store.clone();
+        engine.remembered.share_with(store.clone());
     }
     let engine = Arc::new(engine);
     upstream_tokens(config)?;

@@ -1,5 +1,6 @@
 //! The admin listener: `/healthz` (the process answers), `/readyz` (serving,
-//! not shutting down, every upstream reachable: [`super::readiness`]) and `/metrics` (Prometheus text format).
+//! not shutting down, every upstream reachable: [`super::readiness`]), `/metrics` (Prometheus text format)
+//! and `/report` (the report page, live: [`super::admin_report`]).
 //!
 //! A web page must not be able to use it through a browser (issue 42). Two
 //! checks come before any path:
@@ -108,6 +109,7 @@ pub async fn handle(
         "/healthz" => body::text(StatusCode::OK, "ok\n"),
         "/readyz" => super::readiness::readyz(&gw).await,
         "/reload" => reload(&gw, &req),
+        "/report" => super::admin_report::report(&gw, &req).await,
         "/metrics" => {
             let mut resp = body::text(StatusCode::OK, &gw.metrics.render());
             resp.headers_mut().insert(

@@ -18,6 +18,7 @@
 
 pub(crate) mod access;
 pub mod admin;
+pub mod admin_report;
 pub mod auth;
 pub mod body_budget;
 pub mod client_cert;

@@ -81,6 +81,8 @@ pub struct Question {
     pub asked_at: tokio::time::Instant,
     /// Its span, from the push to the answer.
     pub span: tracing::Span,
+    /// Remembered answers offered as its fields' `default` (field, value).
+    pub offered: Vec<(String, Value)>,
 }
 
 impl Question {
@@ -98,6 +100,35 @@ impl Question {
 
     fn set_request(&mut self, request: &Value) {
         self.request = text_of(request);
+    }
+
+    /// Offers remembered values as the form fields' `default` (spec
+    /// 2026-07-28 client/elicitation.mdx: "All primitive types support
+    /// optional default values"), each only where the field exists, has no
+    /// default of its own and the value fits its type; keeps what it offered.
+    pub fn offer_defaults(&mut self, defaults: Vec<(String, Value)>) {
+        let mut request = self.request();
+        let Some(props) = request
+            .pointer_mut("/params/requestedSchema/properties")
+            .and_then(Value::as_object_mut)
+        else {
+            return;
+        };
+        let mut offered = Vec::new();
+        for (field, value) in defaults {
+            let Some(p) = props.get_mut(&field).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            if p.contains_key("default") || !fits(p, &value) {
+                continue;
+            }
+            p.insert("default".into(), value.clone());
+            offered.push((field, value));
+        }
+        if !offered.is_empty() {
+            self.set_request(&request);
+            self.offered = offered;
+        }
     }
 
     /// Asks again with a red mark: the server's message, then what was wrong.
@@ -265,6 +296,7 @@ pub fn question_and_params(
         fingerprint: String::new(),
         asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
+        offered: Vec::new(),
     };
     Ok((q, params))
 }
@@ -307,8 +339,25 @@ impl Question {
             fingerprint: String::new(),
             asked_at: tokio::time::Instant::now(),
             span: tracing::Span::none(),
+            offered: Vec::new(),
         }
     }
+}
+
+/// Whether `value` is of the property's primitive type (and in its enum).
+fn fits(property: &Map<String, Value>, value: &Value) -> bool {
+    let typed = match property.get("type").and_then(Value::as_str) {
+        Some("string") => value.is_string(),
+        Some("number") => value.is_number(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("boolean") => value.is_boolean(),
+        _ => false,
+    };
+    typed
+        && property
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_none_or(|allowed| allowed.contains(value))
 }
 
 /// spec 2026-07-28 mrtr.mdx "Server Requirements": "Servers MUST NOT send an

@@ -8,14 +8,17 @@
 //! - [`resume`]: a retry: `requestState` checks, then the operation it resumes.
 //! - [`state`]: sealing and opening `requestState`.
 //! - [`single_use`]: each round's state used once (this node, or a shared store).
+//! - [`remember`]: remembered answers offered as defaults (`remember` field rules).
 //! - [`redis_store`]: the shared store, Redis (`[state] store`).
 //! - [`convert`]: pushed requests as input requests, answers as legacy results.
 //! - [`table`]: operations waiting for answers, and how recent ones ended.
 //! - [`ending`]: every way an operation ends, and the one reply each ending gets.
+//! - [`account`]: every question's ending, accounted once (audit line, metrics).
 //! - [`clock`]: tokio's clock, so TTLs and windows run on paused time in tests.
 //!
 //! Above `upstream`, `policy` and `route`; below `front`, which it never imports.
 
+pub mod account;
 pub mod clock;
 pub mod convert;
 pub mod ending;
@@ -23,6 +26,7 @@ pub mod native;
 pub mod operation;
 pub mod outgoing;
 pub mod redis_store;
+pub mod remember;
 pub mod resume;
 pub mod single_use;
 pub mod start;
@@ -66,6 +70,10 @@ pub struct Engine {
     pub clock: clock::Clock,
     /// Where round ids are marked used: this node's memory, or a shared store.
     pub single_use: Arc<dyn single_use::SingleUse>,
+    /// Digests of each person's last answers, for `repeated_fields` in the audit.
+    pub last_answers: account::LastAnswers,
+    /// Remembered answers (`remember` field rules), offered as defaults.
+    pub remembered: remember::Remembered,
 }
 
 /// Round ids a node remembers without a shared store (about 100 bytes each).
@@ -85,8 +93,9 @@ impl Engine {
         shutdown: tokio::sync::watch::Receiver<bool>,
         clock: clock::Clock,
     ) -> Self {
+        let keys = Arc::new(state::SharedKeyring::new(keys));
         Self {
-            keys: Arc::new(state::SharedKeyring::new(keys)),
+            keys: keys.clone(),
             node,
             advertise: None,
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -100,6 +109,8 @@ impl Engine {
             shutdown,
             clock,
             single_use: single_use::Local::swept(LOCAL_SINGLE_USE_MAX),
+            last_answers: account::LastAnswers::new(account::LAST_ANSWERS_MAX),
+            remembered: remember::Remembered::new(keys.clone(), clock, remember::LOCAL_MAX),
         }
     }
 }

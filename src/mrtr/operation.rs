@@ -35,6 +35,7 @@ mod client;
 mod finish;
 mod notifications;
 pub(crate) mod questions;
+mod remembered;
 mod replay;
 mod setup;
 pub(crate) mod spans;

@@ -163,3 +163,29 @@ impl SingleUse for Redis {
         }
     }
 }
+
+/// Remembered answers (`remember` field rules): `redmark:remember:{digest}`,
+/// each a value sealed with the state key, expiring with its rule.
+const REMEMBER_PREFIX: &str = "redmark:remember:";
+
+impl Redis {
+    pub async fn remembered(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(format!("{REMEMBER_PREFIX}{digest}"));
+        self.run(&cmd).await
+    }
+
+    pub async fn remember(
+        &self,
+        digest: &str,
+        sealed: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{REMEMBER_PREFIX}{digest}"))
+            .arg(sealed)
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        self.run::<()>(&cmd).await
+    }
+}

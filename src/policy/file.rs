@@ -362,6 +362,24 @@ fn compile_field(
     if raw.authz_message.is_some() && raw.authz.is_none() {
         errors.push(format!("{here}: authz_message without authz"));
     }
+    let remember = match raw.remember.as_deref().map(humantime::parse_duration) {
+        None => None,
+        Some(Ok(d)) if !d.is_zero() && d <= super::MAX_REMEMBER => Some(d),
+        Some(_) => {
+            errors.push(format!(
+                "{here}: remember must be a duration from 1s to 400d (\"30d\")"
+            ));
+            None
+        }
+    };
+    // A remembered value is stored: never one the guard treats as secret.
+    if remember.is_some()
+        && (raw.sensitive || super::guard::looks_secret(field, &serde_json::Value::Null))
+    {
+        errors.push(format!(
+            "{here}: remember is refused on a secret or sensitive field (its value would be stored)"
+        ));
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -380,5 +398,6 @@ fn compile_field(
         authz_message: raw.authz_message.clone(),
         sensitive: raw.sensitive,
         log_value: raw.log_value,
+        remember,
     })
 }

@@ -172,7 +172,13 @@ pub struct FieldRules {
     pub sensitive: bool,
     /// Values of this field may appear in logs and traces.
     pub log_value: bool,
+    /// Keep each person's last accepted value this long and offer it as
+    /// the question's default ([`crate::mrtr::remember`]).
+    pub remember: Option<std::time::Duration>,
 }
+
+/// The longest a field rule may `remember` an answer.
+pub const MAX_REMEMBER: std::time::Duration = std::time::Duration::from_secs(400 * 24 * 3600);
 
 /// Names for a tool's input requests (`[tool.NAME] keys`). A legacy
 /// server's pushes have no names of their own; clients and audit records

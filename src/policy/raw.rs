@@ -230,4 +230,11 @@ pub(super) struct RawField {
     /// Record this field's accepted value in logs and traces (off: only its name).
     #[serde(default)]
     pub(super) log_value: bool,
+    /// Keep each person's last accepted value this long (`"30d"`, from 1s to
+    /// 400d) and offer it to them as the question's default the next time,
+    /// so they confirm instead of typing. Per principal, encrypted with the
+    /// state key; refused on secret or sensitive fields.
+    #[serde(default)]
+    #[schemars(with = "Option<crate::config::schema::HumanDuration>")]
+    pub(super) remember: Option<String>,
 }

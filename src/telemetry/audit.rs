@@ -144,6 +144,20 @@ pub struct AuditRecord {
     /// The accepted values were already in the call's arguments ([`redundant`]).
     #[serde(default)]
     pub redundant: bool,
+    /// The accepted fields whose value was already in the call's arguments
+    /// ([`redundant_fields`]): names only. What `report` weighs per field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redundant_fields: Vec<String>,
+    /// The accepted fields whose value was this principal's previous
+    /// accepted value for the tool and field (names only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeated_fields: Vec<String>,
+    /// Fields offered a remembered answer as their `default` (`remember`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_offered: Vec<String>,
+    /// Of those, the ones the person accepted unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_kept: Vec<String>,
     pub trace_id: Option<String>,
     /// This answer broke a rule and the question was asked again with a red
     /// mark: the attempt cost a person's attention, so it is a record of its
@@ -191,13 +205,27 @@ pub fn hash_principal(name: &str) -> String {
 /// a question that may have been needed.
 pub fn redundant(arguments: &Value, content: &Map<String, Value>) -> bool {
     !content.is_empty()
-        && content.iter().all(|(name, value)| {
-            arguments.get(name) == Some(value)
-                || value
-                    .as_str()
-                    .map(|s| s.trim().to_lowercase())
-                    .is_some_and(|s| !s.is_empty() && holds_string(arguments, &s))
-        })
+        && content
+            .iter()
+            .all(|(name, value)| field_known(arguments, name, value))
+}
+
+/// The fields of an accepted answer whose value the call already carried
+/// (the same test as [`redundant`], field by field), in the answer's order.
+pub fn redundant_fields(arguments: &Value, content: &Map<String, Value>) -> Vec<String> {
+    content
+        .iter()
+        .filter(|(name, value)| field_known(arguments, name, value))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn field_known(arguments: &Value, name: &str, value: &Value) -> bool {
+    arguments.get(name) == Some(value)
+        || value
+            .as_str()
+            .map(|s| s.trim().to_lowercase())
+            .is_some_and(|s| !s.is_empty() && holds_string(arguments, &s))
 }
 
 fn holds_string(v: &Value, lower: &str) -> bool {
@@ -243,6 +271,8 @@ struct Shared {
     closed: std::sync::atomic::AtomicBool,
     dropped: AtomicU64,
     write_errors: Arc<AtomicU64>,
+    /// The file written (`None`: stdout), for the admin listener's `/report`.
+    path: Option<PathBuf>,
 }
 
 /// Where audit records go. Cheap to clone; [`AuditSink::disabled`] records nothing.
@@ -282,7 +312,8 @@ impl AuditSink {
             Some(f) => Box::new(BufWriter::new(open_append(&f.path)?)),
             None => Box::new(io::stdout()),
         };
-        Self::spawn(out, file, cfg.hash_principals, cfg.queue)
+        let path = (!cfg.is_stdout()).then(|| cfg.path.clone());
+        Self::spawn(out, file, cfg.hash_principals, cfg.queue, path)
     }
 
     fn spawn(
@@ -290,6 +321,7 @@ impl AuditSink {
         file: Option<FileState>,
         hash: bool,
         queue: usize,
+        path: Option<PathBuf>,
     ) -> Result<AuditSink, io::Error> {
         let (tx, rx) = mpsc::channel(queue.max(1));
         let write_errors = Arc::new(AtomicU64::new(0));
@@ -308,8 +340,14 @@ impl AuditSink {
                 closed: std::sync::atomic::AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
                 write_errors,
+                path,
             })),
         })
+    }
+
+    /// The audit file, when records go to one (not stdout).
+    pub fn path(&self) -> Option<&Path> {
+        self.shared.as_ref().and_then(|s| s.path.as_deref())
     }
 
     pub fn is_enabled(&self) -> bool {

@@ -20,6 +20,10 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         answer_ms: Some(24_000),
         verdict: "ok".into(),
         redundant: false,
+        redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
+        default_offered: Vec::new(),
+        default_kept: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,
@@ -107,7 +111,7 @@ async fn dash_means_stdout_one_line_per_record() {
     assert!(!cwd.join("-").exists(), "\"-\" is stdout, not a file");
     // The stream path (what stdout goes through), captured.
     let buf = Buf::default();
-    let sink = AuditSink::spawn(Box::new(buf.clone()), None, false, 8).unwrap();
+    let sink = AuditSink::spawn(Box::new(buf.clone()), None, false, 8, None).unwrap();
     sink.record(rec("alice", 1));
     sink.record(rec("bob", 2));
     sink.flush().await.unwrap();
@@ -134,7 +138,7 @@ impl Write for Stuck {
 #[tokio::test]
 async fn a_full_queue_drops_and_counts_instead_of_blocking() {
     let (release, stuck) = std::sync::mpsc::channel();
-    let sink = AuditSink::spawn(Box::new(Stuck(stuck)), None, false, 1).unwrap();
+    let sink = AuditSink::spawn(Box::new(Stuck(stuck)), None, false, 1, None).unwrap();
     for n in 0..10 {
         sink.record(rec("alice", n));
     }
@@ -217,6 +221,10 @@ fn every_field_of_a_record_is_documented() {
     full.reask = true;
     full.rule = Some("maximum".into());
     full.origin = Some(Origin::Native);
+    full.redundant_fields = vec!["room_id".into()];
+    full.repeated_fields = vec!["room_id".into()];
+    full.default_offered = vec!["room_id".into()];
+    full.default_kept = vec!["room_id".into()];
     let serde_json::Value::Object(record) = serde_json::to_value(&full).unwrap() else {
         panic!("a record is a JSON object");
     };

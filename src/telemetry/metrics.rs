@@ -98,6 +98,8 @@ struct Handles {
     requests: Labelled<(Counter, Histogram, Counter)>,
     /// `operations` by (route, tool, outcome).
     operations: Labelled<Counter>,
+    /// `questions` by (route, tool, outcome).
+    questions: Labelled<Counter>,
     /// `rounds` by (route, tool).
     rounds: Labelled<Histogram>,
     /// `answers` by (route, tool).
@@ -114,6 +116,7 @@ impl Default for Handles {
             // Every label is bounded: routes, methods, outcomes.
             requests: Labelled::new(usize::MAX),
             operations: Labelled::new(MAX_TOOL_SERIES),
+            questions: Labelled::new(MAX_TOOL_SERIES),
             rounds: Labelled::new(MAX_TOOL_SERIES),
             answers: Labelled::new(MAX_TOOL_SERIES),
             replay_rounds: Labelled::new(MAX_TOOL_SERIES),
@@ -131,6 +134,7 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     rejections: Family<RejectionLabels, Counter>,
     operations: Family<OperationLabels, Counter>,
+    questions: Family<OperationLabels, Counter>,
     pending: Gauge,
     requests: Family<RequestLabels, Counter>,
     duration: Family<MethodLabels, Histogram>,
@@ -226,6 +230,27 @@ impl Metrics {
             &[route, OTHER_TOOL, outcome],
             |v| {
                 self.operations
+                    .get_or_create(&OperationLabels {
+                        route: v[0].into(),
+                        tool: v[1].into(),
+                        outcome: v[2].into(),
+                    })
+                    .clone()
+            },
+            Counter::inc,
+        );
+    }
+
+    /// One question ended (`outcome`: an audit outcome word).
+    pub fn record_question(&self, route: &str, tool: &str, outcome: &str) {
+        // The name or URI a client sent: bounded in length (issue 42).
+        let tool = shape(tool);
+        let tool = tool.as_ref();
+        self.handles.questions.with(
+            &[route, tool, outcome],
+            &[route, OTHER_TOOL, outcome],
+            |v| {
+                self.questions
                     .get_or_create(&OperationLabels {
                         route: v[0].into(),
                         tool: v[1].into(),

@@ -7,4 +7,7 @@ pub mod labelled;
 pub mod logging;
 pub mod metrics;
 pub mod report;
+pub mod report_html;
+pub mod report_text;
+pub mod suggest;
 pub mod traces;

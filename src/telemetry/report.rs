@@ -18,7 +18,6 @@
 //! and costs nothing. This is the arithmetic of "N dialogs at a median of 24 s".
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -26,6 +25,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::audit::{Origin, Outcome, rotated};
+use super::report_text::suggestions_text;
+pub use super::report_text::{csv, hours_cell, table};
+use super::suggest::{Suggestion, Thresholds, suggest};
 
 /// How attention hours are counted; printed with every report.
 pub const ATTENTION_RULE: &str = "attention = measured answer time of answered questions, plus the \
@@ -48,6 +50,8 @@ pub enum Format {
     Table,
     Json,
     Csv,
+    /// One self-contained page (inline CSS and SVG).
+    Html,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +63,8 @@ pub enum ReportError {
     Json(serde_json::Error),
     #[error("--since {0:?}: expected a duration back from now (24h, 7d) or an RFC 3339 UTC time")]
     Since(String),
+    #[error("--{0} {1}: expected a share from 0 to 1")]
+    Share(&'static str, f64),
 }
 
 /// What the report needs from one audit line (other fields are ignored).
@@ -77,6 +83,27 @@ pub struct Question {
     /// `native` for a 2026-07-28 server's own question; absent when converted.
     #[serde(default)]
     pub origin: Option<Origin>,
+    /// The input request key.
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub principal: String,
+    #[serde(default)]
+    pub operation: String,
+    /// Field names of the form.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// Accepted fields whose value was already in the call's arguments.
+    #[serde(default)]
+    pub redundant_fields: Vec<String>,
+    /// Accepted fields whose value was this principal's previous answer.
+    #[serde(default)]
+    pub repeated_fields: Vec<String>,
+    #[serde(default)]
+    pub verdict: String,
+    /// The rule a re-asked answer broke.
+    #[serde(default)]
+    pub rule: Option<String>,
 }
 
 /// The cost of one tool's questions (or of all, in the totals line).
@@ -88,6 +115,8 @@ pub struct ToolCost {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<&'static str>,
     pub asked: u64,
+    /// Distinct operations that asked these questions.
+    pub operations: u64,
     /// Questions with a measured answer time.
     pub answered: u64,
     /// Questions charged the median because no answer time was measured.
@@ -111,6 +140,9 @@ pub struct ToolCost {
     pub redundant_pct: f64,
     pub attention_hours: f64,
     pub redundant_hours: f64,
+    /// Of `attention_hours`: questions that reached a person and got no
+    /// answer, charged the median.
+    pub unanswered_hours: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,6 +155,92 @@ pub struct Report {
     pub by: By,
     pub tools: Vec<ToolCost>,
     pub total: ToolCost,
+    pub thresholds: Thresholds,
+    /// Answered questions by answer time (`under 5 s`, ...).
+    pub answer_times: Vec<Bucket>,
+    /// Per UTC day, oldest first: questions asked and attention spent.
+    pub days: Vec<Day>,
+    /// The read stopped at a byte bound and older lines were left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// What to change, most attention saved first ([`super::suggest`]).
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// A bar of the answer-time distribution.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bucket {
+    pub label: &'static str,
+    pub count: u64,
+}
+
+/// A day of the trend.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Day {
+    /// `YYYY-MM-DD` (UTC).
+    pub date: String,
+    pub asked: u64,
+    pub attention_hours: f64,
+}
+
+/// Upper bounds (ms, exclusive) and labels of the answer-time bars.
+const BUCKETS: [(u64, &str); 7] = [
+    (5_000, "under 5 s"),
+    (10_000, "5 to 10 s"),
+    (30_000, "10 to 30 s"),
+    (60_000, "30 s to 1 min"),
+    (120_000, "1 to 2 min"),
+    (300_000, "2 to 5 min"),
+    (u64::MAX, "5 min or more"),
+];
+
+fn answer_times(questions: &[Question]) -> Vec<Bucket> {
+    let mut out: Vec<Bucket> = BUCKETS
+        .iter()
+        .map(|(_, label)| Bucket { label, count: 0 })
+        .collect();
+    for ms in questions.iter().filter_map(|q| q.answer_ms) {
+        if let Some(i) = BUCKETS.iter().position(|(max, _)| ms < *max) {
+            out[i].count += 1;
+        }
+    }
+    out
+}
+
+/// Per day, each question charged as in its tool's row.
+fn days(questions: &[Question]) -> Vec<Day> {
+    let mut by_tool: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    for q in questions {
+        if let Some(ms) = q.answer_ms {
+            by_tool.entry((&q.route, &q.tool)).or_default().push(ms);
+        }
+    }
+    let medians: BTreeMap<(&str, &str), f64> = by_tool
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            (k, median(&v).unwrap_or(0.0))
+        })
+        .collect();
+    let mut out: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+    for q in questions {
+        let date: String = q.time.chars().take(10).collect();
+        let ms = match q.answer_ms {
+            Some(ms) => ms as f64,
+            None if q.outcome == Outcome::Refused => 0.0,
+            None => medians.get(&(&*q.route, &*q.tool)).copied().unwrap_or(0.0),
+        };
+        let day = out.entry(date).or_insert((0, 0.0));
+        day.0 += 1;
+        day.1 += ms;
+    }
+    out.into_iter()
+        .map(|(date, (asked, ms))| Day {
+            date,
+            asked,
+            attention_hours: ms / 3_600_000.0,
+        })
+        .collect()
 }
 
 /// Median of sorted values (mean of the two middle ones for an even count).
@@ -164,6 +282,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
     let med = median(&times);
     let charge = med.unwrap_or(fallback_ms);
     let (mut total_ms, mut redundant_ms, mut imputed) = (0.0, 0.0, 0);
+    let mut unanswered_ms = 0.0;
     let mut outcomes = BTreeMap::new();
     for q in qs {
         *outcomes.entry(q.outcome).or_insert(0) += 1;
@@ -172,6 +291,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
             None if q.outcome == Outcome::Refused => 0.0,
             None => {
                 imputed += 1;
+                unanswered_ms += charge;
                 charge
             }
         };
@@ -188,6 +308,12 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         tool: tool.to_string(),
         origin: None,
         asked,
+        operations: qs
+            .iter()
+            .map(|q| q.operation.as_str())
+            .filter(|o| !o.is_empty())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64,
         answered: times.len() as u64,
         imputed,
         redundant,
@@ -210,6 +336,7 @@ pub fn cost(route: &str, tool: &str, qs: &[&Question], fallback_ms: f64) -> Tool
         redundant_pct: pct(redundant, asked),
         attention_hours: total_ms / 3_600_000.0,
         redundant_hours: redundant_ms / 3_600_000.0,
+        unanswered_hours: unanswered_ms / 3_600_000.0,
         outcomes,
     }
 }
@@ -259,6 +386,7 @@ pub fn summarize_by(questions: &[Question], by: By) -> (Vec<ToolCost>, ToolCost)
     // an empty sum of f64 is -0.0, which would print as `-0.00`.
     total.attention_hours = tools.iter().fold(0.0, |h, t| h + t.attention_hours);
     total.redundant_hours = tools.iter().fold(0.0, |h, t| h + t.redundant_hours);
+    total.unanswered_hours = tools.iter().fold(0.0, |h, t| h + t.unanswered_hours);
     (tools, total)
 }
 
@@ -320,6 +448,64 @@ pub fn read(
     Ok((questions, skipped))
 }
 
+/// Reads at most `max_bytes` of the newest lines of `files` (oldest first):
+/// the admin listener's bounded read. Returns the questions newer than
+/// `since`, the skipped lines, and whether older lines were left out.
+pub fn read_tail(
+    files: &[PathBuf],
+    since: Option<SystemTime>,
+    max_bytes: u64,
+) -> Result<(Vec<Question>, u64, bool), ReportError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut budget = max_bytes;
+    let mut truncated = false;
+    let mut texts = Vec::new();
+    for path in files.iter().rev() {
+        let err = |cause| ReportError::Read {
+            path: path.clone(),
+            cause,
+        };
+        if budget == 0 {
+            truncated = true;
+            break;
+        }
+        let mut file = std::fs::File::open(path).map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
+        let start = len.saturating_sub(budget);
+        file.seek(SeekFrom::Start(start)).map_err(err)?;
+        let mut bytes = Vec::new();
+        file.take(budget).read_to_end(&mut bytes).map_err(err)?;
+        budget = budget.saturating_sub(len - start);
+        if start > 0 {
+            // The first line is cut: drop it.
+            truncated = true;
+            let cut = bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |i| i + 1);
+            bytes.drain(..cut);
+        }
+        texts.push(bytes);
+    }
+    let (mut questions, mut skipped) = (Vec::new(), 0);
+    for bytes in texts.iter().rev() {
+        for line in String::from_utf8_lossy(bytes).lines() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Question>(line)
+                .ok()
+                .and_then(|q| Some((humantime::parse_rfc3339_weak(&q.time).ok()?, q)));
+            match parsed {
+                Some((t, q)) if since.is_none_or(|s| t >= s) => questions.push(q),
+                Some(_) => {}
+                None => skipped += 1,
+            }
+        }
+    }
+    Ok((questions, skipped, truncated))
+}
+
 /// The whole command: read, compute, render.
 pub fn run(
     paths: &[PathBuf],
@@ -327,218 +513,70 @@ pub fn run(
     format: Format,
     by: By,
 ) -> Result<String, ReportError> {
+    run_with(paths, since, format, by, &Thresholds::default())
+}
+
+/// [`run`] with the suggestions' thresholds.
+pub fn run_with(
+    paths: &[PathBuf],
+    since: Option<&str>,
+    format: Format,
+    by: By,
+    thresholds: &Thresholds,
+) -> Result<String, ReportError> {
     let since_t = since
         .map(|s| parse_since(s, SystemTime::now()))
         .transpose()?;
     let files = audit_files(paths);
     let (questions, skipped_lines) = read(&files, since_t)?;
-    let (tools, total) = summarize_by(&questions, by);
-    let report = Report {
+    let report = build(&questions, by, since_t, files, skipped_lines, thresholds)?;
+    render(&report, format)
+}
+
+/// A report of `questions`, with its suggestions.
+pub fn build(
+    questions: &[Question],
+    by: By,
+    since: Option<SystemTime>,
+    files: Vec<PathBuf>,
+    skipped_lines: u64,
+    thresholds: &Thresholds,
+) -> Result<Report, ReportError> {
+    for (name, v) in [
+        ("redundant-share", thresholds.redundant_share),
+        ("unanswered-share", thresholds.unanswered_share),
+        ("reask-share", thresholds.reask_share),
+        ("repeat-share", thresholds.repeat_share),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(ReportError::Share(name, v));
+        }
+    }
+    let (tools, total) = summarize_by(questions, by);
+    Ok(Report {
         by,
-        since: since_t.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        since: since.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
         files,
         skipped_lines,
         rule: ATTENTION_RULE,
         tools,
         total,
-    };
-    Ok(match format {
-        Format::Table => table(&report),
-        Format::Json => serde_json::to_string_pretty(&report).map_err(ReportError::Json)? + "\n",
-        Format::Csv => csv(&report),
+        thresholds: *thresholds,
+        answer_times: answer_times(questions),
+        days: days(questions),
+        truncated: false,
+        suggestions: suggest(questions, thresholds),
     })
 }
 
-/// Table cells are rounded for reading, CSV cells less so.
-#[derive(Clone, Copy)]
-enum Cells {
-    Table,
-    Csv,
-}
-
-fn secs(v: Option<f64>, p: usize) -> String {
-    v.map_or_else(|| "-".into(), |s| format!("{s:.p$}"))
-}
-
-const COLUMNS: [&str; 14] = [
-    "route",
-    "tool",
-    "asked",
-    "median_s",
-    "p90_s",
-    "unanswered_pct",
-    "declined_pct",
-    "cancelled_pct",
-    "denied_pct",
-    "invalid_pct",
-    "reasks",
-    "redundant_pct",
-    "attention_hours",
-    "redundant_hours",
-];
-
-/// Attention for reading, in the table's `h:mm:ss` columns: `0:00:24`,
-/// `0:03:28`, `7:36:00`. One unit for every row, so a column never mixes
-/// seconds, minutes and decimal hours (a cell read `0.2s` under "hours");
-/// whole seconds, because what a report weighs is minutes and hours of
-/// people's time. JSON and CSV keep decimal hours.
-pub fn hours_cell(h: f64) -> String {
-    // Rounded and clamped to be non-negative before the cast: it cannot wrap,
-    // and u64 seconds outlast any audit log.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let whole = (h * 3600.0).round().max(0.0) as u64;
-    format!("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60)
-}
-
-/// The cells of one row; the `origin` column third under [`By::Origin`].
-fn row(t: &ToolCost, how: Cells, by: By) -> Vec<String> {
-    let mut row = cells(t, how).to_vec();
-    if by == By::Origin {
-        row.insert(2, t.origin.unwrap_or("").to_owned());
-    }
-    row
-}
-
-/// The header row (`head`), with `origin` third under [`By::Origin`].
-fn header(head: &[&str], by: By) -> Vec<String> {
-    let mut row: Vec<String> = head.iter().map(|h| (*h).to_owned()).collect();
-    if by == By::Origin {
-        row.insert(2, "origin".into());
-    }
-    row
-}
-
-fn cells(t: &ToolCost, how: Cells) -> [String; 14] {
-    // The unit is in the header (`median s`, `declined %`, `attention
-    // h:mm:ss`), never in a cell: every cell of a column reads the same way.
-    let (s, p, h) = match how {
-        Cells::Table => (1, 1, 2),
-        Cells::Csv => (3, 2, 4),
-    };
-    [
-        t.route.clone(),
-        t.tool.clone(),
-        t.asked.to_string(),
-        secs(t.median_s, s),
-        secs(t.p90_s, s),
-        format!("{:.p$}", t.unanswered_pct),
-        format!("{:.p$}", t.declined_pct),
-        format!("{:.p$}", t.cancelled_pct),
-        format!("{:.p$}", t.denied_pct),
-        format!("{:.p$}", t.invalid_pct),
-        t.reasks.to_string(),
-        format!("{:.p$}", t.redundant_pct),
-        match how {
-            Cells::Table => hours_cell(t.attention_hours),
-            Cells::Csv => format!("{:.h$}", t.attention_hours),
-        },
-        match how {
-            Cells::Table => hours_cell(t.redundant_hours),
-            Cells::Csv => format!("{:.h$}", t.redundant_hours),
-        },
-    ]
-}
-
-/// Greedy word wrap for the notes under the table.
-fn wrap(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut line = 0;
-    for word in text.split_whitespace() {
-        if line > 0 && line + 1 + word.len() > width {
-            out.push('\n');
-            line = 0;
-        } else if line > 0 {
-            out.push(' ');
-            line += 1;
-        }
-        out.push_str(word);
-        line += word.len();
-    }
-    out
-}
-
-/// Aligned text for people.
-pub fn table(r: &Report) -> String {
-    let head = [
-        "route",
-        "tool",
-        "asked",
-        "median s",
-        "p90 s",
-        "unanswered %",
-        "declined %",
-        "cancelled %",
-        "denied %",
-        "invalid %",
-        "reasks",
-        "redundant %",
-        "attention h:mm:ss",
-        "redundant h:mm:ss",
-    ];
-    let mut rows = vec![header(&head, r.by)];
-    rows.extend(r.tools.iter().map(|t| row(t, Cells::Table, r.by)));
-    rows.push(row(&r.total, Cells::Table, r.by));
-    let left = if r.by == By::Origin { 2 } else { 1 };
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| {
-            rows.iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::from("What the questions cost people");
-    if let Some(s) = &r.since {
-        let _ = write!(out, " (since {s})");
-    }
-    out.push_str("\n\n");
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, w))| {
-                if c <= left {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    let _ = writeln!(
-        out,
-        "\n{}\n{} question(s) charged at the median; {} file(s) read, {} line(s) skipped.",
-        wrap(ATTENTION_RULE, 80),
-        r.total.imputed,
-        r.files.len(),
-        r.skipped_lines
-    );
-    out
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// One row per tool and a last `TOTAL` row; shares in percent, no `%` sign.
-pub fn csv(r: &Report) -> String {
-    let mut out = header(&COLUMNS, r.by).join(",") + "\n";
-    for t in r.tools.iter().chain([&r.total]) {
-        let row: Vec<String> = row(t, Cells::Csv, r.by)
-            .iter()
-            .map(|c| csv_field(c))
-            .collect();
-        out.push_str(&row.join(","));
-        out.push('\n');
-    }
-    out
+/// The report in `format`.
+pub fn render(report: &Report, format: Format) -> Result<String, ReportError> {
+    Ok(match format {
+        Format::Table => table(report) + &suggestions_text(&report.suggestions),
+        Format::Json => serde_json::to_string_pretty(report).map_err(ReportError::Json)? + "\n",
+        Format::Csv => csv(report),
+        Format::Html => super::report_html::page(report),
+    })
 }
 
 #[cfg(test)]

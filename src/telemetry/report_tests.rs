@@ -2,6 +2,7 @@
 //! to unanswered questions, ordering) and `--since`.
 
 use super::*;
+use crate::telemetry::report_text::{csv_field, wrap};
 use std::time::Duration;
 
 fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Question {
@@ -14,6 +15,14 @@ fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Q
         redundant,
         reask: false,
         origin: None,
+        key: "k".into(),
+        principal: "alice".into(),
+        operation: String::new(),
+        fields: Vec::new(),
+        redundant_fields: Vec::new(),
+        repeated_fields: Vec::new(),
+        verdict: "ok".into(),
+        rule: None,
     }
 }
 
@@ -141,4 +150,38 @@ fn native_and_converted_questions_are_counted_apart() {
     let (tools, total) = summarize(&[native, q("book", Outcome::Declined, Some(2000), false)]);
     assert_eq!((tools[0].native, tools[0].converted), (1, 1));
     assert_eq!((total.native, total.converted), (1, 1));
+}
+
+#[test]
+fn the_tail_read_is_bounded_and_drops_the_cut_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let line = |n: u64| {
+        format!(
+            "{{\"time\":\"2026-01-01T00:00:00.000Z\",\"route\":\"r\",\"tool\":\"t{n}\",\"outcome\":\"accepted\",\"answer_ms\":{n}}}\n"
+        )
+    };
+    let old: String = (0..10).map(line).collect();
+    let new: String = (10..20).map(line).collect();
+    std::fs::write(rotated(&path, 1), &old).unwrap();
+    std::fs::write(&path, &new).unwrap();
+    let files = audit_files(std::slice::from_ref(&path));
+    // Everything fits: oldest first, nothing left out.
+    let (qs, skipped, truncated) = read_tail(&files, None, 1 << 20).unwrap();
+    assert_eq!((qs.len(), skipped, truncated), (20, 0, false));
+    assert_eq!(qs[0].tool, "t0");
+    // Room for the newest file and part of a line of the older one: the cut
+    // line is dropped, not counted as skipped, and the read says it stopped.
+    let budget = new.len() as u64 + 10;
+    let (qs, skipped, truncated) = read_tail(&files, None, budget).unwrap();
+    assert_eq!((qs.len(), skipped, truncated), (10, 0, true));
+    assert_eq!(qs[0].tool, "t10");
+    // Less than one file: only whole newest lines.
+    let one = line(19).len() as u64;
+    let (qs, _, truncated) = read_tail(&files, None, one * 3 + 5).unwrap();
+    assert_eq!(
+        qs.iter().map(|q| q.tool.as_str()).collect::<Vec<_>>(),
+        ["t17", "t18", "t19"]
+    );
+    assert!(truncated);
 }

@@ -78,6 +78,9 @@ impl Run {
                     );
                 }
                 Verdict::ModelOwned { field, guidance } => {
+                    // Never put to a person: `refused`, so it costs no attention.
+                    let verdict = Reason::PolicyModelOwned.as_str();
+                    self.audit(&q, Outcome::Refused, verdict, None, None, None);
                     return self.end(req, &Ending::ModelOwned { field, guidance });
                 }
             }

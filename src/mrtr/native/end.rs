@@ -5,9 +5,9 @@
 use serde_json::Value;
 
 use super::Run;
+use crate::mrtr::account::{Answered, Asker};
 use crate::mrtr::convert::Question;
 use crate::mrtr::ending::Ending;
-use crate::mrtr::operation::questions::{Answered, Asker, question_record};
 use crate::mrtr::operation::spans::record_error;
 use crate::mrtr::outgoing::Outgoing;
 use crate::protocol::shape::Stamp;
@@ -101,15 +101,6 @@ impl Run {
         let answer_ms = asked_at_ms
             .filter(|_| answer.is_some() || reask_rule.is_some())
             .map(|at| self.engine.clock.unix_now_ms().saturating_sub(at));
-        if let Some(ms) = answer_ms.filter(|_| answer.is_some()) {
-            #[allow(clippy::cast_precision_loss)]
-            self.engine
-                .metrics
-                .record_answer(&self.route.name, &self.target, ms as f64 / 1000.0);
-        }
-        if !self.engine.audit.is_enabled() {
-            return;
-        }
         let asker = Asker {
             route: &self.route.name,
             tool: &self.target,
@@ -118,10 +109,10 @@ impl Run {
             arguments: &self.arguments,
             trace_id: self.trace_id.as_deref(),
         };
-        self.engine.audit.record(question_record(
+        self.engine.account(
             &asker,
             q,
-            Answered {
+            &Answered {
                 outcome,
                 verdict,
                 answer_ms,
@@ -129,6 +120,6 @@ impl Run {
                 reask_rule,
             },
             Some(Origin::Native),
-        ));
+        );
     }
 }

@@ -8,6 +8,7 @@ use super::replay::Replayed;
 use super::{Client, Operation};
 use crate::config::MissingCapability;
 use crate::jsonrpc::{ErrorObject, Id, code};
+use crate::mrtr::account::{Answered, Asker};
 use crate::mrtr::convert::{self, Kind, Question};
 use crate::mrtr::ending::Ending;
 use crate::mrtr::outgoing::Outgoing;
@@ -17,7 +18,7 @@ use crate::policy::answer::{Judgement, Subject, judge};
 use crate::policy::guard::{self, Verdict};
 use crate::policy::{OnInvalid, OnRefused};
 use crate::protocol::{Reason, Reject, RequestContext};
-use crate::telemetry::audit::{self, AuditRecord, Outcome};
+use crate::telemetry::audit::Outcome;
 
 /// What a retry did to the operation.
 pub(super) enum Resumed {
@@ -103,6 +104,15 @@ impl Operation {
             }
             Verdict::ModelOwned { field, guidance } => {
                 tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), tool = %self.target, field = %field, "question for a model-owned value turned into a tool error");
+                // Never put to a person: `refused`, so it costs no attention.
+                self.audit(
+                    &q,
+                    Outcome::Refused,
+                    Reason::PolicyModelOwned.as_str(),
+                    None,
+                    None,
+                    None,
+                );
                 let _ = self
                     .session
                     .respond(q.upstream_id, Ok(json!({"action": "cancel"})))
@@ -140,6 +150,9 @@ impl Operation {
             self.audit(&q, Outcome::Refused, verdict, None, None, None);
             return Some(Ending::MissingCapability(q.needs.to_value()));
         }
+        if q.kind == Kind::Elicitation && !q.url_mode {
+            self.offer_remembered(&mut q).await;
+        }
         q.span = tracing::info_span!(
             parent: &self.root,
             "question",
@@ -159,6 +172,7 @@ impl Operation {
                     tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, retry = retried.is_some(), "answered from inputResponses");
                     self.note_outcome(&answer);
                     self.collect(&q, &answer);
+                    self.keep_remembered(&answer).await;
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                     return None;
@@ -231,11 +245,6 @@ impl Operation {
                 "redmark.answer_ms",
                 i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
             );
-            self.engine.metrics.record_answer(
-                &self.route.name,
-                &self.target,
-                elapsed.as_secs_f64(),
-            );
             u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
         });
         self.audit(q, outcome, verdict, answer_ms, answer, None);
@@ -261,6 +270,10 @@ impl Operation {
         }
     }
 
+    /// Accounts for one ending of `q` ([`Engine::account`]): its audit
+    /// line, its count, and its answer time when a person answered.
+    ///
+    /// [`Engine::account`]: crate::mrtr::Engine::account
     pub(super) fn audit(
         &self,
         q: &Question,
@@ -270,9 +283,6 @@ impl Operation {
         answer: Option<&Value>,
         reask_rule: Option<&str>,
     ) {
-        if !self.engine.audit.is_enabled() {
-            return;
-        }
         let asker = Asker {
             route: &self.route.name,
             tool: &self.target,
@@ -281,10 +291,10 @@ impl Operation {
             arguments: self.arguments.value(),
             trace_id: self.trace_id.as_deref(),
         };
-        self.engine.audit.record(question_record(
+        self.engine.account(
             &asker,
             q,
-            Answered {
+            &Answered {
                 outcome,
                 verdict,
                 answer_ms,
@@ -292,7 +302,7 @@ impl Operation {
                 reask_rule,
             },
             None,
-        ));
+        );
     }
 
     /// A person's answer broke `rule` and the question is asked again: the
@@ -419,6 +429,7 @@ impl Operation {
                 Checked::Deliver(answer) => {
                     let q = self.pending.remove(pos);
                     self.note_outcome(&answer);
+                    self.keep_remembered(&answer).await;
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let action = answer
                         .get("action")
@@ -532,67 +543,5 @@ fn outcome_of(answer: &Value) -> Outcome {
         Some("cancel") => Outcome::Cancelled,
         // Accepted forms and URLs; sampling and roots answers.
         _ => Outcome::Accepted,
-    }
-}
-
-/// Whose question an audit line is about: the operation's side of it.
-pub(crate) struct Asker<'a> {
-    pub route: &'a str,
-    pub tool: &'a str,
-    pub principal: &'a str,
-    pub operation: &'a str,
-    pub arguments: &'a Value,
-    pub trace_id: Option<&'a str>,
-}
-
-/// How a question ended, for its audit line.
-pub(crate) struct Answered<'a> {
-    pub outcome: Outcome,
-    pub verdict: &'a str,
-    pub answer_ms: Option<u64>,
-    pub answer: Option<&'a Value>,
-    pub reask_rule: Option<&'a str>,
-}
-
-/// One audit line for question `q` (field names and outcome, never values):
-/// the same for converted questions and a native server's own.
-pub(crate) fn question_record(
-    asker: &Asker<'_>,
-    q: &Question,
-    ended: Answered<'_>,
-    origin: Option<audit::Origin>,
-) -> AuditRecord {
-    let fields = q.field_names();
-    let content = ended
-        .answer
-        .filter(|a| a.get("action").and_then(Value::as_str) == Some("accept"))
-        .and_then(|a| a.get("content"))
-        .and_then(Value::as_object);
-    AuditRecord {
-        time: audit::timestamp(std::time::SystemTime::now()),
-        route: asker.route.to_owned(),
-        tool: asker.tool.to_owned(),
-        principal: asker.principal.to_owned(),
-        operation: asker.operation.to_owned(),
-        key: q.key.clone(),
-        method: match q.kind {
-            Kind::Elicitation => audit::Method::Elicitation,
-            Kind::Sampling => audit::Method::Sampling,
-            Kind::Roots => audit::Method::Roots,
-        },
-        mode: (q.kind == Kind::Elicitation).then_some(if q.url_mode {
-            audit::Mode::Url
-        } else {
-            audit::Mode::Form
-        }),
-        fields,
-        outcome: ended.outcome,
-        answer_ms: ended.answer_ms,
-        verdict: ended.verdict.to_owned(),
-        redundant: content.is_some_and(|c| audit::redundant(asker.arguments, c)),
-        trace_id: asker.trace_id.map(str::to_owned),
-        reask: ended.reask_rule.is_some(),
-        rule: ended.reask_rule.map(str::to_owned),
-        origin,
     }
 }

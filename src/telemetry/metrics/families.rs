@@ -63,6 +63,12 @@ impl Metrics {
             "Logical operations (tools/call, prompts/get, resources/read) by route, tool and how they ended",
             operations.clone(),
         );
+        let questions = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "questions",
+            "Questions servers asked, by route, tool and how each ended (accepted, declined, cancelled, unanswered, refused, invalid, denied, abandoned); a re-asked attempt counts once more; one audit line each",
+            questions.clone(),
+        );
         let pending = Gauge::default();
         registry.register(
             "pending_operations",
@@ -193,6 +199,7 @@ impl Metrics {
             reloads,
             rejections,
             operations,
+            questions,
             pending,
             requests,
             duration,

@@ -228,6 +228,13 @@ fn every_family_touched() -> Metrics {
             outcome: s("completed"),
         })
         .inc();
+    m.questions
+        .get_or_create(&OperationLabels {
+            route: s("r"),
+            tool: s("t"),
+            outcome: s("accepted"),
+        })
+        .inc();
     m.reloads
         .get_or_create(&ReloadLabels {
             route: s("r"),
