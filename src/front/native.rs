@@ -196,6 +196,11 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             "supportedVersions".into(),
             json!(crate::protocol::SUPPORTED_VERSIONS),
         );
+        // So are the extensions: one redmark does not route (tasks) is not
+        // offered, whatever the server serves.
+        if let Some(Value::Object(caps)) = o.get_mut("capabilities") {
+            crate::protocol::tasks::withhold(caps);
+        }
     }
     if req.method == Method::ToolsList {
         remember_tools(

@@ -1,0 +1,190 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`) on a route that
+//! does not serve it: never half-supported. In front of a native server
+//! that serves tasks (the rmcp 3.11 conformance fixture, `--native`, whose
+//! `slow_compute` makes a task for a request that declared the extension,
+//! with rmcp's `TaskManager`), redmark does not offer the extension in
+//! `server/discover`, does not pass a client's declaration on (the server
+//! runs the call synchronously, as it logged), and answers `tasks/*` as
+//! methods it does not route. A server that answers with a task anyway
+//! (tests/fixtures/native_hostile_server.py: misbehaviour on purpose, which
+//! rmcp's own guard prevents) gets `upstream_invalid_result`, and the task
+//! never reaches the client. A 2025-11-25 `task` request member reaches no
+//! server either.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// Client capabilities that declare the extension (and another one, kept).
+fn declaring() -> Value {
+    json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}, "com.example/other": {}}})
+}
+
+fn rmcp_config(fx: &Fixture) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n\
+         [[route]]\nname = \"main\"\npath = \"/mcp\"\n\n\
+         [route.upstream]\nprotocol = \"2026-07-28\"\ncommand = [{}, \"--native\"]\n{}\n",
+        toml_path(&example_bin("conformance_fixture")),
+        fx.log_env(),
+    )
+}
+
+fn hostile_config(fx: &Fixture) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n\
+         [[route]]\nname = \"main\"\npath = \"/mcp\"\n\n\
+         [route.upstream]\nprotocol = \"2026-07-28\"\ncommand = [{}, {}]\n{}\n",
+        toml_path(&client_python()),
+        toml_path(&fixture_file("native_hostile_server.py")),
+        fx.log_env(),
+    )
+}
+
+/// Whether each call of `tool` the rmcp fixture logged had its request declare the extension.
+fn declared_to(fx: &Fixture, tool: &str) -> Vec<bool> {
+    fx.log
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "task_tool" && e["tool"] == tool)
+        .map(|e| e["declared_tasks"].as_bool().unwrap())
+        .collect()
+}
+
+/// The control: asked directly, the same server does make a task for a
+/// declaring client, so what the gateway tests see is redmark's doing.
+#[tokio::test]
+async fn the_rmcp_fixture_alone_makes_a_task_for_a_declaring_client() {
+    let mut cmd = Command::new(example_bin("conformance_fixture"));
+    cmd.args(["--native", "--http", "127.0.0.1:0"]);
+    let (_server, port) = spawn_listening(cmd, "conformance-fixture listening on").await;
+    let ep = McpClient::new(format!("http://127.0.0.1:{port}/mcp"));
+    let made = ep
+        .rpc(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "x"}}),
+            declaring(),
+        )
+        .await;
+    assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
+    assert!(made.result()["taskId"].is_string(), "{}", made.raw);
+    let discovered = ep.rpc("server/discover", json!({}), json!({})).await;
+    assert!(
+        discovered.result()["capabilities"]["extensions"][TASKS].is_object(),
+        "{}",
+        discovered.raw
+    );
+}
+
+#[tokio::test]
+async fn a_route_that_serves_no_tasks_neither_offers_nor_forwards_the_extension() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&rmcp_config(&fx)).await;
+
+    // Not offered, though the server offers it.
+    let discovered = gw.rpc("server/discover", json!({}), declaring()).await;
+    let caps = &complete("server/discover", &discovered)["capabilities"];
+    assert!(caps.get("extensions").is_none(), "{caps}");
+    assert!(caps.get("tasks").is_none(), "{caps}");
+    assert!(caps["tools"].is_object(), "{caps}");
+
+    // Not forwarded: the server heard no declaration, so it ran the call
+    // synchronously and the client gets the tool's own result.
+    let called = gw
+        .rpc(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "kept"}}),
+            declaring(),
+        )
+        .await;
+    let out = complete("tools/call", &called);
+    assert_eq!(out["content"][0]["text"], "computed kept", "{out}");
+    assert!(out.get("taskId").is_none(), "{out}");
+    assert_eq!(declared_to(&fx, "slow_compute"), vec![false]);
+
+    // A tool that runs only as a task: the server's -32021 names the
+    // extension, and redmark says it is the route that does not serve it.
+    let refused = gw
+        .rpc(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+            declaring(),
+        )
+        .await;
+    let err = assert_error(&refused, 400, -32021, "missing_capability");
+    assert!(
+        err.error["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+        "{}",
+        refused.raw
+    );
+    let message = err.error["message"].as_str().unwrap();
+    assert!(
+        message.contains("this route does not serve the tasks extension"),
+        "{message}"
+    );
+    assert_eq!(declared_to(&fx, "failing_job"), vec![false]);
+
+    // tasks/* are methods the route does not have, for any client.
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let r = gw
+            .rpc(
+                method,
+                json!({"taskId": "t-1", "inputResponses": {}}),
+                declaring(),
+            )
+            .await;
+        assert_eq!(r.error()["code"], -32601, "{method}: {}", r.raw);
+    }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_task_the_server_was_not_asked_for_is_an_invalid_answer() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&hostile_config(&fx)).await;
+    // (Its discover result lacks caching hints, so no schema check here.)
+    let discovered = gw.rpc("server/discover", json!({}), declaring()).await;
+    let caps = &discovered.result()["capabilities"];
+    assert!(caps["tools"].is_object(), "{caps}");
+    assert!(caps.get("extensions").is_none(), "{caps}");
+
+    for caps in [declaring(), json!({})] {
+        let r = gw
+            .rpc(
+                "tools/call",
+                // 2025-11-25's task augmentation, which no server gets either.
+                json!({"name": "rogue_task", "arguments": {}, "task": {"ttl": 60000}}),
+                caps,
+            )
+            .await;
+        let err = assert_error(&r, 502, -32603, "upstream_invalid_result");
+        let message = err.error["message"].as_str().unwrap();
+        assert!(message.contains("task (resultType `task`)"), "{message}");
+        assert!(!r.raw.contains("rogue-task-1"), "{}", r.raw);
+    }
+    let calls: Vec<Value> = fx
+        .log
+        .events()
+        .into_iter()
+        .filter(|e| e["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for call in &calls {
+        assert_eq!(call["declared_tasks"], false, "{call}");
+        assert_eq!(call["task_param"], false, "{call}");
+    }
+    assert!(
+        gw.metrics().await.contains(
+            r#"redmark_operations_total{route="main",tool="rogue_task",outcome="upstream_invalid_result"} 2"#
+        ),
+        "{}",
+        gw.metrics().await
+    );
+    gw.stop().await;
+}
