@@ -131,7 +131,13 @@ async fn a_route_that_serves_no_tasks_neither_offers_nor_forwards_the_extension(
     assert_eq!(declared_to(&fx, "failing_job"), vec![false]);
 
     // tasks/* are methods the route does not have, for any client.
-    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+    for method in [
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "tasks/result",
+        "tasks/list",
+    ] {
         let r = gw
             .rpc(
                 method,
@@ -139,7 +145,9 @@ async fn a_route_that_serves_no_tasks_neither_offers_nor_forwards_the_extension(
                 declaring(),
             )
             .await;
-        assert_eq!(r.error()["code"], -32601, "{method}: {}", r.raw);
+        let err = assert_error(&r, 404, -32601, "method_not_found");
+        let message = err.error["message"].as_str().unwrap();
+        assert!(message.contains("redmark serves no tasks"), "{message}");
     }
     gw.stop().await;
 }

@@ -219,6 +219,16 @@ pub fn check(headers: &Mirrored<'_>, id: &Id, method: &str) -> Result<(), Halt> 
                     modern_only_hint()
                 ),
             ),
+            // The tasks extension's methods (and 2025-11-25's `tasks/result`
+            // and `tasks/list`): not served, and the extension not offered
+            // (`protocol::tasks`), so a client hears why.
+            _ if method.starts_with("tasks/") => (
+                Reason::MethodNotFound,
+                format!(
+                    "Method not found: `{method}`; redmark serves no tasks (the {} extension is not offered)",
+                    crate::protocol::tasks::EXTENSION
+                ),
+            ),
             _ => (
                 Reason::MethodNotFound,
                 format!("Method not found: `{method}`"),
