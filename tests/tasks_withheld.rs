@@ -9,7 +9,7 @@
 //! (tests/fixtures/native_hostile_server.py: misbehaviour on purpose, which
 //! rmcp's own guard prevents) gets `upstream_invalid_result`, and the task
 //! never reaches the client. A 2025-11-25 `task` request member reaches no
-//! server either.
+//! server either, and a 2025-era session is held to the same rules.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -194,5 +194,59 @@ async fn a_task_the_server_was_not_asked_for_is_an_invalid_answer() {
         "{}",
         gw.metrics().await
     );
+    gw.stop().await;
+}
+
+/// A 2025-era session (initialize, session id) is not offered tasks and its
+/// own declarations (2025-11-25 `capabilities.tasks`, 2026's `extensions`,
+/// a call's `task` member) reach no server: in front of the rmcp server the
+/// call runs synchronously; in front of the server that makes a task
+/// anyway, the session hears the same invalid-answer error.
+#[tokio::test]
+async fn a_2025_era_session_neither_sees_nor_passes_on_tasks() {
+    let declared = json!({"tasks": {"requests": {"tools": {"call": {}}}},
+        "extensions": {TASKS: {}}, "elicitation": {"form": {}}});
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&rmcp_config(&fx)).await;
+    let mut session = Session2025::new(&gw.url);
+    let init = session.initialize("2025-11-25", declared.clone()).await;
+    let caps = &init.result()["capabilities"];
+    assert!(caps.get("tasks").is_none(), "{caps}");
+    assert!(caps.get("extensions").is_none(), "{caps}");
+    let called = session
+        .request(
+            json!(1),
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "old"},
+                "task": {"ttl": 60000}}),
+        )
+        .await;
+    let out = called.result();
+    assert_eq!(out["content"][0]["text"], "computed old", "{out}");
+    assert!(
+        out.get("task").is_none() && out.get("taskId").is_none(),
+        "{out}"
+    );
+    assert_eq!(declared_to(&fx, "slow_compute"), vec![false]);
+    gw.stop().await;
+
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&hostile_config(&fx)).await;
+    let mut session = Session2025::new(&gw.url);
+    session.initialize("2025-11-25", declared).await;
+    let r = session
+        .request(
+            json!(2),
+            "tools/call",
+            json!({"name": "rogue_task", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(
+        r.error()["data"]["reason"],
+        "upstream_invalid_result",
+        "{}",
+        r.raw
+    );
+    assert!(!r.raw.contains("rogue-task-1"), "{}", r.raw);
     gw.stop().await;
 }
