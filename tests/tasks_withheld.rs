@@ -9,7 +9,8 @@
 //! (tests/fixtures/native_hostile_server.py: misbehaviour on purpose, which
 //! rmcp's own guard prevents) gets `upstream_invalid_result`, and the task
 //! never reaches the client. A 2025-11-25 `task` request member reaches no
-//! server either, and a 2025-era session is held to the same rules.
+//! server either (server-everything, which would make a 2025-11-25 task of
+//! it), and a 2025-era session is held to the same rules.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -248,5 +249,30 @@ async fn a_2025_era_session_neither_sees_nor_passes_on_tasks() {
         r.raw
     );
     assert!(!r.raw.contains("rogue-task-1"), "{}", r.raw);
+    gw.stop().await;
+}
+
+/// server-everything (npm, 2025-11-25) runs `simulate-research-query` only
+/// as a 2025-11-25 task (`execution.taskSupport: "required"`). A 2026
+/// client's `task` member never reaches it, so no task is made that nobody
+/// could poll: the server refuses the plain call with a tool error, which
+/// the client gets.
+#[tokio::test]
+async fn a_legacy_server_that_makes_tasks_never_gets_a_task_request() {
+    let gw = TestGateway::start(&everything_stdio_config("")).await;
+    let r = gw
+        .rpc(
+            "tools/call",
+            json!({"name": "simulate-research-query", "arguments": {"topic": "tides"},
+                "task": {"ttl": 60000}}),
+            declaring(),
+        )
+        .await;
+    // Passed on, the member had the server make a task, and the client got
+    // an empty result (2026-07-28 has no nested `task` to relay).
+    let out = complete("tools/call", &r);
+    assert_eq!(out["isError"], true, "{out}");
+    let text = out["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("requires task augmentation"), "{text}");
     gw.stop().await;
 }
