@@ -276,3 +276,45 @@ async fn a_legacy_server_that_makes_tasks_never_gets_a_task_request() {
     assert!(text.contains("requires task augmentation"), "{text}");
     gw.stop().await;
 }
+
+/// `subscriptions/listen` with `notifications.taskIds`: the filter's
+/// `taskIds` are not asked of the server (which, not hearing the client's
+/// withheld declaration, would refuse the whole listen with -32021) and not
+/// acknowledged, and a `notifications/tasks` the server sends anyway never
+/// reaches the client; the rest of the subscription is served.
+#[tokio::test]
+async fn a_listen_for_task_ids_is_served_without_them() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&hostile_config(&fx)).await;
+    let r = gw
+        .rpc(
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true, "taskIds": ["rogue-task-1"]}}),
+            declaring(),
+        )
+        .await;
+    assert!(r.is_sse(), "{}", r.raw);
+    let methods: Vec<&str> = r
+        .messages
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods,
+        vec!["notifications/subscriptions/acknowledged"],
+        "{}",
+        r.raw
+    );
+    let agreed = &r.messages[0]["params"]["notifications"];
+    assert_eq!(agreed, &json!({"toolsListChanged": true}), "{}", r.raw);
+    assert_eq!(r.result()["resultType"], "complete", "{}", r.raw);
+    assert!(!r.raw.contains("rogue-task-1"), "{}", r.raw);
+    let listen = fx
+        .log
+        .events()
+        .into_iter()
+        .find(|e| e["method"] == "subscriptions/listen")
+        .unwrap();
+    assert_eq!(listen["task_ids"], false, "{listen}");
+    gw.stop().await;
+}

@@ -56,6 +56,13 @@ pub async fn dispatch(
 async fn listen(gw: &Gateway, route: &Route, req: &ClientRequest) -> Reply {
     let mut params = upstream_params(req, None);
     params.remove("name");
+    // Task status notifications (ext-tasks "Task Status Notifications") are
+    // the tasks extension's, which no route serves: not asked of the server
+    // (which would refuse the whole listen, the declaration being withheld),
+    // and not acknowledged to the client (`subscription_notice`).
+    if let Some(Value::Object(wanted)) = params.get_mut("notifications") {
+        wanted.remove("taskIds");
+    }
     let mut upstream = match route.native.listen(Value::Object(params)).await {
         Some(Ok(rx)) => rx,
         Some(Err(e)) => return Reply::reject(&req.id, &e.into_reject()),
@@ -143,6 +150,9 @@ fn subscription_notice(id: &Id, method: &str, params: Option<Value>) -> Option<V
         Some(Value::Object(o)) => o,
         _ => serde_json::Map::new(),
     };
+    if let Some(Value::Object(agreed)) = p.get_mut("notifications") {
+        agreed.remove("taskIds");
+    }
     let m = p.entry("_meta").or_insert_with(|| json!({}));
     if let Value::Object(m) = m {
         m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
