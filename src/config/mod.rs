@@ -255,6 +255,9 @@ pub struct RouteConfig {
     /// `[route.oauth]`: this route's own OAuth settings (its audience).
     #[serde(default)]
     pub oauth: Option<Spanned<RouteOAuthConfig>>,
+    /// `[route.tasks]`: gateway-made tasks; unset, the route serves none.
+    #[serde(default)]
+    pub tasks: Option<Spanned<TasksConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -391,12 +394,14 @@ mod load;
 mod oauth;
 pub mod rate_limit;
 mod state;
+pub mod tasks;
 pub mod tls;
 
 pub use cluster::ClusterConfig;
 pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use rate_limit::{Rate, RateLimitConfig};
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
+pub use tasks::TasksConfig;
 pub use tls::TlsConfig;
 
 /// The upstream of a route after checking: exactly one transport.

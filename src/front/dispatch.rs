@@ -112,10 +112,15 @@ async fn discover(route: &Route, principal: &Principal, req: &ClientRequest) -> 
         },
     };
     let stamp = route.stamp(&init.server_info);
-    Reply::result(
-        &req.id,
-        shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp),
-    )
+    let mut result = shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp);
+    if route.tasks.is_some() {
+        // A route with `[route.tasks]` serves the extension itself (the
+        // server behind it has none), so it offers it (ext-tasks
+        // "Capability Negotiation": the server declares it in its
+        // `server/discover` capabilities).
+        crate::protocol::tasks::offer(&mut result);
+    }
+    Reply::result(&req.id, result)
 }
 
 async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {

@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::{
     CallRule, DefaultMode, Defaults, FieldRules, Format, KeyNames, Mode, OnInvalid, OnRefused,
-    Policy, ToolRules, ToolsDefault,
+    Policy, TaskMode, ToolRules, ToolsDefault,
 };
 use crate::config::{ConfigError, ConfigErrors};
 
@@ -40,6 +40,8 @@ struct RawDefaults {
     url_hosts: Option<Vec<String>>,
     /// `hold`, `replay` or `replay_when_annotated`, for tools without their own `mode`.
     mode: Option<DefaultMode>,
+    /// `optional` or `required`: whether calls of tools without their own `task` become tasks.
+    task: Option<TaskMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -98,6 +100,8 @@ struct RawTool {
     #[serde(default)]
     keys: RawKeys,
     mode: Option<Mode>,
+    /// `optional` or `required`: whether a call of this tool becomes a task.
+    task: Option<TaskMode>,
     #[serde(default)]
     model_owned: Vec<String>,
     on_invalid: Option<OnInvalid>,
@@ -201,6 +205,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .clone()
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
         mode: d.mode.unwrap_or_default(),
+        task: d.task,
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();
@@ -271,6 +276,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             ToolRules {
                 keys: t.keys.0.clone(),
                 mode: t.mode,
+                task: t.task.or(defaults.task),
                 model_owned: t.model_owned.iter().cloned().collect(),
                 on_invalid: t.on_invalid.unwrap_or(defaults.on_invalid),
                 max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),

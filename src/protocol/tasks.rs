@@ -1,10 +1,12 @@
-//! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) on a
-//! route that does not serve it: never half-supported. redmark routes no
-//! `tasks/*` method, so it neither advertises the extension (in what it
-//! relays of a server's `server/discover`) nor passes a client's
-//! declaration on to a server, and a task it did not ask for is an invalid
-//! answer (spec 2026-07-28 `basic/versioning.mdx` "Extension Negotiation":
-//! an extension is in force only when both sides declared it).
+//! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): where
+//! it is offered. A route with `[route.tasks]` serves gateway-made tasks
+//! (`front::tasks`) and offers the extension in `server/discover`
+//! ([`offer`]). Every other route is never half-supported: it neither
+//! advertises the extension (in what it relays of a server's
+//! `server/discover`) nor passes a client's declaration on to a server, and
+//! a task it did not ask for is an invalid answer (spec 2026-07-28
+//! `basic/versioning.mdx` "Extension Negotiation": an extension is in force
+//! only when both sides declared it).
 
 use serde_json::{Map, Value};
 
@@ -20,6 +22,30 @@ pub fn declared(capabilities: &Value) -> bool {
         .get("extensions")
         .and_then(|e| e.get(EXTENSION))
         .is_some()
+}
+
+/// Adds the extension to a `server/discover` result's
+/// `capabilities.extensions` (ext-tasks "Capability Negotiation": "No
+/// extension-specific settings are currently defined; an empty object
+/// indicates support").
+pub fn offer(discover: &mut Value) {
+    let Some(caps) = discover
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let extensions = caps
+        .entry("extensions")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(extensions) = extensions.as_object_mut() {
+        extensions.insert(EXTENSION.to_owned(), Value::Object(Map::new()));
+    }
+}
+
+/// Whether a request's per-request client capabilities declare the extension.
+pub fn declared_on(ctx: &crate::protocol::RequestContext) -> bool {
+    declared(&ctx.capabilities)
 }
 
 /// `capabilities` without the extension: taken out of `extensions`, and
@@ -67,6 +93,21 @@ mod tests {
             json!({"elicitation": {"form": {}}, "extensions": {"com.example/other": {"x": 1}}})
         );
         assert!(!declared(&Value::Object(out)));
+    }
+
+    #[test]
+    fn offering_adds_the_extension_beside_others() {
+        let mut d = json!({"capabilities": {"tools": {}}});
+        offer(&mut d);
+        assert_eq!(d["capabilities"]["extensions"], json!({EXTENSION: {}}));
+        let mut d = json!({"capabilities": {"extensions": {"com.example/x": {}}}});
+        offer(&mut d);
+        assert!(declared(&d["capabilities"]));
+        assert!(
+            d["capabilities"]["extensions"]
+                .get("com.example/x")
+                .is_some()
+        );
     }
 
     #[test]
