@@ -397,6 +397,7 @@ pub fn build_at(
     .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
         sessions,
+        tasks: Arc::new(crate::front::tasks::Tasks::new()),
         routes: std::sync::RwLock::new(Arc::new(routes)),
         pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
         authenticator: std::sync::RwLock::new(authenticator),

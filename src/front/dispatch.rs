@@ -76,6 +76,11 @@ pub async fn dispatch(
             operation(gw, route, principal, req, verified).await
         }
         Method::SubscriptionsListen => Box::pin(listen::start(gw, route, principal, *req)).await,
+        // Served by `front::tasks` on a route that serves tasks; here, on
+        // any other, not a method the route has.
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
+            Reply::reject(&req.id, &super::tasks::not_served(req.method.as_str()))
+        }
     }
 }
 

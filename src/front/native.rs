@@ -43,6 +43,11 @@ pub async fn dispatch(
             }
         }
         Method::SubscriptionsListen => listen(gw, &route, &req).await,
+        // A native server's own tasks are not relayed: never half-supported.
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Reply::reject(
+            &req.id,
+            &crate::front::tasks::not_served(req.method.as_str()),
+        ),
         _ => relay(&route, &principal, &req).await,
     }
 }

@@ -219,13 +219,12 @@ pub fn check(headers: &Mirrored<'_>, id: &Id, method: &str) -> Result<(), Halt> 
                     modern_only_hint()
                 ),
             ),
-            // The tasks extension's methods (and 2025-11-25's `tasks/result`
-            // and `tasks/list`): not served, and the extension not offered
-            // (`protocol::tasks`), so a client hears why.
+            // 2025-11-25's `tasks/result` and `tasks/list`, gone from the
+            // tasks extension, and any other `tasks/*`: a client hears why.
             _ if method.starts_with("tasks/") => (
                 Reason::MethodNotFound,
                 format!(
-                    "Method not found: `{method}`; redmark serves no tasks (the {} extension is not offered)",
+                    "Method not found: `{method}`; redmark serves no tasks/* method but tasks/get, tasks/update and tasks/cancel of the {} extension (2025-11-25's tasks/result and tasks/list are not in it)",
                     crate::protocol::tasks::EXTENSION
                 ),
             ),
