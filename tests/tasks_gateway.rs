@@ -566,3 +566,115 @@ async fn optional_tasks_after_a_time_and_plain_calls_otherwise() {
     assert_eq!(r.result()["resultType"], "input_required", "{}", r.raw);
     gw.stop().await;
 }
+
+/// A call still running after `[route.tasks] after` becomes a task
+/// (`working`), its progress notifications are not a task's, and its
+/// result completes the task: server-everything's long-running operation
+/// (a 2025-era server over stdio, with a progress token).
+#[tokio::test]
+async fn a_call_still_running_after_the_set_time_becomes_a_working_task() {
+    let fx = Fixture::new();
+    let mut text = everything_stdio_config("").replacen(
+        "[route.upstream]",
+        &format!(
+            "{}\n[route.upstream]",
+            fx.policy("[defaults]\ntask = \"optional\"\n")
+        ),
+        1,
+    );
+    text.push_str("\n[route.tasks]\nafter = \"300ms\"\npoll_interval = \"100ms\"\n");
+    let gw = TestGateway::start(&text).await;
+    let mut params =
+        json!({"name": "trigger-long-running-operation", "arguments": {"duration": 2, "steps": 4}});
+    params["_meta"] = meta(declaring());
+    params["_meta"]["progressToken"] = json!("p-1");
+    let r = read_resp(gw.send(gw.request("tools/call", params)).await).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert!(!r.is_sse(), "a task is one JSON answer: {}", r.raw);
+    assert_eq!(r.result()["resultType"], "task", "{}", r.raw);
+    assert_eq!(r.result()["status"], "working", "{}", r.raw);
+    assert_eq!(r.result()["pollIntervalMs"], 100, "{}", r.raw);
+    let id = r.result()["taskId"].as_str().unwrap().to_owned();
+    let working = task_rpc(
+        &gw,
+        "",
+        "tasks/get",
+        &id,
+        json!({"taskId": id}),
+        declaring(),
+    )
+    .await;
+    assert_eq!(
+        working.result()["resultType"],
+        "complete",
+        "{}",
+        working.raw
+    );
+    let done = eventually("the task to complete", || {
+        let (gw, id) = (&gw, id.clone());
+        async move {
+            let r = task_rpc(gw, "", "tasks/get", &id, json!({"taskId": id}), declaring()).await;
+            match r.result()["status"].as_str() {
+                Some("completed") => Ok(r.result().clone()),
+                Some("working") => Err(r.raw),
+                _ => panic!("{}", r.raw),
+            }
+        }
+    })
+    .await;
+    let text = done["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Long running operation completed"), "{done}");
+    gw.stop().await;
+}
+
+/// The table is bounded per principal: past `max_per_principal` a new
+/// task is refused (429, `too_many_pending`); another principal still
+/// gets one.
+#[tokio::test]
+async fn tasks_are_bounded_per_principal() {
+    let fx = Fixture::new();
+    let gw = gateway(
+        &fx,
+        "task = \"required\"",
+        "max_per_principal = 1\nmax_total = 4",
+    )
+    .await;
+    created(&rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await);
+    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await;
+    let err = assert_error(&r, 429, -32603, "too_many_pending");
+    assert!(
+        err.error["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_per_principal"),
+        "{}",
+        r.raw
+    );
+    created(&rpc_as(&gw, BOB, "tools/call", ambiguous(), declaring()).await);
+    gw.stop().await;
+}
+
+/// A round nobody answers within `[mrtr] ttl` (how long the server's call
+/// is held for an answer) fails the task then, with its diagnostic, even
+/// though the task's own TTL is longer.
+#[tokio::test]
+async fn a_round_unanswered_within_the_mrtr_ttl_fails_the_task() {
+    let fx = Fixture::new();
+    let keys = api_key(ALICE, "alice", &[]) + "\n[mrtr]\nttl = \"1s\"\n";
+    let policy = rooms_policy("task = \"required\"");
+    let gw = TestGateway::start(&config_with(&fx, &keys, &policy, Some(""))).await;
+    let id = created(&rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await);
+    let failed = until(&gw, ALICE, &id, "failed").await;
+    assert_eq!(
+        failed["error"]["data"]["reason"], "operation_expired",
+        "{failed}"
+    );
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[mrtr] ttl"),
+        "{failed}"
+    );
+    gw.stop().await;
+}

@@ -57,7 +57,11 @@ enum Next {
 /// Why the driver stopped waiting.
 enum Stop {
     Cancelled,
+    /// The task's TTL ran out.
     Expired,
+    /// A round was not answered within `[mrtr] ttl`: the engine holds the
+    /// server's call no longer than that.
+    RoundExpired,
 }
 
 impl Driver {
@@ -142,6 +146,7 @@ impl Driver {
 
     /// Waits until `tasks/update` has answered every question of the round.
     async fn gather(&self) -> Result<Map<String, Value>, Stop> {
+        let round_deadline = Instant::now() + self.gw.engine.ttl;
         loop {
             let answered = self.task.answered.notified();
             if let Some(answers) = self.task.answers() {
@@ -151,6 +156,7 @@ impl Driver {
                 () = answered => {}
                 () = self.task.cancel.cancelled() => return Err(Stop::Cancelled),
                 () = tokio::time::sleep_until(self.deadline) => return Err(Stop::Expired),
+                () = tokio::time::sleep_until(round_deadline) => return Err(Stop::RoundExpired),
             }
         }
     }
@@ -198,6 +204,19 @@ impl Driver {
                         ),
                     ))),
                     Some(format!("expired after {ttl}s")),
+                );
+            }
+            Stop::RoundExpired => {
+                let ttl = self.gw.engine.ttl.as_secs();
+                self.task.finish(
+                    Status::Failed,
+                    Some(error_of(&Reject::new(
+                        Reason::OperationExpired,
+                        format!(
+                            "nobody answered the task's inputRequests within {ttl}s ([mrtr] ttl, how long the server's call is held for an answer); the server was told `cancel`"
+                        ),
+                    ))),
+                    Some(format!("unanswered for {ttl}s")),
                 );
             }
         }
