@@ -678,3 +678,97 @@ async fn a_round_unanswered_within_the_mrtr_ttl_fails_the_task() {
     );
     gw.stop().await;
 }
+
+/// Two replicas sharing a state key and a cluster secret, each in front
+/// of its own rooms server: `tasks/*` that land on the replica that does
+/// not hold the task are forwarded to the one named in the sealed id; when
+/// that replica is gone, `tasks/get` reads the task `failed`, saying so.
+#[tokio::test]
+async fn tasks_on_another_replica_are_forwarded_to_the_owner_and_a_lost_one_reads_failed() {
+    let state = redmark::mrtr::state::generate_secret();
+    let cluster = redmark::mrtr::state::generate_secret();
+    let replica = |fx: &Fixture, node: &str| {
+        let extra = format!(
+            "node_id = \"{node}\"\n{}\n[[state.keys]]\nid = \"k1\"\nsecret = \"{state}\"\nsign = true\n\n[cluster]\nlisten = \"127.0.0.1:0\"\nsecret = \"{cluster}\"\n",
+            api_key(ALICE, "alice", &[]) + &api_key(BOB, "bob", &[]),
+        );
+        config_with(fx, &extra, &rooms_policy("task = \"required\""), Some(""))
+    };
+    let (fa, fb) = (Fixture::new(), Fixture::new());
+    let a = TestGateway::start(&replica(&fa, "n1")).await;
+    let b = TestGateway::start(&replica(&fb, "n2")).await;
+
+    let id = created(&rpc_as(&a, ALICE, "tools/call", ambiguous(), declaring()).await);
+    // Read, answered and finished through the other replica.
+    let asked = until(&b, ALICE, &id, "input_required").await;
+    assert!(asked["inputRequests"]["room"].is_object(), "{asked}");
+    // Another principal is refused there as here.
+    let theirs = task_rpc(
+        &b,
+        BOB,
+        "tasks/get",
+        &id,
+        json!({"taskId": id}),
+        declaring(),
+    )
+    .await;
+    assert_error(&theirs, 200, -32602, "task_unknown");
+    let answer = json!({"room": {"action": "accept", "content": {"room_id": "studio-b"}}});
+    let ack = update(&b, ALICE, &id, answer).await;
+    assert_eq!(
+        ack.result(),
+        &json!({"resultType": "complete"}),
+        "{}",
+        ack.raw
+    );
+    let done = until(&b, ALICE, &id, "completed").await;
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("studio-b"),
+        "{done}"
+    );
+    let forwarded = r#"redmark_forwarded_retries_total{route="main",outcome="forwarded"}"#;
+    assert!(
+        b.metric(forwarded).await.unwrap_or(0.0) >= 3.0,
+        "{}",
+        b.metrics().await
+    );
+
+    // Cancelled through the other replica.
+    let id = created(&rpc_as(&a, ALICE, "tools/call", ambiguous(), declaring()).await);
+    until(&b, ALICE, &id, "input_required").await;
+    let r = task_rpc(
+        &b,
+        ALICE,
+        "tasks/cancel",
+        &id,
+        json!({"taskId": id}),
+        declaring(),
+    )
+    .await;
+    assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.raw);
+    assert_eq!(get(&a, ALICE, &id).await["status"], "cancelled");
+
+    // The owner is gone: its task reads failed, saying why.
+    let id = created(&rpc_as(&a, ALICE, "tools/call", ambiguous(), declaring()).await);
+    a.stop().await;
+    let lost = get(&b, ALICE, &id).await;
+    assert_eq!(lost["status"], "failed", "{lost}");
+    assert_eq!(lost["taskId"], id.as_str(), "{lost}");
+    assert_eq!(
+        lost["error"]["data"]["reason"], "owner_unreachable",
+        "{lost}"
+    );
+    assert!(
+        lost["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("(n1) is lost"),
+        "{lost}"
+    );
+    let r = update(&b, ALICE, &id, json!({"room": {"action": "decline"}})).await;
+    assert_error(&r, 503, -32603, "owner_unreachable");
+    b.stop().await;
+}

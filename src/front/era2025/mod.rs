@@ -268,6 +268,7 @@ impl SessionStep {
                 addr,
                 operation: format!("answer {}", call::id_key(id)),
                 tc: None,
+                task: None,
             });
             cx.settled = true;
             return Ok(());

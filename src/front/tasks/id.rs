@@ -25,6 +25,11 @@ pub struct Sealed {
     pub a: Option<String>,
     /// Honoured until (unix seconds).
     pub e: u64,
+    /// Created (unix milliseconds), its TTL and poll interval (ms): what
+    /// another replica needs to say the task failed when its holder is lost.
+    pub c: u64,
+    pub t: u64,
+    pub i: u64,
     /// 128 random bits: no two tasks share an id.
     pub x: String,
 }
@@ -40,21 +45,29 @@ pub enum IdError {
     NotYours,
 }
 
-/// A fresh sealed id for a task of `principal` on `route`, held by `node`.
-pub fn issue(
-    keys: &SharedKeyring,
-    route: &str,
-    principal: &str,
-    node: &str,
-    advertise: Option<&str>,
-    expires_unix: u64,
-) -> String {
+/// Where and whose a task is, and its times, before it is sealed.
+pub struct Issue<'a> {
+    pub route: &'a str,
+    pub principal: &'a str,
+    pub node: &'a str,
+    pub advertise: Option<&'a str>,
+    pub expires_unix: u64,
+    pub created_ms: u64,
+    pub ttl_ms: u64,
+    pub poll_ms: u64,
+}
+
+/// A fresh sealed id for a task.
+pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
     let sealed = Sealed {
-        r: route.to_owned(),
-        p: principal_digest(route, principal),
-        n: node.to_owned(),
-        a: advertise.map(str::to_owned),
-        e: expires_unix,
+        r: task.route.to_owned(),
+        p: principal_digest(task.route, task.principal),
+        n: task.node.to_owned(),
+        a: task.advertise.map(str::to_owned),
+        e: task.expires_unix,
+        c: task.created_ms,
+        t: task.ttl_ms,
+        i: task.poll_ms,
         x: hex::encode(rand::random::<[u8; 16]>()),
     };
     let plain = serde_json::to_vec(&sealed).unwrap_or_default();
@@ -93,8 +106,18 @@ mod tests {
     #[test]
     fn an_id_opens_for_its_route_and_principal_only_until_it_expires() {
         let keys = keys();
-        let id = issue(&keys, "main", "alice", "node-a", Some("10.0.0.1:9"), 1_000);
-        let again = issue(&keys, "main", "alice", "node-a", None, 1_000);
+        let task = Issue {
+            route: "main",
+            principal: "alice",
+            node: "node-a",
+            advertise: Some("10.0.0.1:9"),
+            expires_unix: 1_000,
+            created_ms: 5,
+            ttl_ms: 6,
+            poll_ms: 7,
+        };
+        let id = issue(&keys, &task);
+        let again = issue(&keys, &task);
         assert_ne!(id, again, "unguessable: never the same twice");
         let sealed = open(&keys, &id, "main", "alice", 999).unwrap();
         assert_eq!(

@@ -121,24 +121,30 @@ async fn start(
     mode: TaskMode,
     limits: crate::config::TasksConfig,
 ) -> Reply {
-    let expires = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .saturating_add(limits.ttl)
-        .saturating_add(LINGER)
-        .as_secs();
+    let created = SystemTime::now();
+    let since_epoch = created.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let task_id = id::issue(
         &gw.engine.keys,
-        &route.name,
-        &principal.name,
-        &gw.engine.node,
-        gw.engine.advertise.as_deref(),
-        expires,
+        &id::Issue {
+            route: &route.name,
+            principal: &principal.name,
+            node: &gw.engine.node,
+            advertise: gw.engine.advertise.as_deref(),
+            expires_unix: since_epoch
+                .saturating_add(limits.ttl)
+                .saturating_add(LINGER)
+                .as_secs(),
+            created_ms: millis(since_epoch),
+            ttl_ms: millis(limits.ttl),
+            poll_ms: millis(limits.poll_interval),
+        },
     );
     let task = Arc::new(Task::new(
         task_id,
         route.name.clone(),
         principal.name.to_string(),
+        created,
         limits.ttl,
         limits.poll_interval,
     ));
@@ -187,6 +193,56 @@ async fn start(
         }
     }
     Reply::result(&req.id, task.created_result())
+}
+
+/// The replica holding a task, when it is another one this replica can
+/// forward `tasks/*` to (the pipeline's `owner` step marks the request);
+/// `None` for this replica's own tasks and for ids that do not open (they
+/// are answered here, `task_unknown`).
+pub fn owner_elsewhere(
+    engine: &crate::mrtr::Engine,
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Option<crate::front::pipeline::owner::ForwardTo> {
+    let task_id = req.params.get("taskId").and_then(Value::as_str)?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let sealed = id::open(&engine.keys, task_id, &route.name, &principal.name, now).ok()?;
+    if sealed.n == engine.node || engine.advertise.is_none() {
+        return None;
+    }
+    Some(crate::front::pipeline::owner::ForwardTo {
+        node: sealed.n.clone(),
+        addr: sealed.a.clone()?,
+        operation: format!("task {}", req.method),
+        tc: None,
+        task: Some(crate::front::pipeline::owner::TaskAt {
+            method: req.method,
+            id: task_id.to_owned(),
+            sealed,
+        }),
+    })
+}
+
+/// What `tasks/get` reads for a task whose replica cannot be reached: the
+/// task is lost with it, so it is `failed`, with a message saying so.
+pub fn lost(task_id: &str, sealed: &id::Sealed, error: Value) -> Value {
+    let created = UNIX_EPOCH + Duration::from_millis(sealed.c);
+    let iso = humantime::format_rfc3339_millis(created).to_string();
+    json!({
+        "resultType": "complete",
+        "taskId": task_id,
+        "status": "failed",
+        "statusMessage": format!("the replica holding this task ({}) is lost", sealed.n),
+        "createdAt": iso,
+        "lastUpdatedAt": iso,
+        "ttlMs": sealed.t,
+        "pollIntervalMs": sealed.i,
+        "error": error,
+    })
 }
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel` on a route that serves tasks.

@@ -108,6 +108,7 @@ mod tests {
             id.into(),
             route.into(),
             principal.into(),
+            std::time::SystemTime::now(),
             Duration::from_secs(60),
             Duration::from_secs(1),
         ))

@@ -82,10 +82,10 @@ impl Task {
         id: String,
         route: std::sync::Arc<str>,
         principal: String,
+        created: SystemTime,
         ttl: Duration,
         poll_interval: Duration,
     ) -> Task {
-        let created = SystemTime::now();
         Task {
             id,
             route,
@@ -319,6 +319,7 @@ mod tests {
             "t".into(),
             "main".into(),
             "alice".into(),
+            SystemTime::now(),
             Duration::from_secs(60),
             Duration::from_secs(2),
         )
