@@ -772,3 +772,54 @@ async fn tasks_on_another_replica_are_forwarded_to_the_owner_and_a_lost_one_read
     assert_error(&r, 503, -32603, "owner_unreachable");
     b.stop().await;
 }
+
+/// `subscriptions/listen` asking for task ids on a route that offers the
+/// extension: -32021 for a client that did not declare it; a declaring
+/// client's listen is served, acknowledging no task ids (redmark sends no
+/// `notifications/tasks`: clients poll).
+#[tokio::test]
+async fn a_listen_for_task_ids_needs_the_extension_and_acknowledges_none() {
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "task = \"required\"", "").await;
+    let filter = json!({"notifications": {"toolsListChanged": true, "taskIds": ["t-1"]}});
+    let r = rpc_as(
+        &gw,
+        ALICE,
+        "subscriptions/listen",
+        filter.clone(),
+        json!({}),
+    )
+    .await;
+    let err = assert_error(&r, 400, -32021, "missing_capability");
+    assert_eq!(
+        err.data()["requiredCapabilities"]["extensions"][TASKS],
+        json!({}),
+        "{}",
+        r.raw
+    );
+
+    let mut params = filter;
+    params["_meta"] = meta(declaring());
+    let resp = gw
+        .send(
+            gw.request("subscriptions/listen", params)
+                .bearer_auth(ALICE),
+        )
+        .await;
+    let mut stream = SseReader::new(resp);
+    let ack = stream
+        .next(std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert!(ack["params"]["notifications"].is_object(), "{ack}");
+    assert!(
+        ack["params"]["notifications"].get("taskIds").is_none(),
+        "{ack}"
+    );
+    drop(stream);
+    gw.stop().await;
+}

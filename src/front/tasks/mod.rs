@@ -86,6 +86,27 @@ pub async fn dispatch(
     if req.method.is_task() {
         return serve(gw, &route, &principal, &req);
     }
+    // ext-tasks "Task Status Notifications": "If a client requests task
+    // status notifications but does not declare the
+    // `io.modelcontextprotocol/tasks` extension capability, the server MUST
+    // return a JSON-RPC error specifying the missing capabilities". (A
+    // declaring client's listen is served; redmark sends no
+    // `notifications/tasks` yet and so acknowledges no task ids.)
+    if req.method == Method::SubscriptionsListen
+        && req
+            .params
+            .get("notifications")
+            .and_then(|n| n.get("taskIds"))
+            .is_some()
+        && !crate::protocol::tasks::declared_on(&req.ctx)
+    {
+        return Reply::reject(
+            &req.id,
+            &extension_required(
+                "task status notifications (`notifications.taskIds`) need the extension declared in the request's client capabilities",
+            ),
+        );
+    }
     if req.method != Method::ToolsCall || req.is_retry() || req.is_2025_era() {
         return dispatch::dispatch(gw, route, principal, req, verified).await;
     }
