@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mrtr_support;
 
 use common::*;
 use serde_json::{Value, json};
@@ -821,5 +822,129 @@ async fn a_listen_for_task_ids_needs_the_extension_and_acknowledges_none() {
         "{ack}"
     );
     drop(stream);
+    gw.stop().await;
+}
+
+/// A gateway in front of the FastMCP fixture server (PyPI `mcp` 1.30.0,
+/// tests/fixtures/mrtr_server.py), every tool a task.
+async fn fastmcp_gateway(fx: &Fixture) -> TestGateway {
+    let text = fx
+        .cfg()
+        .route(&fx.policy("[defaults]\ntask = \"required\"\n"))
+        .build()
+        + "\n[route.tasks]\npoll_interval = \"100ms\"\n";
+    TestGateway::start(&text).await
+}
+
+/// Two questions pushed at once (`asyncio.gather`): answered one at a time,
+/// the task stays `input_required` with only the other outstanding, and
+/// the server gets both answers once both are in.
+#[tokio::test]
+async fn partial_answers_are_kept_until_the_round_is_complete() {
+    let fx = Fixture::new();
+    let gw = fastmcp_gateway(&fx).await;
+    let call = json!({"name": "pair", "arguments": {"tag": "p-1"}});
+    let r = rpc_as(&gw, "", "tools/call", call, declaring()).await;
+    let id = r.result()["taskId"].as_str().unwrap().to_owned();
+    let asked = until(&gw, "", &id, "input_required").await;
+    let mut keys: Vec<String> = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    assert_eq!(keys.len(), 2, "{asked}");
+    let name = |n: &str| json!({"action": "accept", "content": {"name": n}});
+    update(&gw, "", &id, json!({keys[0].clone(): name("Ada")})).await;
+    let half = get(&gw, "", &id).await;
+    assert_eq!(half["status"], "input_required", "{half}");
+    let left: Vec<&String> = half["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(left, [&keys[1]], "{half}");
+    assert!(
+        fx.log.tagged("answer", "p-1").is_empty(),
+        "nothing reached the server yet"
+    );
+    update(&gw, "", &id, json!({keys[1].clone(): name("Grace")})).await;
+    let done = until(&gw, "", &id, "completed").await;
+    let out: Value =
+        serde_json::from_str(done["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let mut names = vec![
+        out["first"]["content"]["name"].clone(),
+        out["second"]["content"]["name"].clone(),
+    ];
+    names.sort_by_key(ToString::to_string);
+    assert_eq!(names, [json!("Ada"), json!("Grace")], "{done}");
+    gw.stop().await;
+}
+
+/// `tasks/cancel` of a task waiting for a person: the server hears
+/// `cancel`, and, as it lingers, `notifications/cancelled`; of a task
+/// still working: `notifications/cancelled`.
+#[tokio::test]
+async fn cancel_tells_the_server_cancel_and_notifications_cancelled() {
+    let fx = Fixture::new();
+    let gw = fastmcp_gateway(&fx).await;
+    let call = json!({"name": "ask", "arguments": {"tag": "c-1", "linger": true}});
+    let id = rpc_as(&gw, "", "tools/call", call, declaring())
+        .await
+        .result()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until(&gw, "", &id, "input_required").await;
+    task_rpc(
+        &gw,
+        "",
+        "tasks/cancel",
+        &id,
+        json!({"taskId": id}),
+        declaring(),
+    )
+    .await;
+    let answer = fx.log.only_answer("c-1").await;
+    assert_eq!(answer["action"], "cancel", "{answer}");
+    fx.log
+        .eventually("the lingering call to be cancelled", |e| {
+            e["event"] == "cancelled" && e["tag"] == "c-1"
+        })
+        .await;
+
+    let call = json!({"name": "hang", "arguments": {"tag": "h-1"}});
+    let id = rpc_as(&gw, "", "tools/call", call, declaring())
+        .await
+        .result()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fx.log
+        .eventually("hang to start", |e| {
+            e["event"] == "hanging" && e["tag"] == "h-1"
+        })
+        .await;
+    assert_eq!(get(&gw, "", &id).await["status"], "working");
+    task_rpc(
+        &gw,
+        "",
+        "tasks/cancel",
+        &id,
+        json!({"taskId": id}),
+        declaring(),
+    )
+    .await;
+    assert_eq!(get(&gw, "", &id).await["status"], "cancelled");
+    fx.log
+        .eventually("the working call to be cancelled", |e| {
+            e["event"] == "cancelled" && e["tag"] == "h-1"
+        })
+        .await;
+    assert!(
+        fx.log
+            .events()
+            .iter()
+            .any(|e| e["event"] == "cancel_requested"),
+        "notifications/cancelled arrived: {}",
+        fx.log.seen()
+    );
     gw.stop().await;
 }

@@ -29,6 +29,10 @@ use crate::mrtr::Outgoing;
 use crate::protocol::{ClientRequest, Principal, Reason, Reject};
 use crate::route::Route;
 
+/// How long a server told `cancel` has to end the call itself before it is
+/// cancelled (`notifications/cancelled`): the task is over either way.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What the driver tells the request that started the task, until it was
 /// handed out: a question came (make it a task now), or the call's answer.
 pub enum Early {
@@ -66,15 +70,10 @@ enum Stop {
 
 impl Driver {
     pub async fn run(self, first: Box<ClientRequest>) {
-        let reply = dispatch::dispatch(
-            &self.gw,
-            self.route.clone(),
-            self.principal.clone(),
-            first,
-            None,
-        )
-        .await;
-        let mut next = Next::of(reply);
+        let mut next = match self.call(first).await {
+            Ok(reply) => Next::of(reply),
+            Err(stop) => return self.stopped(stop, None),
+        };
         loop {
             let round = match next {
                 Next::Done(out) => return self.end(out).await,
@@ -106,15 +105,29 @@ impl Driver {
                 return;
             };
             let retry = self.template.retried_with(answers, state);
-            let reply = dispatch::dispatch(
-                &self.gw,
-                self.route.clone(),
-                self.principal.clone(),
-                Box::new(retry),
-                None,
-            )
-            .await;
-            next = Next::of(reply);
+            next = match self.call(Box::new(retry)).await {
+                Ok(reply) => Next::of(reply),
+                Err(stop) => return self.stopped(stop, None),
+            };
+        }
+    }
+
+    /// The call (or a retry) until its first output, unless the task is
+    /// cancelled or its TTL runs out first: then the call is dropped, and
+    /// the engine, hearing nobody listens, cancels the server's call
+    /// (`notifications/cancelled`).
+    async fn call(&self, req: Box<ClientRequest>) -> Result<Reply, Stop> {
+        let call = dispatch::dispatch(
+            &self.gw,
+            self.route.clone(),
+            self.principal.clone(),
+            req,
+            None,
+        );
+        tokio::select! {
+            reply = call => Ok(reply),
+            () = self.task.cancel.cancelled() => Err(Stop::Cancelled),
+            () = tokio::time::sleep_until(self.deadline) => Err(Stop::Expired),
         }
     }
 
@@ -235,13 +248,26 @@ impl Driver {
             .collect();
         let retry = self.template.retried_with(cancels, state);
         let (gw, route, principal) = (self.gw.clone(), self.route.clone(), self.principal.clone());
-        // Bounded: what the server answers a cancelled call is nobody's.
+        // What the server answers a cancelled call is nobody's. A server
+        // that goes on past the grace is cancelled: dropping the retry's
+        // answer tells the engine nobody listens, and it sends
+        // `notifications/cancelled`.
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(
-                gw.engine.ttl,
+            let reply = tokio::time::timeout(
+                CANCEL_GRACE,
                 dispatch::dispatch(&gw, route, principal, Box::new(retry), None),
             )
             .await;
+            if let Ok(Reply::Stream { mut rx, .. }) = reply {
+                let _ = tokio::time::timeout(CANCEL_GRACE, async {
+                    while let Some(out) = rx.recv().await {
+                        if matches!(out, Outgoing::Final { .. }) {
+                            break;
+                        }
+                    }
+                })
+                .await;
+            }
         });
     }
 }
