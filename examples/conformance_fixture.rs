@@ -21,6 +21,9 @@
 //! `InputRequiredResult` under the tool's own keys with a sealed
 //! `requestState` (see `conformance_fixture/ask.rs`); `--native --http ADDR`
 //! serves that over stateless Streamable HTTP at `/mcp` instead of stdio.
+//! The native mode also serves the tasks extension (`io.modelcontextprotocol/
+//! tasks`) with rmcp's `TaskManager`: the `slow_compute` and `failing_job`
+//! tools of the suite's `tasks-*` scenarios (see `conformance_fixture/tasks.rs`).
 //! Newline-delimited JSON-RPC on stdio otherwise; logs go to stderr.
 
 // An example/benchmark may panic on what it cannot do: it is not on a request path.
@@ -38,7 +41,7 @@ use ask::{Ask, Outcome};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt, model::*, service::RequestContext,
-    transport::stdio,
+    task_manager::TaskManager, transport::stdio,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -47,6 +50,8 @@ use serde_json::{Value, json};
 mod ask;
 #[path = "conformance_fixture/content.rs"]
 mod content;
+#[path = "conformance_fixture/tasks.rs"]
+mod tasks;
 #[path = "conformance_fixture/tools.rs"]
 mod tools;
 
@@ -96,6 +101,8 @@ struct Fixture {
     native: bool,
     /// Seals the native mode's `requestState` (a key per process).
     codec: Arc<RequestStateCodec>,
+    /// The native mode's tasks (`tasks.rs`); clones share them.
+    tasks: TaskManager,
 }
 
 impl Fixture {
@@ -105,6 +112,7 @@ impl Fixture {
         Fixture {
             native,
             codec: Arc::new(codec),
+            tasks: TaskManager::new(),
         }
     }
 
@@ -126,7 +134,7 @@ impl Fixture {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities = de(json!({
+        let mut capabilities: ServerCapabilities = de(json!({
             "tools": {"listChanged": true},
             "prompts": {"listChanged": true},
             // Its resources never change, so a subscription is accepted and
@@ -135,6 +143,12 @@ impl ServerHandler for Fixture {
             "completions": {},
             "logging": {},
         }));
+        if self.native {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("redmark-conformance-fixture", VERSION))
             .with_protocol_version(self.newest())
@@ -153,7 +167,11 @@ impl ServerHandler for Fixture {
         _: Option<PaginatedRequestParams>,
         _: Ctx,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(tools::list())
+        let mut list = tools::list();
+        if self.native {
+            list.tools.extend(tasks::list());
+        }
+        Ok(list)
     }
 
     async fn call_tool(
@@ -161,6 +179,12 @@ impl ServerHandler for Fixture {
         mut request: CallToolRequestParams,
         ctx: Ctx,
     ) -> Result<CallToolResponse, ErrorData> {
+        if self.native {
+            let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+            if let Some(answer) = tasks::call(&self.tasks, &request.name, &arguments, &ctx) {
+                return answer;
+            }
+        }
         let (responses, state) = (request.input_responses.take(), request.request_state.take());
         let ask = self.ask(&ctx, &request.name, responses, state.as_deref())?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
@@ -223,6 +247,19 @@ impl ServerHandler for Fixture {
         _: Ctx,
     ) -> Result<CompleteResult, ErrorData> {
         Ok(content::complete(&request))
+    }
+
+    async fn get_task(&self, request: GetTaskParams, _: Ctx) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(&self, request: UpdateTaskParams, _: Ctx) -> Result<(), ErrorData> {
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(&self, request: CancelTaskParams, _: Ctx) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     // Logging is SEP-2577-deprecated in rmcp, but part of 2025-11-25. The

@@ -8,7 +8,9 @@
 //! Layers import downward only; nothing imports [`front`].
 //! - [`front`] (top): the 2026-07-28 Streamable HTTP endpoint: the request
 //!   [`front::pipeline`] (one step per check, in a documented order),
-//!   dispatch by method, SSE, subscriptions, authentication, the admin listener.
+//!   dispatch by method, SSE, subscriptions, authentication, the admin
+//!   listener, and [`front::tasks`] (gateway-made tasks on routes with
+//!   `[route.tasks]`).
 //! - [`mrtr`]: pushed questions turned into Multi Round-Trip Requests:
 //!   operations, sealed `requestState`, conversion, resumption, and the one
 //!   reply each ending gets.

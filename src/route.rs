@@ -30,6 +30,9 @@ pub struct Route {
     pub on_missing_capability: MissingCapability,
     /// `[route.rate_limit]` and the policy's per-tool rates.
     pub limits: Arc<RouteLimits>,
+    /// `[route.tasks]`: set, the route makes tasks of its legacy server's
+    /// calls and offers the tasks extension; unset, it serves none.
+    pub tasks: Option<crate::config::TasksConfig>,
 }
 
 impl Route {
@@ -112,6 +115,7 @@ impl Route {
             policy: PolicyHandle::fixed(policy),
             on_missing_capability: MissingCapability::Error,
             limits: Arc::new(RouteLimits::new(name.clone(), limits, metrics)),
+            tasks: None,
         })
     }
 }

@@ -142,6 +142,18 @@ path = "/stdio"
 command = [{}, {}]
 init_timeout = "120s"
 
+# Gateway-made tasks: one rooms server per replica; a task's tasks/* are
+# forwarded to the replica holding it.
+[[route]]
+name = "tasks"
+path = "/tasks"
+policy = "tasks.toml"
+[route.upstream]
+command = [{}]
+{}
+[route.tasks]
+poll_interval = "100ms"
+
 # Replay mode: nothing held between rounds, no owner to forward to.
 [[route]]
 name = "replay"
@@ -153,6 +165,8 @@ init_timeout = "60s"
 "#,
         toml_path(&py),
         toml_path(&script),
+        toml_path(&rooms_bin()),
+        rooms_state_env(),
     )
 }
 
@@ -219,6 +233,16 @@ impl Cluster {
         std::fs::write(
             dir.path().join("replay.toml"),
             "[defaults]\nmode = \"replay\"\n",
+        )
+        .unwrap();
+        let rooms = std::fs::read_to_string(repo().join("policies/rooms.toml")).unwrap();
+        std::fs::write(
+            dir.path().join("tasks.toml"),
+            rooms.replacen(
+                "[tool.book_room]\n",
+                "[tool.book_room]\ntask = \"required\"\n",
+                1,
+            ),
         )
         .unwrap();
         let mut replicas = Vec::new();
@@ -664,4 +688,115 @@ async fn a_2025_era_sessions_log_level_and_end_hold_on_every_replica() {
         assert_error(&r, 404, -32600, "session_unknown");
     }
     cluster.settled().await;
+}
+
+/// A gateway-made task through nginx's round robin: created on one
+/// replica, then polled, answered and cancelled through whichever replica
+/// each request lands on; every `tasks/*` away from the task's replica is
+/// forwarded to it (the sealed id names it), and every replica reads the
+/// task the same.
+#[tokio::test]
+async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_through_the_others() {
+    const TASKS: &str = "io.modelcontextprotocol/tasks";
+    let cluster = Cluster::start().await;
+    let client = McpClient::new(cluster.url("/tasks"));
+    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let task_rpc = |method: &'static str, id: String, params: Value| {
+        let (client, caps) = (&client, caps.clone());
+        async move {
+            let mut params = params;
+            params["taskId"] = json!(id);
+            params["_meta"] = meta(caps);
+            let rb = client
+                .request(method, params)
+                .header("mcp-name", id.as_str());
+            read_resp(client.send(rb).await).await
+        }
+    };
+    let call = json!({"name": "book_room", "arguments": {"day": "2026-12-10", "hour": 11, "room_hint": "the big one"}});
+    let status_of = |id: String| async move {
+        let r = task_rpc("tasks/get", id, json!({})).await;
+        assert_eq!(r.status, 200, "{}", r.raw);
+        r.result().clone()
+    };
+
+    let made = client.rpc("tools/call", call.clone(), caps.clone()).await;
+    assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
+    let id = made.result()["taskId"].as_str().unwrap().to_owned();
+    let asked = eventually("the task to ask", || {
+        let id = id.clone();
+        async move {
+            let t = status_of(id).await;
+            if t["status"] == "input_required" {
+                Ok(t)
+            } else {
+                Err(t.to_string())
+            }
+        }
+    })
+    .await;
+    // Three polls in a row land on three replicas: the same question.
+    for _ in 0..3 {
+        assert_eq!(
+            status_of(id.clone()).await["inputRequests"],
+            asked["inputRequests"]
+        );
+    }
+    let answer =
+        json!({"inputResponses": {"room": {"action": "accept", "content": {"room_id": "nook"}}}});
+    let ack = task_rpc("tasks/update", id.clone(), answer).await;
+    assert_eq!(
+        ack.result(),
+        &json!({"resultType": "complete"}),
+        "{}",
+        ack.raw
+    );
+    let done = eventually("the task to complete", || {
+        let id = id.clone();
+        async move {
+            let t = status_of(id).await;
+            if t["status"] == "completed" {
+                Ok(t)
+            } else {
+                Err(t.to_string())
+            }
+        }
+    })
+    .await;
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nook"),
+        "{done}"
+    );
+
+    let made = client.rpc("tools/call", call, caps.clone()).await;
+    let id = made.result()["taskId"].as_str().unwrap().to_owned();
+    eventually("the second task to ask", || {
+        let id = id.clone();
+        async move {
+            let t = status_of(id).await;
+            if t["status"] == "input_required" {
+                Ok(())
+            } else {
+                Err(t.to_string())
+            }
+        }
+    })
+    .await;
+    let ack = task_rpc("tasks/cancel", id.clone(), json!({})).await;
+    assert_eq!(
+        ack.result(),
+        &json!({"resultType": "complete"}),
+        "{}",
+        ack.raw
+    );
+    for _ in 0..3 {
+        assert_eq!(status_of(id.clone()).await["status"], "cancelled");
+    }
+    let out = cluster.sum(&forwarded("tasks")).await;
+    let into = cluster.sum(&received("tasks")).await;
+    assert!(out >= 6.0, "{out} tasks/* forwarded");
+    assert_eq!(out, into, "every forward arrived");
 }

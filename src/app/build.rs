@@ -138,9 +138,40 @@ pub fn policies(config: &Config) -> Result<Vec<Arc<PolicyHandle>>, StartError> {
                 })?
             }
         };
+        let problems = task_problems(route, &handle.current());
+        if !problems.is_empty() {
+            return Err(StartError::Policy {
+                route: route.name.clone(),
+                errors: ConfigErrors(problems),
+            });
+        }
         out.push(handle);
     }
     Ok(out)
+}
+
+/// What a route's tasks settings contradict: `[route.tasks]` with values
+/// no call could use, or a policy asking for tasks on a route without
+/// `[route.tasks]` (a route without it serves no tasks at all, so a
+/// `task = "required"` tool could never be called).
+fn task_problems(
+    route: &crate::config::RouteConfig,
+    policy: &Policy,
+) -> Vec<crate::config::ConfigError> {
+    let at = |message: String| crate::config::ConfigError {
+        file: format!("route `{}`", route.name),
+        line: 0,
+        column: 0,
+        message,
+    };
+    match &route.tasks {
+        Some(tasks) => tasks.get_ref().problems().into_iter().map(at).collect(),
+        None if policy.uses_tasks() => vec![at(
+            "the policy sets `task` but the route has no [route.tasks] section, so it serves no tasks"
+                .to_owned(),
+        )],
+        None => Vec::new(),
+    }
 }
 
 /// What `redmark check` adds to the config file's own checks: every policy
@@ -148,11 +179,17 @@ pub fn policies(config: &Config) -> Result<Vec<Arc<PolicyHandle>>, StartError> {
 pub fn check(config: &Config) -> Result<(), ConfigErrors> {
     let mut problems = Vec::new();
     for route in &config.routes {
-        if let Some(path) = &route.get_ref().policy
-            && let Err(errors) = Policy::load(&config.base_dir.join(path.get_ref()))
-        {
-            problems.extend(errors.0);
-        }
+        let policy = match &route.get_ref().policy {
+            Some(path) => match Policy::load(&config.base_dir.join(path.get_ref())) {
+                Ok(policy) => policy,
+                Err(errors) => {
+                    problems.extend(errors.0);
+                    continue;
+                }
+            },
+            None => Policy::default(),
+        };
+        problems.extend(task_problems(route.get_ref(), &policy));
     }
     for (listener, section) in [
         ("client", &config.server.tls),
@@ -361,6 +398,7 @@ pub fn build_at(
     .then(Box::new(owner::Owner::new(engine.clone())));
     Ok(Arc::new(Gateway {
         sessions,
+        tasks: Arc::new(crate::front::tasks::Tasks::new()),
         routes: std::sync::RwLock::new(Arc::new(routes)),
         pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
         authenticator: std::sync::RwLock::new(authenticator),
@@ -461,6 +499,7 @@ pub(super) fn routes(
             policy,
             on_missing_capability: r.on_missing_capability,
             limits: Arc::new(RouteLimits::new(name, &r.rate_limit, metrics.clone())),
+            tasks: r.tasks.as_ref().map(|t| t.get_ref().clone()),
         };
         out.insert(r.path.clone(), Arc::new(route));
     }

@@ -302,6 +302,10 @@ pub struct RouteConfig {
     #[serde(default)]
     #[schemars(with = "Option<RouteOAuthConfig>")]
     pub oauth: Option<Spanned<RouteOAuthConfig>>,
+    /// `[route.tasks]`: gateway-made tasks; unset, the route serves none.
+    #[serde(default)]
+    #[schemars(with = "Option<TasksConfig>")]
+    pub tasks: Option<Spanned<TasksConfig>>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -450,6 +454,7 @@ pub mod rate_limit;
 pub mod reference;
 pub mod schema;
 mod state;
+pub mod tasks;
 pub mod tls;
 
 pub use cluster::ClusterConfig;
@@ -457,6 +462,7 @@ pub use oauth::{OAuthConfig, RouteOAuthConfig, is_loopback_url, is_scope_token};
 pub use rate_limit::{Rate, RateLimitConfig};
 pub use schema::config_schema;
 pub use state::{StateConfig, StateKeyConfig, decode_secret, generate_secret};
+pub use tasks::TasksConfig;
 pub use tls::TlsConfig;
 
 /// The upstream of a route after checking: exactly one transport.

@@ -175,7 +175,7 @@ impl Check for Signed {
     }
 }
 
-/// Step: only a retry of an operation is ever forwarded.
+/// Step: only a retry of an operation, or a task's `tasks/*`, is ever forwarded.
 struct RetryOnly;
 
 impl Check for RetryOnly {
@@ -198,14 +198,16 @@ impl Check for RetryOnly {
             ));
         }
         let req = cx.request()?;
-        if req.method.is_operation() && req.is_retry() {
+        // A task's `tasks/*` go to the replica holding it
+        // (`front::tasks::owner_elsewhere`).
+        if (req.method.is_operation() && req.is_retry()) || req.method.is_task() {
             Ok(())
         } else {
             Err(Halt::refuse(
                 Some(&req.id),
                 Reject::new(
                     Reason::ForwardNotRetry,
-                    "only a retry (with requestState) of tools/call, prompts/get or resources/read is forwarded",
+                    "only a retry (with requestState) of tools/call, prompts/get or resources/read, or a task's tasks/*, is forwarded",
                 ),
             ))
         }

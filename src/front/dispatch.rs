@@ -76,6 +76,11 @@ pub async fn dispatch(
             operation(gw, route, principal, req, verified).await
         }
         Method::SubscriptionsListen => Box::pin(listen::start(gw, route, principal, *req)).await,
+        // Served by `front::tasks` on a route that serves tasks; here, on
+        // any other, not a method the route has.
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => {
+            Reply::reject(&req.id, &super::tasks::not_served(req.method.as_str()))
+        }
     }
 }
 
@@ -112,10 +117,15 @@ async fn discover(route: &Route, principal: &Principal, req: &ClientRequest) -> 
         },
     };
     let stamp = route.stamp(&init.server_info);
-    Reply::result(
-        &req.id,
-        shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp),
-    )
+    let mut result = shape::discover(&init.capabilities, init.instructions.as_deref(), &stamp);
+    if route.tasks.is_some() {
+        // A route with `[route.tasks]` serves the extension itself (the
+        // server behind it has none), so it offers it (ext-tasks
+        // "Capability Negotiation": the server declares it in its
+        // `server/discover` capabilities).
+        crate::protocol::tasks::offer(&mut result);
+    }
+    Reply::result(&req.id, result)
 }
 
 async fn list(route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {

@@ -105,6 +105,9 @@ pub async fn forward(
     let unreachable = |why: String| {
         gw.metrics
             .record_forward(&cx.route.name, "owner_unreachable");
+        if let Some(task) = &to.task {
+            return task_unreachable(task, id.as_ref(), &to.node, &why);
+        }
         tracing::warn!(node = %to.node, addr = %to.addr, error = %why, "the owner of a hold-mode operation is unreachable");
         let reject = Reject::new(
             Reason::OwnerUnreachable,
@@ -157,6 +160,38 @@ pub async fn forward(
     };
     gw.metrics.record_forward(&cx.route.name, "forwarded");
     (passthrough(resp), RequestOutcome::Forwarded)
+}
+
+/// A task whose replica cannot be reached is lost with it: `tasks/get`
+/// reads it `failed`, with a message saying so; `tasks/update` and
+/// `tasks/cancel` get the same error as the task's.
+fn task_unreachable(
+    task: &super::pipeline::owner::TaskAt,
+    id: Option<&Id>,
+    node: &str,
+    why: &str,
+) -> (Response<Body>, RequestOutcome) {
+    tracing::warn!(node = %node, error = %why, "the replica holding a task is unreachable");
+    let reject = Reject::new(
+        Reason::OwnerUnreachable,
+        format!("the replica holding this task ({node}) cannot be reached ({why}): the task is lost with it; call the tool again"),
+    )
+    .with("node", node.to_owned());
+    if task.method == crate::protocol::Method::TasksGet
+        && let Some(id) = id
+    {
+        let error = serde_json::to_value(reject.error_object()).unwrap_or_default();
+        let result = super::tasks::lost(&task.id, &task.sealed, error);
+        let body = crate::jsonrpc::result_response(id, result);
+        return (
+            super::response::json(http::StatusCode::OK, &body),
+            RequestOutcome::Done(Outcome::Ok),
+        );
+    }
+    (
+        super::response::json(reject.status(), &reject.response(id)),
+        RequestOutcome::Done(Outcome::Error(reject.reason)),
+    )
 }
 
 /// An error and each of its `source()`s, joined by ": " (as `{:#}` prints them).

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Gateway;
 use super::access;
-use super::dispatch::{self, Reply};
+use super::dispatch::Reply;
 use super::pipeline::{Halt, RequestBody, RequestCx};
 use super::response::{self, Body};
 use crate::mrtr::{Outcome, Outgoing};
@@ -169,7 +169,7 @@ fn resource_metadata<B>(gw: &Gateway, req: &Request<B>) -> Response<Body> {
 }
 
 async fn serve(
-    gw: &Gateway,
+    gw: &Arc<Gateway>,
     cx: &mut RequestCx,
     pending: access::Pending,
 ) -> (Response<Body>, RequestOutcome) {
@@ -184,7 +184,7 @@ async fn serve(
     };
     let principal = cx.principal.clone();
     let verified = cx.verified.take();
-    let reply = dispatch::dispatch(gw, cx.route.clone(), principal, req, verified).await;
+    let reply = super::tasks::dispatch(gw, cx.route.clone(), principal, req, verified).await;
     respond(gw, reply, pending)
 }
 

@@ -34,6 +34,7 @@ pub mod pipeline;
 mod readiness;
 pub mod response;
 pub mod server;
+pub mod tasks;
 pub mod tls;
 
 use foldhash::HashMap;
@@ -69,6 +70,8 @@ pub struct Gateway {
     pub policy_watch: crate::policy::reload::PolicyWatch,
     /// 2025-era clients' sessions, and the questions pushed to them.
     pub sessions: Arc<era2025::Sessions>,
+    /// Gateway-made tasks this replica holds (`[route.tasks]`).
+    pub tasks: Arc<tasks::Tasks>,
 }
 
 /// Reloads the config file: what changed, or why nothing did.

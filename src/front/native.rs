@@ -43,6 +43,11 @@ pub async fn dispatch(
             }
         }
         Method::SubscriptionsListen => listen(gw, &route, &req).await,
+        // A native server's own tasks are not relayed: never half-supported.
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Reply::reject(
+            &req.id,
+            &crate::front::tasks::not_served(req.method.as_str()),
+        ),
         _ => relay(&route, &principal, &req).await,
     }
 }
@@ -56,6 +61,13 @@ pub async fn dispatch(
 async fn listen(gw: &Gateway, route: &Route, req: &ClientRequest) -> Reply {
     let mut params = upstream_params(req, None);
     params.remove("name");
+    // Task status notifications (ext-tasks "Task Status Notifications") are
+    // the tasks extension's, which no route serves: not asked of the server
+    // (which would refuse the whole listen, the declaration being withheld),
+    // and not acknowledged to the client (`subscription_notice`).
+    if let Some(Value::Object(wanted)) = params.get_mut("notifications") {
+        wanted.remove("taskIds");
+    }
     let mut upstream = match route.native.listen(Value::Object(params)).await {
         Some(Ok(rx)) => rx,
         Some(Err(e)) => return Reply::reject(&req.id, &e.into_reject()),
@@ -143,6 +155,9 @@ fn subscription_notice(id: &Id, method: &str, params: Option<Value>) -> Option<V
         Some(Value::Object(o)) => o,
         _ => serde_json::Map::new(),
     };
+    if let Some(Value::Object(agreed)) = p.get_mut("notifications") {
+        agreed.remove("taskIds");
+    }
     let m = p.entry("_meta").or_insert_with(|| json!({}));
     if let Value::Object(m) = m {
         m.insert(meta::SUBSCRIPTION_ID.into(), id.to_value());
@@ -196,6 +211,11 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             "supportedVersions".into(),
             json!(crate::protocol::SUPPORTED_VERSIONS),
         );
+        // So are the extensions: one redmark does not route (tasks) is not
+        // offered, whatever the server serves.
+        if let Some(Value::Object(caps)) = o.get_mut("capabilities") {
+            crate::protocol::tasks::withhold(caps);
+        }
     }
     if req.method == Method::ToolsList {
         remember_tools(

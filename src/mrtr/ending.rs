@@ -27,6 +27,9 @@ pub enum Ending {
     UpstreamLost(String),
     /// The server was silent for longer than `call_timeout`.
     UpstreamTimeout(Duration),
+    /// The server answered with something that is no answer to the request
+    /// (a `resultType` it may not use there): why.
+    UpstreamInvalid(String),
     /// The client went away before its answer was delivered.
     ClientDisconnected,
     /// Nobody answered within the TTL.
@@ -81,6 +84,7 @@ impl Ending {
             Ending::UpstreamError(_) => "upstream_error",
             Ending::UpstreamLost(_) => "upstream_lost",
             Ending::UpstreamTimeout(_) => "upstream_timeout",
+            Ending::UpstreamInvalid(_) => "upstream_invalid_result",
             Ending::ClientDisconnected => "client_disconnected",
             Ending::Expired(_) => "operation_expired",
             Ending::RoundsExhausted(_) => "rounds_exhausted",
@@ -200,6 +204,7 @@ impl Ending {
                 Reason::UpstreamTimeout,
                 format!("the upstream server was silent for {after:?}; the call was cancelled"),
             ),
+            Ending::UpstreamInvalid(why) => Reject::new(Reason::UpstreamInvalidResult, why.clone()),
             Ending::Expired(ttl) => Reject::new(
                 Reason::OperationExpired,
                 format!("nobody answered within {ttl:?}; the server's question was cancelled"),
@@ -214,6 +219,16 @@ impl Ending {
             // MissingRequiredClientCapabilityError (-32021) whose
             // data.requiredCapabilities lists the missing capabilities. On HTTP,
             // the response status MUST be 400 Bad Request."
+            Ending::MissingCapability(needs) if crate::protocol::tasks::declared(needs) => {
+                Reject::new(
+                    Reason::MissingCapability,
+                    format!(
+                        "the server serves this request only as a task, and this route does not serve the tasks extension ({}): redmark does not pass a client's declaration of it on",
+                        crate::protocol::tasks::EXTENSION
+                    ),
+                )
+                .with("requiredCapabilities", needs.clone())
+            }
             Ending::MissingCapability(needs) => Reject::new(
                 Reason::MissingCapability,
                 format!(
@@ -268,6 +283,7 @@ mod tests {
             Ending::UpstreamError(ErrorObject::new(1, "x")),
             Ending::UpstreamLost("x".into()),
             Ending::UpstreamTimeout(Duration::from_secs(1)),
+            Ending::UpstreamInvalid("x".into()),
             Ending::ClientDisconnected,
             Ending::Expired(Duration::from_secs(1)),
             Ending::RoundsExhausted(10),

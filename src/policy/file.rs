@@ -77,6 +77,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .clone()
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
         mode: d.mode.unwrap_or(base.mode),
+        task: d.task,
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();
@@ -147,6 +148,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             ToolRules {
                 keys: t.keys.0.clone(),
                 mode: t.mode,
+                task: t.task.or(defaults.task),
                 model_owned: t.model_owned.iter().cloned().collect(),
                 on_invalid: t.on_invalid.unwrap_or(defaults.on_invalid),
                 max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),

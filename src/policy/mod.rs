@@ -69,6 +69,19 @@ pub enum DefaultMode {
     ReplayWhenAnnotated,
 }
 
+/// Whether a call becomes a task (`[tool.NAME] task`, `[defaults] task`):
+/// only on a route with `[route.tasks]`, for a client that declared the
+/// `io.modelcontextprotocol/tasks` extension on the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskMode {
+    /// A task for a client that declared the extension (at once, or after
+    /// `[route.tasks] after`); a plain call for any other.
+    Optional,
+    /// Always a task: a client without the extension is refused with -32021.
+    Required,
+}
+
 /// What happens to an answer that breaks a rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -135,6 +148,8 @@ pub struct Defaults {
     pub on_refused: OnRefused,
     pub url_hosts: Option<Vec<String>>,
     pub mode: DefaultMode,
+    /// `None`: calls of tools without their own `task` never become tasks.
+    pub task: Option<TaskMode>,
 }
 
 impl Default for Defaults {
@@ -148,6 +163,7 @@ impl Default for Defaults {
             on_refused: OnRefused::Error,
             url_hosts: None,
             mode: DefaultMode::Hold,
+            task: None,
         }
     }
 }
@@ -225,6 +241,8 @@ pub struct ToolRules {
     pub keys: KeyNames,
     /// `None`: the route's `[defaults] mode` decides.
     pub mode: Option<Mode>,
+    /// The tool's `task`, else `[defaults] task`; `None`: never a task.
+    pub task: Option<TaskMode>,
     /// Fields the model owns: asking a person for them is refused in favour of a precise tool error.
     pub model_owned: HashSet<String>,
     pub on_invalid: OnInvalid,
@@ -324,6 +342,16 @@ impl Policy {
                 }
             }
         }
+    }
+
+    /// Whether calls of `tool` become tasks (on a route with `[route.tasks]`).
+    pub fn task(&self, tool: &str) -> Option<TaskMode> {
+        self.tool(tool).map_or(self.defaults.task, |t| t.task)
+    }
+
+    /// Whether any tool (or the defaults) asks for tasks.
+    pub fn uses_tasks(&self) -> bool {
+        self.defaults.task.is_some() || self.tools.values().any(|t| t.task.is_some())
     }
 
     pub fn max_questions(&self, tool: &str) -> usize {

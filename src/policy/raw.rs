@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{DefaultMode, Defaults, Format, KeyNames, Mode, OnInvalid, OnRefused, ToolsDefault};
+use super::{
+    DefaultMode, Defaults, Format, KeyNames, Mode, OnInvalid, OnRefused, TaskMode, ToolsDefault,
+};
 
 /// A redmark policy file: which questions a route's server may ask, what the
 /// answers must satisfy before the server sees them, and which tools a
@@ -68,6 +70,10 @@ pub(super) struct RawDefaults {
     /// server annotates `readOnlyHint` or `idempotentHint`, hold for others).
     #[schemars(extend("default" = Defaults::default().mode))]
     pub(super) mode: Option<DefaultMode>,
+    /// `optional` or `required`: whether calls of tools without their own
+    /// `task` become tasks (the tasks extension; only on a route with
+    /// `[route.tasks]`). Unset: no tool becomes a task.
+    pub(super) task: Option<TaskMode>,
 }
 
 /// `[defaults] secret_fields`.
@@ -163,6 +169,11 @@ pub(super) struct RawTool {
     /// for tools that do their irreversible work after their questions).
     /// Default: `[defaults] mode`.
     pub(super) mode: Option<Mode>,
+    /// `optional` (a task when the client declared the tasks extension and
+    /// the call asks or runs long, per `[route.tasks] after`) or `required`
+    /// (always a task; a client without the extension gets -32021).
+    /// Default: `[defaults] task`.
+    pub(super) task: Option<TaskMode>,
     /// Fields the model already has a value for: a question asking for one
     /// becomes a tool error telling the model what to pass
     /// (`policy_model_owned`), not a dialog.

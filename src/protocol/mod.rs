@@ -7,6 +7,7 @@
 //! - [`reason`]: the table of every `data.reason`, with its code, status and fault side.
 //! - [`reject`]: refusals built from that table.
 //! - [`shape`]: legacy results and errors made into 2026-07-28 ones; replies and notifications.
+//! - [`tasks`]: the tasks extension, withheld where no route serves it.
 //! - [`tool`]: a listed tool, and the parameters its calls mirror into headers.
 //!
 //! It imports nothing of redmark's but [`crate::jsonrpc`]: every layer above may use it.
@@ -18,6 +19,7 @@ pub mod reason;
 pub mod reject;
 pub mod request;
 pub mod shape;
+pub mod tasks;
 pub mod tool;
 
 pub use params::{Arguments, ClientMeta, ClientParams};

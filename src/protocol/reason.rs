@@ -138,6 +138,8 @@ reasons! {
     StateStoreUnavailable => "state_store_unavailable", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     /// No operation for this state on this node (restart, or long ended).
     OperationUnknown => "operation_unknown", OK, code::INVALID_PARAMS, Client;
+    /// A task id that is no live task of this principal on this route (ext-tasks: -32602).
+    TaskUnknown => "task_unknown", OK, code::INVALID_PARAMS, Client;
     /// `inputResponses` not an object, or an answer of the wrong shape.
     MalformedInputResponse => "malformed_input_response", OK, code::INVALID_PARAMS, Client;
 

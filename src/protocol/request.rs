@@ -24,10 +24,15 @@ pub enum Method {
     ResourcesRead,
     CompletionComplete,
     SubscriptionsListen,
+    /// The tasks extension's methods (ext-tasks), served only on a route
+    /// with `[route.tasks]` (`front::tasks`).
+    TasksGet,
+    TasksUpdate,
+    TasksCancel,
 }
 
 impl Method {
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 13] = [
         Method::Discover,
         Method::ToolsList,
         Method::ToolsCall,
@@ -38,6 +43,9 @@ impl Method {
         Method::ResourcesRead,
         Method::CompletionComplete,
         Method::SubscriptionsListen,
+        Method::TasksGet,
+        Method::TasksUpdate,
+        Method::TasksCancel,
     ];
 
     pub fn parse(method: &str) -> Option<Method> {
@@ -56,6 +64,9 @@ impl Method {
             Method::ResourcesRead => "resources/read",
             Method::CompletionComplete => "completion/complete",
             Method::SubscriptionsListen => "subscriptions/listen",
+            Method::TasksGet => "tasks/get",
+            Method::TasksUpdate => "tasks/update",
+            Method::TasksCancel => "tasks/cancel",
         }
     }
 
@@ -64,6 +75,9 @@ impl Method {
         match self {
             Method::ToolsCall | Method::PromptsGet => Some("name"),
             Method::ResourcesRead => Some("uri"),
+            // ext-tasks "Streamable HTTP: Routing Headers": "the client MUST
+            // set the `Mcp-Name` header to the value of `params.taskId`".
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Some("taskId"),
             _ => None,
         }
     }
@@ -81,6 +95,14 @@ impl Method {
                 | Method::ResourcesList
                 | Method::ResourcesTemplatesList
                 | Method::ResourcesRead
+        )
+    }
+
+    /// The tasks extension's methods.
+    pub const fn is_task(self) -> bool {
+        matches!(
+            self,
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
         )
     }
 

@@ -18,7 +18,7 @@ use crate::jsonrpc::{ErrorObject, Id, Payload, code, error_response};
 
 mod legacy_params;
 
-pub(crate) use legacy_params::is_2026_member;
+pub(crate) use legacy_params::is_withheld_member;
 pub use legacy_params::{call_params, into_upstream_params};
 
 /// The `cacheScope` hint (spec 2026-07-28 `server/utilities/caching.mdx`).
@@ -300,7 +300,10 @@ fn strip_tool_execution(method: Method, obj: &mut Map<String, Value>) {
 /// The `server/discover` result, built from the server's `initialize` answer.
 pub fn discover(capabilities: &Value, instructions: Option<&str>, stamp: &Stamp) -> Value {
     let mut caps = capabilities.as_object().cloned().unwrap_or_default();
+    // 2025-11-25's `tasks` is gone from 2026-07-28; the extension that
+    // replaced it is offered only where redmark routes it.
     caps.remove("tasks");
+    crate::protocol::tasks::withhold(&mut caps);
     // Requests never reach the server's `logging/setLevel`; 2026 clients opt in per request.
     let mut result = json!({
         "supportedVersions": crate::protocol::SUPPORTED_VERSIONS,
@@ -412,6 +415,24 @@ mod tests {
         .unwrap();
         let read: Value = serde_json::from_slice(&written).unwrap();
         assert_eq!(read["_meta"][meta::SERVER_INFO], tree);
+    }
+
+    /// A legacy server's 2025-11-25 `tasks`, and the extension that replaced
+    /// it, are not offered: no route serves tasks.
+    #[test]
+    fn discover_offers_no_tasks() {
+        let stamp = Stamp {
+            server_info: Arc::new(ServerInfo::new(json!({"name": "s", "version": "1"}))),
+            ttl_ms: 0,
+            scope: CacheScope::Private,
+        };
+        let caps = json!({"tools": {}, "tasks": {"requests": {}},
+            "extensions": {crate::protocol::tasks::EXTENSION: {}, "com.example/x": {}}});
+        let r = serde_json::to_value(discover(&caps, None, &stamp)).unwrap();
+        assert_eq!(
+            r["capabilities"],
+            json!({"tools": {}, "extensions": {"com.example/x": {}}})
+        );
     }
 
     #[test]

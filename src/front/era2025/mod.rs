@@ -109,7 +109,8 @@ pub fn is_2025_request(envelope: &Envelope, in_session: bool) -> bool {
 /// Methods a 2025-era client calls that the engine serves as it serves a
 /// 2026 client's (the rest are answered in [`serve`]).
 fn engine_method(method: &str) -> Option<Method> {
-    Method::parse(method).filter(|m| !matches!(m, Method::Discover | Method::SubscriptionsListen))
+    Method::parse(method)
+        .filter(|m| !matches!(m, Method::Discover | Method::SubscriptionsListen) && !m.is_task())
 }
 
 /// Step 6b: the session a 2025-era message belongs to.
@@ -267,6 +268,7 @@ impl SessionStep {
                 addr,
                 operation: format!("answer {}", call::id_key(id)),
                 tc: None,
+                task: None,
             });
             cx.settled = true;
             return Ok(());

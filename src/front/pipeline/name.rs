@@ -8,8 +8,25 @@ use super::Halt;
 use super::protocol::{BadEncoding, Mirrored, decode_header_value, mismatch, required};
 use crate::protocol::{ClientRequest, Reason, Reject};
 
-/// Whether `Mcp-Name` mirrors the typed request.
+/// Whether `Mcp-Name` mirrors the typed request. The tasks extension's
+/// methods are checked by [`check_task`], once the route is known to serve
+/// them: on any other route they are methods it does not have (-32601),
+/// whatever their headers.
 pub fn check(headers: &Mirrored<'_>, req: &ClientRequest) -> Result<(), Halt> {
+    if req.method.is_task() {
+        return Ok(());
+    }
+    mirrors(headers, req)
+}
+
+/// `Mcp-Name` of `tasks/get`, `tasks/update` and `tasks/cancel` mirrors
+/// `params.taskId` (ext-tasks "Streamable HTTP: Routing Headers": "the
+/// client MUST set the `Mcp-Name` header to the value of `params.taskId`").
+pub fn check_task(headers: &Mirrored<'_>, req: &ClientRequest) -> Result<(), Halt> {
+    mirrors(headers, req)
+}
+
+fn mirrors(headers: &Mirrored<'_>, req: &ClientRequest) -> Result<(), Halt> {
     let Some(field) = req.method.name_param() else {
         return Ok(());
     };

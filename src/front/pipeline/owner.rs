@@ -28,6 +28,17 @@ pub struct ForwardTo {
     /// The operation's trace (`traceparent` of its root span), so the
     /// forward's span joins the operation's one trace.
     pub tc: Option<String>,
+    /// For `tasks/*`: the task, so an owner that cannot be reached makes
+    /// `tasks/get` read it as failed.
+    pub task: Option<TaskAt>,
+}
+
+/// A task whose `tasks/*` request is forwarded to its replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskAt {
+    pub method: crate::protocol::Method,
+    pub id: String,
+    pub sealed: crate::front::tasks::id::Sealed,
 }
 
 pub struct Owner {
@@ -43,6 +54,16 @@ impl Owner {
 impl Check for Owner {
     fn check(&self, cx: &mut RequestCx) -> Result<(), Halt> {
         let req = cx.request()?;
+        if req.method.is_task() {
+            // A task's `tasks/*` go to the replica holding its call, named
+            // in its sealed id (ext-tasks "Streamable HTTP: Routing
+            // Headers": intermediaries route "to the server instance
+            // holding its state, which is typically required for
+            // correctness").
+            cx.forward =
+                crate::front::tasks::owner_elsewhere(&self.engine, &cx.route, &cx.principal, req);
+            return Ok(());
+        }
         if !req.method.is_operation() {
             return Ok(());
         }
@@ -72,6 +93,7 @@ impl Check for Owner {
                 addr,
                 operation: claims.op,
                 tc: claims.tc,
+                task: None,
             });
         } else {
             // Opening a state (XChaCha20-Poly1305, digests) is a good part of

@@ -28,6 +28,15 @@ impl Check for Parse {
         }
         match incoming(&cx.head.headers, &cx.bytes, &mut cx.method_label)? {
             Incoming::Request(request) => {
+                if request.method.is_task() {
+                    if cx.route.tasks.is_none() {
+                        return Err(Halt::refuse(
+                            Some(&request.id),
+                            crate::front::tasks::not_served(request.method.as_str()),
+                        ));
+                    }
+                    name::check_task(&protocol::Mirrored::read(&cx.head.headers), &request)?;
+                }
                 cx.request = Some(request);
                 Ok(())
             }

@@ -219,6 +219,15 @@ pub fn check(headers: &Mirrored<'_>, id: &Id, method: &str) -> Result<(), Halt> 
                     modern_only_hint()
                 ),
             ),
+            // 2025-11-25's `tasks/result` and `tasks/list`, gone from the
+            // tasks extension, and any other `tasks/*`: a client hears why.
+            _ if method.starts_with("tasks/") => (
+                Reason::MethodNotFound,
+                format!(
+                    "Method not found: `{method}`; redmark serves no tasks/* method but tasks/get, tasks/update and tasks/cancel of the {} extension (2025-11-25's tasks/result and tasks/list are not in it)",
+                    crate::protocol::tasks::EXTENSION
+                ),
+            ),
             _ => (
                 Reason::MethodNotFound,
                 format!("Method not found: `{method}`"),

@@ -14,7 +14,7 @@ use crate::mrtr::ending::Ending;
 use crate::mrtr::operation::relayable;
 use crate::mrtr::operation::spans::record_error;
 use crate::mrtr::outgoing::Outgoing;
-use crate::protocol::{ClientRequest, IntoReject};
+use crate::protocol::{ClientRequest, IntoReject, tasks};
 use crate::upstream::native::{NativeRequest, headers};
 use crate::upstream::pool::PoolKey;
 
@@ -97,20 +97,25 @@ impl Run {
                 self.end(req, &Ending::MissingCapability(needs))
             }
             Ok(Err(e)) => self.end(req, &Ending::UpstreamError(e)),
-            Ok(Ok(result)) => {
-                if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            Ok(Ok(result)) => match result.get("resultType") {
+                Some(Value::String(t)) if t == "input_required" => {
                     Box::pin(self.questions(req, result, asked)).await
-                } else {
-                    let ending = Ending::Completed {
-                        result: result.into(),
-                        declined: self.declined,
-                        cancelled: self.cancelled,
-                    };
-                    self.end(req, &ending)
                 }
-            }
+                None => self.completed(req, result),
+                Some(Value::String(t)) if t == "complete" => self.completed(req, result),
+                Some(other) => self.end(req, &Ending::UpstreamInvalid(unasked(req, other))),
+            },
         }
     }
+    fn completed(&self, req: &ClientRequest, result: Value) -> Outgoing {
+        let ending = Ending::Completed {
+            result: result.into(),
+            declined: self.declined,
+            cancelled: self.cancelled,
+        };
+        self.end(req, &ending)
+    }
+
     /// A notification the server sent on the call's response stream, to the
     /// client when it is for it (spec 2026-07-28 progress.mdx and
     /// logging.mdx: progress under the client's own token, log messages at
@@ -126,5 +131,26 @@ impl Run {
         if tx.capacity() > 1 {
             let _ = tx.try_send(Outgoing::Notification(n));
         }
+    }
+}
+
+/// Why a `resultType` other than `complete` or `input_required` is no answer
+/// to a call redmark relays. A task above all: spec ext-tasks "Capability
+/// Negotiation", "A server MUST NOT return CreateTaskResult to a client that
+/// did not include the extension capability on its request", and redmark,
+/// which routes no `tasks/*`, never passes the client's declaration on
+/// (`params::upstream_params`); relayed, it would be a task nobody can poll.
+fn unasked(req: &ClientRequest, result_type: &Value) -> String {
+    let method = req.method.as_str();
+    match result_type.as_str() {
+        Some(tasks::RESULT_TYPE) => format!(
+            "the server answered {method} with a task (resultType `task`) it was not asked for: this route does not serve the tasks extension ({}), so the task could never be polled",
+            tasks::EXTENSION
+        ),
+        Some(t) => format!(
+            "the server answered {method} with resultType `{}`; 2026-07-28 allows only `complete` or `input_required` there",
+            t.chars().take(64).collect::<String>()
+        ),
+        None => format!("the server answered {method} with a non-string resultType"),
     }
 }

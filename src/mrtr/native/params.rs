@@ -4,28 +4,38 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{ClientRequest, meta, shape};
+use crate::protocol::{ClientRequest, meta, shape, tasks};
 use crate::telemetry::traces;
 use crate::upstream::native::request_meta;
 
-/// The params of `req` as a native server gets them: no `inputResponses`
-/// or `requestState` of the client's (answers given in advance on a fresh
-/// call were never held to the policy: the server asks, and its questions
-/// go through the guard), and a `_meta` with the protocol version, the
-/// client's capabilities and info, and the client's other `_meta` keys
-/// (progress token, extensions); `traceparent` from `span` when traced.
+/// The params of `req` as a native server gets them: no `inputResponses`,
+/// `requestState` or 2025-11-25 `task` of the client's (answers given in
+/// advance on a fresh call were never held to the policy: the server asks,
+/// and its questions go through the guard), and a `_meta` with the protocol
+/// version, the client's capabilities (but the tasks extension) and info,
+/// and the client's other `_meta` keys (progress token, extensions);
+/// `traceparent` from `span` when traced.
 pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map<String, Value> {
     // Not `full_params()`: its `_meta` would be copied only to be replaced.
     let mut params: Map<String, Value> = req
         .params
         .iter()
-        .filter(|(k, _)| !shape::is_2026_member(k))
+        .filter(|(k, _)| !shape::is_withheld_member(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if req.arguments.text().is_some() {
         params.insert("arguments".into(), req.arguments.value().clone());
     }
-    let mut m = request_meta(&req.ctx.capabilities, req.ctx.client_info.as_ref());
+    // No route serves the tasks extension yet: a server that heard the
+    // client declare it could answer with a task nobody can poll (ext-tasks
+    // "Capability Negotiation": a server MAY answer a declaring client so).
+    let capabilities = match req.ctx.capabilities.as_object() {
+        Some(caps) if tasks::declared(&req.ctx.capabilities) => {
+            std::borrow::Cow::Owned(Value::Object(tasks::withheld(caps)))
+        }
+        _ => std::borrow::Cow::Borrowed(&req.ctx.capabilities),
+    };
+    let mut m = request_meta(&capabilities, req.ctx.client_info.as_ref());
     if let Some(o) = m.as_object_mut() {
         if let Some(level) = &req.ctx.log_level {
             o.insert(meta::LOG_LEVEL.into(), Value::String(level.clone()));

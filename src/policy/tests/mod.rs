@@ -264,3 +264,24 @@ fn tool_scopes_are_read_and_checked_with_their_line() {
     let e = Policy::parse("[tool.t]\nscopes = [\"a b\"]\n", "p.toml").unwrap_err();
     assert!(e.0[0].message.contains("not a scope token"), "{e}");
 }
+
+#[test]
+fn task_is_per_tool_with_a_default_and_only_optional_or_required() {
+    let p = Policy::parse(
+        "[defaults]\ntask = \"optional\"\n[tool.a]\ntask = \"required\"\n[tool.b]\nkeys = [\"x\"]\n",
+        "p.toml",
+    )
+    .unwrap();
+    assert_eq!(p.task("a"), Some(TaskMode::Required));
+    assert_eq!(p.task("b"), Some(TaskMode::Optional));
+    assert_eq!(p.task("unnamed"), Some(TaskMode::Optional));
+    assert!(p.uses_tasks());
+    let none = Policy::parse("[tool.a]\nkeys = [\"x\"]\n", "p.toml").unwrap();
+    assert_eq!(none.task("a"), None);
+    assert!(!none.uses_tasks());
+    let bad = Policy::parse("[tool.a]\ntask = \"always\"\n", "p.toml").unwrap_err();
+    assert!(
+        bad.to_string().contains("unknown variant `always`"),
+        "{bad}"
+    );
+}

@@ -1,6 +1,6 @@
 //! A client's params as a legacy server gets them: without the 2026-only
 //! members (`inputResponses`, `requestState`, `_meta`'s
-//! `io.modelcontextprotocol/` keys), and, for a call, written from the
+//! `io.modelcontextprotocol/` keys) and 2025-11-25's `task`, and, for a call, written from the
 //! client's parts ([`crate::protocol::ClientParams`]) without a tree of
 //! them built: `arguments` is copied as the client wrote it.
 
@@ -12,10 +12,13 @@ use crate::jsonrpc::Payload;
 use crate::protocol::meta;
 use crate::protocol::params::Arguments;
 
-/// Whether a params member exists only in 2026-07-28 (the MRTR retry's
-/// answers and state), which a legacy server must not see.
-pub(crate) fn is_2026_member(name: &str) -> bool {
-    matches!(name, "inputResponses" | "requestState")
+/// Whether a params member is one no server gets as the client sent it:
+/// the MRTR retry's answers and state (2026-07-28 only; redmark answers for
+/// them), and `task`, 2025-11-25's task augmentation, which 2026-07-28
+/// moved to the tasks extension (`protocol::tasks`): passed on, it would
+/// have a server make a task that no `tasks/*` through redmark can reach.
+pub(crate) fn is_withheld_member(name: &str) -> bool {
+    matches!(name, "inputResponses" | "requestState" | "task")
 }
 
 /// Whether a `_meta` key is the protocol's own (`io.modelcontextprotocol/`),
@@ -37,7 +40,7 @@ pub fn into_upstream_params(params: Map<String, Value>) -> Map<String, Value> {
             }
             _ => true,
         },
-        name => !is_2026_member(name),
+        name => !is_withheld_member(name),
     });
     out
 }
@@ -77,7 +80,7 @@ impl Serialize for CallParams<'_> {
         use serde::ser::SerializeMap;
         let mut map = serializer.serialize_map(None)?;
         for (k, v) in self.members {
-            if !is_2026_member(k) {
+            if !is_withheld_member(k) {
                 map.serialize_entry(k, v)?;
             }
         }
@@ -133,7 +136,7 @@ mod tests {
 
     #[test]
     fn upstream_params_drop_2026_fields() {
-        let p = json!({"name": "t", "inputResponses": {}, "requestState": "s", "_meta": {meta::PROTOCOL_VERSION: "2026-07-28", "progressToken": 3}});
+        let p = json!({"name": "t", "inputResponses": {}, "requestState": "s", "task": {"ttl": 1}, "_meta": {meta::PROTOCOL_VERSION: "2026-07-28", "progressToken": 3}});
         let out = into_upstream_params(p.as_object().unwrap().clone());
         assert_eq!(
             Value::Object(out),
@@ -146,7 +149,7 @@ mod tests {
     #[test]
     fn call_params_write_the_arguments_as_sent() {
         let p: crate::protocol::ClientParams = serde_json::from_str(
-            r#"{"arguments": {"z": 1, "a": [ "x" ]}, "name": "t", "requestState": "s", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}"#,
+            r#"{"arguments": {"z": 1, "a": [ "x" ]}, "name": "t", "requestState": "s", "task": {}, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}"#,
         )
         .unwrap();
         let meta = p.meta.unwrap().other;

@@ -1,0 +1,145 @@
+//! Task ids: unguessable and sealed with the state keyring, so that a task
+//! id says (to redmark alone) which route and principal it belongs to,
+//! which replica holds the call, and until when it is honoured. A client
+//! can neither forge one nor read what it says.
+
+use serde::{Deserialize, Serialize};
+
+use crate::mrtr::state::{SharedKeyring, principal_digest};
+
+/// How every task id begins.
+pub const PREFIX: &str = "redmark-task.";
+
+/// What a task id says, sealed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sealed {
+    /// The route's name.
+    pub r: String,
+    /// The principal's digest on that route.
+    pub p: String,
+    /// The node holding the call.
+    pub n: String,
+    /// Its internal address, in a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<String>,
+    /// Honoured until (unix seconds).
+    pub e: u64,
+    /// Created (unix milliseconds), its TTL and poll interval (ms): what
+    /// another replica needs to say the task failed when its holder is lost.
+    pub c: u64,
+    pub t: u64,
+    pub i: u64,
+    /// 128 random bits: no two tasks share an id.
+    pub x: String,
+}
+
+/// Why a task id is not one of this route's and principal's live tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("not a task id redmark issued")]
+    Forged,
+    #[error("the task id has expired")]
+    Expired,
+    #[error("the task belongs to another route or principal")]
+    NotYours,
+}
+
+/// Where and whose a task is, and its times, before it is sealed.
+pub struct Issue<'a> {
+    pub route: &'a str,
+    pub principal: &'a str,
+    pub node: &'a str,
+    pub advertise: Option<&'a str>,
+    pub expires_unix: u64,
+    pub created_ms: u64,
+    pub ttl_ms: u64,
+    pub poll_ms: u64,
+}
+
+/// A fresh sealed id for a task.
+pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
+    let sealed = Sealed {
+        r: task.route.to_owned(),
+        p: principal_digest(task.route, task.principal),
+        n: task.node.to_owned(),
+        a: task.advertise.map(str::to_owned),
+        e: task.expires_unix,
+        c: task.created_ms,
+        t: task.ttl_ms,
+        i: task.poll_ms,
+        x: hex::encode(rand::random::<[u8; 16]>()),
+    };
+    let plain = serde_json::to_vec(&sealed).unwrap_or_default();
+    format!("{PREFIX}{}", keys.seal_payload(&plain))
+}
+
+/// Opens `id` for `principal` on `route` at `now_unix`.
+pub fn open(
+    keys: &SharedKeyring,
+    id: &str,
+    route: &str,
+    principal: &str,
+    now_unix: u64,
+) -> Result<Sealed, IdError> {
+    let token = id.strip_prefix(PREFIX).ok_or(IdError::Forged)?;
+    let plain = keys.open_payload(token).map_err(|_| IdError::Forged)?;
+    let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| IdError::Forged)?;
+    if sealed.r != route || sealed.p != principal_digest(route, principal) {
+        return Err(IdError::NotYours);
+    }
+    if sealed.e <= now_unix {
+        return Err(IdError::Expired);
+    }
+    Ok(sealed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mrtr::state::{Key, Keyring};
+
+    fn keys() -> SharedKeyring {
+        SharedKeyring::new(Keyring::new(Key::new("k1", vec![7u8; 32]), Vec::new()))
+    }
+
+    #[test]
+    fn an_id_opens_for_its_route_and_principal_only_until_it_expires() {
+        let keys = keys();
+        let task = Issue {
+            route: "main",
+            principal: "alice",
+            node: "node-a",
+            advertise: Some("10.0.0.1:9"),
+            expires_unix: 1_000,
+            created_ms: 5,
+            ttl_ms: 6,
+            poll_ms: 7,
+        };
+        let id = issue(&keys, &task);
+        let again = issue(&keys, &task);
+        assert_ne!(id, again, "unguessable: never the same twice");
+        let sealed = open(&keys, &id, "main", "alice", 999).unwrap();
+        assert_eq!(
+            (sealed.n.as_str(), sealed.a.as_deref()),
+            ("node-a", Some("10.0.0.1:9"))
+        );
+        assert!(!id.contains("alice") && !id.contains("node-a"), "{id}");
+        assert_eq!(open(&keys, &id, "main", "bob", 999), Err(IdError::NotYours));
+        assert_eq!(
+            open(&keys, &id, "other", "alice", 999),
+            Err(IdError::NotYours)
+        );
+        assert_eq!(
+            open(&keys, &id, "main", "alice", 1_000),
+            Err(IdError::Expired)
+        );
+        let mut tampered = id.clone();
+        tampered.push('x');
+        assert_eq!(
+            open(&keys, &tampered, "main", "alice", 1),
+            Err(IdError::Forged)
+        );
+        assert_eq!(open(&keys, "t-1", "main", "alice", 1), Err(IdError::Forged));
+    }
+}

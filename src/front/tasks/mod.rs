@@ -1,0 +1,342 @@
+//! Gateway-made tasks (the `io.modelcontextprotocol/tasks` extension,
+//! ext-tasks `tasks.md`) for a legacy server that has none, on a route
+//! with `[route.tasks]`: a `tools/call` whose policy says `task` becomes a
+//! task for a client that declared the extension on the call, and
+//! `tasks/get`, `tasks/update` and `tasks/cancel` read and steer it.
+//!
+//! - [`task`]: one task's status, questions (keys unique over its life),
+//!   answers, and how it reads;
+//! - [`table`]: the tasks a replica holds, bounded, until their TTL;
+//! - [`id`]: task ids, sealed (route, principal digest, owner, expiry);
+//! - [`driver`]: the call, its rounds and retries through the engine.
+//!
+//! Every other route, and every native server, is untouched: the extension
+//! is neither offered nor served there (`protocol::tasks`).
+
+pub mod driver;
+pub mod id;
+pub mod table;
+pub mod task;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use self::driver::{Driver, Early};
+pub use self::table::Tasks;
+use self::task::Task;
+use super::Gateway;
+use super::dispatch::{self, Reply};
+use crate::mrtr::state::Claims;
+use crate::policy::TaskMode;
+use crate::protocol::tasks::EXTENSION;
+use crate::protocol::{ClientRequest, Method, Principal, Reason, Reject};
+use crate::route::Route;
+
+/// How long a task is kept after its TTL: a task that failed at its TTL
+/// can still be read as failed, with its diagnostic.
+const LINGER: Duration = Duration::from_secs(60);
+
+/// `tasks/*` on a route that serves no tasks: a method it does not have.
+pub fn not_served(method: &str) -> Reject {
+    Reject::new(
+        Reason::MethodNotFound,
+        format!(
+            "Method not found: `{method}`; redmark serves no tasks on this route (the {EXTENSION} extension is not offered)"
+        ),
+    )
+}
+
+/// -32021 naming the extension (ext-tasks "Capability Negotiation": "the
+/// server MUST return an error with the code `-32021` (Missing Required
+/// Client Capability), indicating the required extension").
+fn extension_required(why: &str) -> Reject {
+    Reject::new(Reason::MissingCapability, why.to_owned()).with(
+        "requiredCapabilities",
+        json!({"extensions": {EXTENSION: {}}}),
+    )
+}
+
+/// A task id that is not one of this principal's live tasks on this route:
+/// the same answer whether it never existed, expired or is another's, so
+/// nothing is disclosed (ext-tasks "Error Handling": "Invalid or
+/// nonexistent `taskId`: `-32602` (Invalid params)").
+fn unknown(task_id: &str) -> Reject {
+    let shown: String = task_id.chars().take(80).collect();
+    Reject::new(
+        Reason::TaskUnknown,
+        format!("no task `{shown}` of yours on this route (never made, expired, or not yours)"),
+    )
+}
+
+/// A checked request on its route: tasks where the route serves them,
+/// everything else as `front::dispatch` serves it.
+pub async fn dispatch(
+    gw: &Arc<Gateway>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: Box<ClientRequest>,
+    verified: Option<Box<Claims>>,
+) -> Reply {
+    let Some(limits) = route.tasks.clone() else {
+        return dispatch::dispatch(gw, route, principal, req, verified).await;
+    };
+    if req.method.is_task() {
+        return serve(gw, &route, &principal, &req);
+    }
+    // ext-tasks "Task Status Notifications": "If a client requests task
+    // status notifications but does not declare the
+    // `io.modelcontextprotocol/tasks` extension capability, the server MUST
+    // return a JSON-RPC error specifying the missing capabilities". (A
+    // declaring client's listen is served; redmark sends no
+    // `notifications/tasks` yet and so acknowledges no task ids.)
+    if req.method == Method::SubscriptionsListen
+        && req
+            .params
+            .get("notifications")
+            .and_then(|n| n.get("taskIds"))
+            .is_some()
+        && !crate::protocol::tasks::declared_on(&req.ctx)
+    {
+        return Reply::reject(
+            &req.id,
+            &extension_required(
+                "task status notifications (`notifications.taskIds`) need the extension declared in the request's client capabilities",
+            ),
+        );
+    }
+    if req.method != Method::ToolsCall || req.is_retry() || req.is_2025_era() {
+        return dispatch::dispatch(gw, route, principal, req, verified).await;
+    }
+    let Some(mode) = route.policy.current().task(req.target()) else {
+        return dispatch::dispatch(gw, route, principal, req, verified).await;
+    };
+    if route.native.is_native().await {
+        return dispatch::dispatch(gw, route, principal, req, verified).await;
+    }
+    match (mode, crate::protocol::tasks::declared_on(&req.ctx)) {
+        (_, true) => Box::pin(start(gw, route, principal, req, mode, limits)).await,
+        (TaskMode::Required, false) => Reply::reject(
+            &req.id,
+            &extension_required(&format!(
+                "`{}` runs only as a task: declare the {EXTENSION} extension in the request's client capabilities",
+                req.target()
+            )),
+        ),
+        (TaskMode::Optional, false) => {
+            dispatch::dispatch(gw, route, principal, req, verified).await
+        }
+    }
+}
+
+/// Makes a task of the call: at once (`task = "required"`, or no
+/// `[route.tasks] after`), or once it asks a person or is still running
+/// after `after`; a call that ends sooner is answered plainly.
+async fn start(
+    gw: &Arc<Gateway>,
+    route: Arc<Route>,
+    principal: Principal,
+    req: Box<ClientRequest>,
+    mode: TaskMode,
+    limits: crate::config::TasksConfig,
+) -> Reply {
+    let created = SystemTime::now();
+    let since_epoch = created.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let task_id = id::issue(
+        &gw.engine.keys,
+        &id::Issue {
+            route: &route.name,
+            principal: &principal.name,
+            node: &gw.engine.node,
+            advertise: gw.engine.advertise.as_deref(),
+            expires_unix: since_epoch
+                .saturating_add(limits.ttl)
+                .saturating_add(LINGER)
+                .as_secs(),
+            created_ms: millis(since_epoch),
+            ttl_ms: millis(limits.ttl),
+            poll_ms: millis(limits.poll_interval),
+        },
+    );
+    let task = Arc::new(Task::new(
+        task_id,
+        route.name.clone(),
+        principal.name.to_string(),
+        created,
+        limits.ttl,
+        limits.poll_interval,
+    ));
+    let deadline = tokio::time::Instant::now() + limits.ttl;
+    // ext-tasks "Task Creation": "A server MUST NOT return
+    // `CreateTaskResult` until the task is durably created — that is, until
+    // a `tasks/get` for the returned `taskId` would resolve": it is in the
+    // table before the call starts.
+    if let Err(full) = gw.tasks.insert(task.clone(), &limits, deadline + LINGER) {
+        return Reply::reject(
+            &req.id,
+            &Reject::new(Reason::TooManyPending, full.to_string()),
+        );
+    }
+    let (early, mut heard) = mpsc::channel(2);
+    let driver = Driver {
+        gw: gw.clone(),
+        route,
+        principal,
+        template: (*req).clone(),
+        task: task.clone(),
+        deadline,
+        early,
+    };
+    let at_once = mode == TaskMode::Required || limits.after.is_none();
+    if at_once {
+        task.hand_out();
+    }
+    tokio::spawn(driver.run(req.clone()));
+    if !at_once {
+        let after = limits.after.unwrap_or_default();
+        let first = tokio::select! {
+            first = heard.recv() => first,
+            () = tokio::time::sleep(after) => None,
+        };
+        if let Some(Early::Done(out)) = first {
+            return Reply::Json(out);
+        }
+        if !task.hand_out() {
+            // It ended as it was to be handed out: its answer is on its way.
+            while let Some(early) = heard.recv().await {
+                if let Early::Done(out) = early {
+                    return Reply::Json(out);
+                }
+            }
+        }
+    }
+    Reply::result(&req.id, task.created_result())
+}
+
+/// The replica holding a task, when it is another one this replica can
+/// forward `tasks/*` to (the pipeline's `owner` step marks the request);
+/// `None` for this replica's own tasks and for ids that do not open (they
+/// are answered here, `task_unknown`).
+pub fn owner_elsewhere(
+    engine: &crate::mrtr::Engine,
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Option<crate::front::pipeline::owner::ForwardTo> {
+    let task_id = req.params.get("taskId").and_then(Value::as_str)?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let sealed = id::open(&engine.keys, task_id, &route.name, &principal.name, now).ok()?;
+    if sealed.n == engine.node || engine.advertise.is_none() {
+        return None;
+    }
+    Some(crate::front::pipeline::owner::ForwardTo {
+        node: sealed.n.clone(),
+        addr: sealed.a.clone()?,
+        operation: format!("task {}", req.method),
+        tc: None,
+        task: Some(crate::front::pipeline::owner::TaskAt {
+            method: req.method,
+            id: task_id.to_owned(),
+            sealed,
+        }),
+    })
+}
+
+/// What `tasks/get` reads for a task whose replica cannot be reached: the
+/// task is lost with it, so it is `failed`, with a message saying so.
+pub fn lost(task_id: &str, sealed: &id::Sealed, error: Value) -> Value {
+    let created = UNIX_EPOCH + Duration::from_millis(sealed.c);
+    let iso = humantime::format_rfc3339_millis(created).to_string();
+    json!({
+        "resultType": "complete",
+        "taskId": task_id,
+        "status": "failed",
+        "statusMessage": format!("the replica holding this task ({}) is lost", sealed.n),
+        "createdAt": iso,
+        "lastUpdatedAt": iso,
+        "ttlMs": sealed.t,
+        "pollIntervalMs": sealed.i,
+        "error": error,
+    })
+}
+
+/// `tasks/get`, `tasks/update`, `tasks/cancel` on a route that serves tasks.
+fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
+    // ext-tasks "Error Handling": "Servers MUST return this error
+    // [-32021] for non-declaring clients issuing `tasks/get`,
+    // `tasks/update`, and `tasks/cancel` requests."
+    if !crate::protocol::tasks::declared_on(&req.ctx) {
+        return Reply::reject(
+            &req.id,
+            &extension_required(&format!(
+                "`{}` needs the {EXTENSION} extension declared in the request's client capabilities",
+                req.method
+            )),
+        );
+    }
+    let Some(task_id) = req.params.get("taskId").and_then(Value::as_str) else {
+        return Reply::reject(
+            &req.id,
+            &Reject::new(
+                Reason::InvalidParams,
+                format!("`params.taskId` is required for {}", req.method),
+            ),
+        );
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let held = id::open(&gw.engine.keys, task_id, &route.name, &principal.name, now)
+        .ok()
+        .and_then(|_| gw.tasks.get(task_id))
+        .filter(|t| *t.principal == *principal.name && t.route == route.name);
+    let Some(task) = held else {
+        return Reply::reject(&req.id, &unknown(task_id));
+    };
+    let ack = || Reply::result(&req.id, json!({"resultType": "complete"}));
+    match req.method {
+        Method::TasksGet => Reply::result(&req.id, task.detailed()),
+        Method::TasksUpdate => {
+            let Some(responses) = req.params.get("inputResponses").and_then(Value::as_object)
+            else {
+                return Reply::reject(
+                    &req.id,
+                    &Reject::new(
+                        Reason::MalformedInputResponse,
+                        "`params.inputResponses` must be an object of answers by inputRequests key",
+                    ),
+                );
+            };
+            // ext-tasks "Task Update Requests": "On success, the server
+            // MUST acknowledge the request with an empty result" with
+            // `resultType: "complete"`; the answers are judged by the
+            // engine when the round is complete (`driver`).
+            if task.accept(responses) > 0 {
+                task.answered.notify_one();
+            }
+            ack()
+        }
+        Method::TasksCancel => {
+            // ext-tasks "Task Cancellation": "the server MUST acknowledge
+            // the request with an empty result"; on a task already ended
+            // nothing changes.
+            if !task.status().is_terminal() {
+                task.finish(
+                    task::Status::Cancelled,
+                    None,
+                    Some("cancelled by the client".to_owned()),
+                );
+                task.cancel.cancel();
+            }
+            ack()
+        }
+        _ => Reply::reject(&req.id, &not_served(req.method.as_str())),
+    }
+}
