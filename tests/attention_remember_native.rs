@@ -1,6 +1,6 @@
 //! Remembered answers for a native 2026-07-28 server's own questions (PyPI
-//! `mcp` 2.3.0, tests/fixtures/native_py_server.py, whose `book` asks for
-//! `nights`): with `remember = "30d"` on the field, each person's last
+//! `mcp` 2.3.0, tests/fixtures/native_py_server.py, and the TypeScript SDK
+//! v2, tests/fixtures/native_ts_server.mjs, whose `book` asks for `nights`): with `remember = "30d"` on the field, each person's last
 //! accepted value comes back as the field's `default` (SEP-1034) in the
 //! server's question as redmark relays it, another person never sees it, the
 //! audit line says when a default was offered and whether it was kept, and
@@ -15,12 +15,13 @@ mod common;
 mod native_upstream_support;
 
 use common::*;
-use native_upstream_support::{received, stdio_upstream};
+use native_upstream_support::{received, stdio_upstream, ts_stdio_upstream};
 use serde_json::{Value, json};
 
 const POLICY: &str = "[tool.book.fields.nights]\nminimum = 1\nmaximum = 30\nremember = \"30d\"\n";
 
-fn config(fx: &Fixture) -> String {
+/// One route in front of `upstream` (a `[route.upstream]` body), with an audit log and two people.
+fn config(fx: &Fixture, upstream: &str) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[audit]\npath = {}\n{}\n{}\n\
          [[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n[route.upstream]\n{}\ninit_timeout = \"120s\"\n",
@@ -28,7 +29,7 @@ fn config(fx: &Fixture) -> String {
         api_key("alice-key", "alice", &[]),
         api_key("bob-key", "bob", &[]),
         fx.policy(POLICY),
-        stdio_upstream(fx),
+        upstream,
     )
 }
 
@@ -75,9 +76,22 @@ fn audit_lines(fx: &Fixture) -> Vec<Value> {
 }
 
 #[tokio::test]
-async fn a_native_servers_question_offers_a_persons_last_answer_to_them_alone() {
+async fn a_native_python_servers_question_offers_a_persons_last_answer_to_them_alone() {
     let fx = Fixture::new();
-    let gw = TestGateway::start(&config(&fx)).await;
+    offered_to_them_alone(&fx, &stdio_upstream(&fx)).await;
+}
+
+/// The same with the TypeScript SDK v2 server (npm `@modelcontextprotocol/server`
+/// 2.4.0), whose own `requestState` rides sealed beside the offered fields.
+#[tokio::test]
+async fn a_native_typescript_v2_servers_question_offers_a_persons_last_answer_to_them_alone() {
+    let fx = Fixture::new();
+    offered_to_them_alone(&fx, &ts_stdio_upstream(&fx)).await;
+}
+
+/// Alice and bob book through the server at `upstream`, from both clients.
+async fn offered_to_them_alone(fx: &Fixture, upstream: &str) {
+    let gw = TestGateway::start(&config(fx, upstream)).await;
     // Alice's first answer is remembered; her second question offers it.
     let alice = book(&gw, "alice-key", &[3, 3], false).await;
     assert!(alice[0].get("default").is_none(), "{alice:?}");
@@ -98,12 +112,12 @@ async fn a_native_servers_question_offers_a_persons_last_answer_to_them_alone() 
     gw.stop().await;
 
     // The server received what each person answered, never a default.
-    let got: Vec<Value> = received(&fx)
+    let got: Vec<Value> = received(fx)
         .iter()
         .map(|r| r["data"]["nights"].clone())
         .collect();
     assert_eq!(got, [3, 3, 5, 4, 4, 6, 4]);
-    let lines = audit_lines(&fx);
+    let lines = audit_lines(fx);
     let seen: Vec<(&str, &str, Value, Value)> = lines
         .iter()
         .map(|l| {
@@ -150,7 +164,7 @@ async fn a_native_servers_question_offers_a_persons_last_answer_to_them_alone() 
 #[tokio::test]
 async fn a_red_mark_re_ask_still_offers_the_default() {
     let fx = Fixture::new();
-    let gw = TestGateway::start(&config(&fx)).await;
+    let gw = TestGateway::start(&config(&fx, &stdio_upstream(&fx))).await;
     let ep = McpClient::new(&gw.url);
     let op = Op::tool("book", json!({"hotel": "the Ritz"}))
         .caps(json!({"elicitation": {"form": {}}}))
