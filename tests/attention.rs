@@ -203,7 +203,49 @@ async fn thirty_redundant_questions_suggest_model_owned() {
     settled(&gw).await;
     gw.stop().await;
 
-    let v: Value = serde_json::from_str(&report_bin(&audit, &["--format", "json"])).unwrap();
+    model_owned_suggested(&audit);
+}
+
+/// A real client's traffic gives the same suggestion: the PyPI `mcp` 2.x
+/// 2026-07-28 `Client` (tests/peers/py_client.py) books the thirty meetings
+/// itself, its elicitation callback answering each question.
+#[tokio::test]
+async fn thirty_redundant_questions_from_a_real_client_suggest_model_owned() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let gw = TestGateway::start(&rooms_config(&format!(
+        "[audit]\npath = {}\n",
+        toml_path(&audit)
+    )))
+    .await;
+    let steps: Vec<Value> = (0..30)
+        .map(|i| {
+            json!({"op": "call_tool", "name": "book_meeting", "id": i.to_string(),
+                "arguments": {"start": format!("2026-09-{:02}T09:00", 1 + i % 28), "location": "Nook"}})
+        })
+        .collect();
+    let script = json!({
+        "steps": steps,
+        "elicitation": vec![json!({"action": "accept", "content": {"room_id": "nook"}}); 30],
+    });
+    let out = py_client(&gw.url, &script).await;
+    let done: Vec<&Value> = out.iter().filter(|l| l.get("step").is_some()).collect();
+    assert_eq!(done.len(), 30, "{out:#?}");
+    for l in done {
+        assert_eq!(l["ok"], true, "{l}");
+    }
+    let asked = out.iter().filter(|l| l["event"] == "elicitation").count();
+    assert_eq!(asked, 30, "{out:#?}");
+    settled(&gw).await;
+    gw.stop().await;
+    model_owned_suggested(&audit);
+}
+
+/// `redmark report` over thirty redundant `room_id` answers: one suggestion,
+/// `model_owned = ["room_id"]` for `book_meeting`, with its evidence and the
+/// hours it would have saved; none under a stricter minimum sample.
+fn model_owned_suggested(audit: &std::path::Path) {
+    let v: Value = serde_json::from_str(&report_bin(audit, &["--format", "json"])).unwrap();
     let s = v["suggestions"].as_array().unwrap();
     assert_eq!(s.len(), 1, "{v:#}");
     assert_eq!(s[0]["kind"], "model_owned");
@@ -222,16 +264,16 @@ async fn thirty_redundant_questions_suggest_model_owned() {
     let spent = v["total"]["redundant_hours"].as_f64().unwrap();
     assert!((saved - spent).abs() < 1e-9, "{saved} vs {spent}");
     // The same person gave the same room every time, but it was never theirs.
-    let lines = std::fs::read_to_string(&audit).unwrap();
+    let lines = std::fs::read_to_string(audit).unwrap();
     assert!(
         lines.contains("\"repeated_fields\":[\"room_id\"]"),
         "{lines}"
     );
     // The table names the lines to add.
-    let table = report_bin(&audit, &[]);
+    let table = report_bin(audit, &[]);
     assert!(table.contains("model_owned = [\"room_id\"]"), "{table}");
     // A stricter threshold than the traffic: nothing.
-    let strict = report_bin(&audit, &["--format", "json", "--min-sample", "31"]);
+    let strict = report_bin(audit, &["--format", "json", "--min-sample", "31"]);
     let v: Value = serde_json::from_str(&strict).unwrap();
     assert_eq!(v["suggestions"], json!([]), "{v:#}");
 }

@@ -131,6 +131,23 @@ impl Question {
         }
     }
 
+    /// The remembered answers offered to `fields`, read back from the
+    /// defaults of the question as it was asked (a native server's question
+    /// rebuilt from redmark's state on the retry), so its audit line can say
+    /// which were offered and kept.
+    pub fn recall_offered(&mut self, fields: &[String]) {
+        let Some(props) = self
+            .schema()
+            .and_then(|mut s| s.get_mut("properties").map(Value::take))
+        else {
+            return;
+        };
+        self.offered = fields
+            .iter()
+            .filter_map(|f| Some((f.clone(), props.get(f)?.get("default")?.clone())))
+            .collect();
+    }
+
     /// Asks again with a red mark: the server's message, then what was wrong.
     pub fn mark(&mut self, mark: &str) {
         self.reasks += 1;

@@ -211,3 +211,33 @@ fn q_url() -> Question {
         json!({"mode": "url", "message": "m", "url": "https://x"}),
     )
 }
+
+#[test]
+fn offered_defaults_are_read_back_from_the_question_as_asked() {
+    let schema = json!({"type": "object", "properties": {
+        "currency": {"type": "string", "enum": ["EUR", "GBP"]},
+        "nights": {"type": "integer", "default": 1},
+        "note": {"type": "string"},
+    }});
+    let mut asked = q(
+        "elicitation/create",
+        json!({"message": "m", "requestedSchema": schema}),
+    );
+    // Only where the field has no default and the value fits.
+    asked.offer_defaults(vec![
+        ("currency".into(), json!("EUR")),
+        ("nights".into(), json!(3)),
+        ("note".into(), json!(7)),
+    ]);
+    assert_eq!(asked.offered, [("currency".to_owned(), json!("EUR"))]);
+    // Rebuilt from the request as asked (a native retry): the names say
+    // which defaults were ours, the request holds their values.
+    let params = asked.request()["params"].clone();
+    let mut again = q("elicitation/create", params);
+    assert!(again.offered.is_empty());
+    again.recall_offered(&["currency".into(), "missing".into()]);
+    assert_eq!(again.offered, [("currency".to_owned(), json!("EUR"))]);
+    // The server's own default is never counted as offered by redmark.
+    again.recall_offered(&[]);
+    assert!(again.offered.is_empty());
+}

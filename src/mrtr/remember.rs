@@ -10,6 +10,11 @@
 //! set, so every replica offers it. Never logged: only field names reach
 //! the audit log (`default_offered`, `default_kept`).
 //!
+//! [`Remembering`] is a question's side of it, the same for questions
+//! converted from a legacy server's pushes and a native server's own: the
+//! defaults offered before the client sees the question, and the accepted
+//! answer kept once the policy has passed it.
+//!
 //! [`Keyring::seal_payload`]: crate::mrtr::state::Keyring::seal_payload
 
 use std::sync::{Arc, OnceLock};
@@ -20,8 +25,11 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::clock::Clock;
+use super::convert::Question;
 use super::redis_store::Redis;
 use super::state::SharedKeyring;
+use crate::policy::Policy;
+use crate::protocol::Principal;
 
 /// Values one node keeps without a store.
 pub const LOCAL_MAX: usize = 65_536;
@@ -127,6 +135,71 @@ impl Remembered {
                 }
                 let expiry = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
                 self.local.insert(at.to_owned(), (sealed, expiry));
+            }
+        }
+    }
+}
+
+/// One principal's remembered answers for one tool on one route, as a
+/// question of that call offers and keeps them.
+pub struct Remembering<'a> {
+    pub remembered: &'a Remembered,
+    pub policy: &'a Policy,
+    pub route: &'a str,
+    pub principal: &'a Principal,
+    pub tool: &'a str,
+}
+
+impl Remembering<'_> {
+    /// The fields among `names` with a `remember` rule, and how long each is kept.
+    fn rules(&self, names: &[String]) -> Vec<(String, Duration)> {
+        // Every anonymous caller is one principal: remembering would show
+        // one person's answer to another.
+        if *self.principal == Principal::anonymous() {
+            return Vec::new();
+        }
+        let Some(rules) = self.policy.tool(self.tool).map(|t| &t.fields) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|f| Some((f.clone(), rules.get(f)?.remember?)))
+            .collect()
+    }
+
+    fn at(&self, field: &str) -> String {
+        digest(self.route, &self.principal.name, self.tool, field)
+    }
+
+    /// Offers this person's remembered values as the defaults of `q` (a
+    /// form-mode elicitation; any other question is left as it is).
+    pub async fn offer(&self, q: &mut Question) {
+        let fields = self.rules(&q.field_names());
+        if fields.is_empty() {
+            return;
+        }
+        let mut defaults = Vec::new();
+        for (field, _) in fields {
+            if let Some(v) = self.remembered.get(&self.at(&field)).await {
+                defaults.push((field, v));
+            }
+        }
+        q.offer_defaults(defaults);
+    }
+
+    /// Remembers the accepted values of the fields with a `remember` rule
+    /// (`answer` already held to the policy).
+    pub async fn keep(&self, answer: &Value) {
+        if answer.get("action").and_then(Value::as_str) != Some("accept") {
+            return;
+        }
+        let Some(content) = answer.get("content").and_then(Value::as_object) else {
+            return;
+        };
+        let names: Vec<String> = content.keys().cloned().collect();
+        for (field, ttl) in self.rules(&names) {
+            if let Some(v) = content.get(&field) {
+                self.remembered.put(&self.at(&field), v, ttl).await;
             }
         }
     }

@@ -94,7 +94,8 @@ pub struct Wrapped {
 
 /// One question of a native server: its key, the input request as the
 /// client sees it (the server's, plus any red mark), the server's own
-/// message, re-asks so far, and when it was asked (Unix milliseconds).
+/// message, re-asks so far, when it was asked (Unix milliseconds), and the
+/// fields redmark offered a remembered answer as their `default`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WrappedAsk {
@@ -105,6 +106,10 @@ pub struct WrappedAsk {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rk: u32,
     pub at: u64,
+    /// Field names only: the offered values are the defaults in `r`, which
+    /// the server's own schema lacked (redmark offers none where it has one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub of: Vec<String>,
 }
 
 /// Mode names in [`Claims::m`].

@@ -295,3 +295,25 @@ fn canonical_json_sorts_keys_at_every_level_and_escapes_them() {
     let reordered = json!({"é": "x", "a\"q": {"c": null, "d": [{"y": 2, "z": 1}]}, "b": 1});
     assert_eq!(canonical_json(&v), canonical_json(&reordered));
 }
+
+#[test]
+fn a_wrapped_ask_names_the_offered_fields_only_when_there_are_some() {
+    let ask = WrappedAsk {
+        k: "k".into(),
+        r: serde_json::json!({"method": "elicitation/create"}),
+        msg: None,
+        rk: 0,
+        at: 1,
+        of: Vec::new(),
+    };
+    let text = serde_json::to_string(&ask).unwrap();
+    // A state sealed before defaults were offered reads the same.
+    assert!(!text.contains("\"of\""), "{text}");
+    assert_eq!(serde_json::from_str::<WrappedAsk>(&text).unwrap(), ask);
+    let offered = WrappedAsk {
+        of: vec!["nights".into()],
+        ..ask
+    };
+    let text = serde_json::to_string(&offered).unwrap();
+    assert_eq!(serde_json::from_str::<WrappedAsk>(&text).unwrap(), offered);
+}

@@ -8,9 +8,10 @@ use serde_json::{Map, Value, json};
 use super::Run;
 use crate::config::MissingCapability;
 use crate::jsonrpc::{Id, code};
-use crate::mrtr::convert::{self, Kind};
+use crate::mrtr::convert::{self, Kind, Question};
 use crate::mrtr::ending::Ending;
 use crate::mrtr::outgoing::Outgoing;
+use crate::mrtr::remember::Remembering;
 use crate::mrtr::state::{
     CLAIMS_VERSION, Claims, NATIVE, Wrapped, WrappedAsk, principal_digest, request_digest,
 };
@@ -102,12 +103,18 @@ impl Run {
                 self.audit(&q, Outcome::Refused, verdict, None, None, None);
                 return self.end(req, &Ending::MissingCapability(q.needs.to_value()));
             }
+            let mut request = request.clone();
+            if q.kind == Kind::Elicitation && !q.url_mode {
+                self.remembering().offer(&mut q).await;
+                with_offered_schema(&mut request, &q);
+            }
             asks.push(WrappedAsk {
                 k: key,
-                r: request.clone(),
+                r: request,
                 msg: q.base_message.clone(),
                 rk: 0,
                 at: now,
+                of: q.offered.iter().map(|(f, _)| f.clone()).collect(),
             });
         }
         let server_state = result
@@ -137,6 +144,17 @@ impl Run {
         };
         let meta = result.get("_meta").cloned().unwrap_or_else(|| json!({}));
         self.ask(req, wrapped, meta)
+    }
+
+    /// This call's remembered answers: its principal's, for its tool.
+    pub(super) fn remembering(&self) -> Remembering<'_> {
+        Remembering {
+            remembered: &self.engine.remembered,
+            policy: &self.policy,
+            route: &self.route.name,
+            principal: &self.principal,
+            tool: &self.target,
+        }
     }
 
     /// An `InputRequiredResult` of redmark's: the questions of `wrapped`, and
@@ -195,5 +213,19 @@ impl Run {
             o.insert("_meta".into(), Value::Object(m));
         }
         Outgoing::result(&req.id, out)
+    }
+}
+
+/// The server's input request as the client sees it: with the defaults `q`
+/// was offered (its `requestedSchema`), the rest exactly the server's.
+fn with_offered_schema(request: &mut Value, q: &Question) {
+    if q.offered.is_empty() {
+        return;
+    }
+    if let (Some(schema), Some(params)) = (
+        q.schema(),
+        request.get_mut("params").and_then(Value::as_object_mut),
+    ) {
+        params.insert("requestedSchema".into(), schema);
     }
 }

@@ -92,6 +92,7 @@ impl Run {
                 None => again.push(ask.clone()),
                 Some(Checked::Deliver(answer)) => {
                     self.note(&answer);
+                    self.remembering().keep(&answer).await;
                     self.audit(
                         &q,
                         outcome_of(&answer),
@@ -134,6 +135,7 @@ impl Run {
                         msg: ask.msg.clone(),
                         rk: marked.reasks,
                         at: self.engine.clock.unix_now_ms(),
+                        of: ask.of.clone(),
                     });
                 }
                 Some(Checked::End(ending)) => {
@@ -163,6 +165,8 @@ fn question(ask: &WrappedAsk) -> Option<Question> {
     let mut q = convert::question(Id::Number(0), method, ask.r.get("params").cloned()).ok()?;
     q.key.clone_from(&ask.k);
     q.reasks = ask.rk;
+    // The defaults offered are in the question as asked; `of` names ours.
+    q.recall_offered(&ask.of);
     Some(q)
 }
 
