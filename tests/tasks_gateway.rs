@@ -1041,7 +1041,7 @@ async fn a_task_is_counted_once_by_outcome_and_its_questions_are_audited() {
         "answers are user data: never audited"
     );
     let report = redmark::telemetry::report::run(
-        &[audit.clone()],
+        std::slice::from_ref(&audit),
         None,
         redmark::telemetry::report::Format::Json,
         redmark::telemetry::report::By::Tool,
