@@ -545,3 +545,102 @@ async fn json_logs_carry_the_operation_and_trace_ids_and_no_values() {
     ];
     assert_no_leak(&spans, &needles, &[]);
 }
+
+/// A gateway-made task is one trace across its polls and updates: a
+/// `task book_room` span under the caller's span is the parent of the
+/// call's operation root and of every `tasks/get` and `tasks/update`.
+#[tokio::test]
+async fn a_task_is_one_trace_across_its_polls_and_updates() {
+    const TASKS: &str = "io.modelcontextprotocol/tasks";
+    let receiver = Receiver::start(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = rooms_example_config(dir.path(), "[route.tasks]\n");
+    let shipped_path = common::repo().join("policies/rooms.toml");
+    let shipped = std::fs::read_to_string(&shipped_path).unwrap();
+    let policy = dir.path().join("tasks-policy.toml");
+    std::fs::write(
+        &policy,
+        shipped.replacen(
+            "[tool.book_room]\n",
+            "[tool.book_room]\ntask = \"required\"\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &common::toml_str(shipped_path.to_str().unwrap()),
+        &common::toml_str(policy.to_str().unwrap()),
+    );
+    std::fs::write(&config, text).unwrap();
+    let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
+    let c = &client(gw.url("/mcp/rooms"));
+    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let with_meta = |mut params: Value| {
+        params["_meta"] = common::meta(caps.clone());
+        params
+    };
+    let mut call = with_meta(
+        json!({"name": "book_room", "arguments": {"day": "2026-12-08", "hour": 10, "room_hint": "the big one"}}),
+    );
+    call["_meta"]["traceparent"] = json!(client_traceparent());
+    let created = common::read_resp(c.send(c.request("tools/call", call)).await).await;
+    assert_eq!(created.result()["resultType"], "task", "{}", created.raw);
+    let id = created.result()["taskId"].as_str().unwrap().to_owned();
+    let task_rpc = |method: &'static str, params: Value| {
+        let rb = c
+            .request(method, with_meta(params))
+            .header("mcp-name", id.as_str());
+        async move { common::read_resp(c.send(rb).await).await }
+    };
+    let until = |status: &'static str| {
+        let task_rpc = &task_rpc;
+        let id = id.clone();
+        common::eventually(status, move || {
+            let id = id.clone();
+            async move {
+                let r = task_rpc("tasks/get", json!({"taskId": id})).await;
+                if r.result()["status"] == status {
+                    Ok(())
+                } else {
+                    Err(r.raw.clone())
+                }
+            }
+        })
+    };
+    until("input_required").await;
+    let answer = json!({"taskId": id, "inputResponses": {"room": {"action": "accept", "content": {"room_id": "nook"}}}});
+    let ack = task_rpc("tasks/update", answer).await;
+    assert_eq!(
+        ack.result(),
+        &json!({"resultType": "complete"}),
+        "{}",
+        ack.raw
+    );
+    until("completed").await;
+
+    let named = |spans: &[SpanRec], name: &str| spans.iter().filter(|s| s.name == name).count();
+    receiver
+        .wait_for("the task's spans", |s| {
+            named(s, "task book_room") == 1
+                && named(s, "tasks/update") == 1
+                && named(s, "tasks/get") >= 2
+                && !root_of(s, "book_room").is_empty()
+        })
+        .await;
+    gw.stop().await;
+    let spans = receiver.spans();
+    let task = spans.iter().find(|s| s.name == "task book_room").unwrap();
+    assert_eq!(task.trace_id, CLIENT_TRACE, "{task:#?}");
+    assert_eq!(task.parent, CLIENT_SPAN, "{task:#?}");
+    let roots = root_of(&spans, "book_room");
+    assert!(
+        roots
+            .iter()
+            .all(|r| r.parent == task.span_id && r.trace_id == CLIENT_TRACE),
+        "{roots:#?}"
+    );
+    for s in spans.iter().filter(|s| s.name.starts_with("tasks/")) {
+        assert_eq!(s.parent, task.span_id, "{s:#?}");
+        assert_eq!(s.trace_id, CLIENT_TRACE, "{s:#?}");
+    }
+}

@@ -64,7 +64,8 @@ impl Filter {
     }
 }
 
-fn tag(id: &Id, params: Option<Value>) -> Value {
+/// `params` with the subscription id in `_meta` (every notice of a listen).
+pub(crate) fn tag(id: &Id, params: Option<Value>) -> Value {
     let mut p = match params {
         Some(Value::Object(o)) => o,
         _ => Map::new(),

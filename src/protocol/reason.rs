@@ -140,6 +140,8 @@ reasons! {
     OperationUnknown => "operation_unknown", OK, code::INVALID_PARAMS, Client;
     /// A task id that is no live task of this principal on this route (ext-tasks: -32602).
     TaskUnknown => "task_unknown", OK, code::INVALID_PARAMS, Client;
+    /// A gateway-made task whose replica restarted: what its failed task carries (`data.node`).
+    TaskLost => "task_lost", OK, code::INTERNAL_ERROR, Gateway;
     /// `inputResponses` not an object, or an answer of the wrong shape.
     MalformedInputResponse => "malformed_input_response", OK, code::INVALID_PARAMS, Client;
 

@@ -100,6 +100,8 @@ struct Handles {
     operations: Labelled<Counter>,
     /// `questions` by (route, tool, outcome).
     questions: Labelled<Counter>,
+    /// `task_ends` by (route, tool, outcome).
+    task_ends: Labelled<Counter>,
     /// `rounds` by (route, tool).
     rounds: Labelled<Histogram>,
     /// `answers` by (route, tool).
@@ -117,6 +119,7 @@ impl Default for Handles {
             requests: Labelled::new(usize::MAX),
             operations: Labelled::new(MAX_TOOL_SERIES),
             questions: Labelled::new(MAX_TOOL_SERIES),
+            task_ends: Labelled::new(MAX_TOOL_SERIES),
             rounds: Labelled::new(MAX_TOOL_SERIES),
             answers: Labelled::new(MAX_TOOL_SERIES),
             replay_rounds: Labelled::new(MAX_TOOL_SERIES),
@@ -135,6 +138,8 @@ pub struct Metrics {
     rejections: Family<RejectionLabels, Counter>,
     operations: Family<OperationLabels, Counter>,
     questions: Family<OperationLabels, Counter>,
+    task_ends: Family<OperationLabels, Counter>,
+    live_tasks: Gauge,
     pending: Gauge,
     requests: Family<RequestLabels, Counter>,
     duration: Family<MethodLabels, Histogram>,
@@ -260,6 +265,32 @@ impl Metrics {
             },
             Counter::inc,
         );
+    }
+
+    /// A gateway-made task ended (`outcome`: completed, failed, cancelled,
+    /// expired).
+    pub fn record_task(&self, route: &str, tool: &str, outcome: &str) {
+        let tool = shape(tool);
+        let tool = tool.as_ref();
+        self.handles.task_ends.with(
+            &[route, tool, outcome],
+            &[route, OTHER_TOOL, outcome],
+            |v| {
+                self.task_ends
+                    .get_or_create(&OperationLabels {
+                        route: v[0].into(),
+                        tool: v[1].into(),
+                        outcome: v[2].into(),
+                    })
+                    .clone()
+            },
+            Counter::inc,
+        );
+    }
+
+    /// A task handed out (+1) or ended (-1).
+    pub fn add_live_tasks(&self, delta: i64) {
+        self.live_tasks.inc_by(delta);
     }
 
     pub fn record_policy_reload(&self, route: &str, ok: bool) {

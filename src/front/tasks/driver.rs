@@ -94,14 +94,16 @@ impl Driver {
                 Err(stop) => return self.stopped(stop, Some(&round)),
             };
             let Some(state) = round.state else {
-                self.task.finish(
+                if self.task.finish(
                     Status::Failed,
                     Some(error_of(&Reject::new(
                         Reason::UpstreamIncompatible,
                         "the server asked for input without a requestState to retry with",
                     ))),
                     None,
-                );
+                ) {
+                    super::account(&self.gw, &self.task, "failed");
+                }
                 return;
             };
             let retry = self.template.retried_with(answers, state);
@@ -192,7 +194,11 @@ impl Driver {
                 )),
             ),
         };
-        if self.task.settle(status, payload) {
+        let settled = self.task.settle(status, payload);
+        if settled.handed_out {
+            if settled.ended {
+                super::account(&self.gw, &self.task, status.as_str());
+            }
             return;
         }
         // Never handed out: the request that started it answers plainly.
@@ -203,12 +209,12 @@ impl Driver {
     /// Ends a task the client cancelled or nobody finished in time: the
     /// server hears `cancel` for every question still open.
     fn stopped(&self, stop: Stop, round: Option<&Round>) {
-        match stop {
-            // `tasks/cancel` already marked it cancelled.
-            Stop::Cancelled => self.task.finish(Status::Cancelled, None, None),
+        let (ended, outcome) = match stop {
+            // `tasks/cancel` already marked it cancelled (and accounted it).
+            Stop::Cancelled => (self.task.finish(Status::Cancelled, None, None), "cancelled"),
             Stop::Expired => {
                 let ttl = self.task.ttl.as_secs();
-                self.task.finish(
+                let ended = self.task.finish(
                     Status::Failed,
                     Some(error_of(&Reject::new(
                         Reason::OperationExpired,
@@ -218,10 +224,11 @@ impl Driver {
                     ))),
                     Some(format!("expired after {ttl}s")),
                 );
+                (ended, "expired")
             }
             Stop::RoundExpired => {
                 let ttl = self.gw.engine.ttl.as_secs();
-                self.task.finish(
+                let ended = self.task.finish(
                     Status::Failed,
                     Some(error_of(&Reject::new(
                         Reason::OperationExpired,
@@ -231,7 +238,11 @@ impl Driver {
                     ))),
                     Some(format!("unanswered for {ttl}s")),
                 );
+                (ended, "expired")
             }
+        };
+        if ended {
+            super::account(&self.gw, &self.task, outcome);
         }
         let Some(round) = round else {
             // The call's stream is dropped with the driver: the engine

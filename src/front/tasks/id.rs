@@ -32,6 +32,11 @@ pub struct Sealed {
     pub i: u64,
     /// 128 random bits: no two tasks share an id.
     pub x: String,
+    /// The incarnation of the node's task table that holds the task (a
+    /// random id per process): a node that restarted knows its old tasks
+    /// are lost, not unknown. Absent in ids issued before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<String>,
 }
 
 /// Why a task id is not one of this route's and principal's live tasks.
@@ -50,6 +55,8 @@ pub struct Issue<'a> {
     pub route: &'a str,
     pub principal: &'a str,
     pub node: &'a str,
+    /// The holding table's incarnation ([`crate::front::tasks::Tasks::boot`]).
+    pub boot: &'a str,
     pub advertise: Option<&'a str>,
     pub expires_unix: u64,
     pub created_ms: u64,
@@ -69,6 +76,7 @@ pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
         t: task.ttl_ms,
         i: task.poll_ms,
         x: hex::encode(rand::random::<[u8; 16]>()),
+        b: Some(task.boot.to_owned()),
     };
     let plain = serde_json::to_vec(&sealed).unwrap_or_default();
     format!("{PREFIX}{}", keys.seal_payload(&plain))
@@ -110,6 +118,7 @@ mod tests {
             route: "main",
             principal: "alice",
             node: "node-a",
+            boot: "b1",
             advertise: Some("10.0.0.1:9"),
             expires_unix: 1_000,
             created_ms: 5,
@@ -124,6 +133,7 @@ mod tests {
             (sealed.n.as_str(), sealed.a.as_deref()),
             ("node-a", Some("10.0.0.1:9"))
         );
+        assert_eq!(sealed.b.as_deref(), Some("b1"));
         assert!(!id.contains("alice") && !id.contains("node-a"), "{id}");
         assert_eq!(open(&keys, &id, "main", "bob", 999), Err(IdError::NotYours));
         assert_eq!(

@@ -8,13 +8,15 @@
 //!   answers, and how it reads;
 //! - [`table`]: the tasks a replica holds, bounded, until their TTL;
 //! - [`id`]: task ids, sealed (route, principal digest, owner, expiry);
-//! - [`driver`]: the call, its rounds and retries through the engine.
+//! - [`driver`]: the call, its rounds and retries through the engine;
+//! - [`notify`]: `notifications/tasks` on `subscriptions/listen`.
 //!
 //! Every other route, and every native server, is untouched: the extension
 //! is neither offered nor served there (`protocol::tasks`).
 
 pub mod driver;
 pub mod id;
+pub mod notify;
 pub mod table;
 pub mod task;
 
@@ -34,6 +36,7 @@ use crate::policy::TaskMode;
 use crate::protocol::tasks::EXTENSION;
 use crate::protocol::{ClientRequest, Method, Principal, Reason, Reject};
 use crate::route::Route;
+use crate::telemetry::traces;
 
 /// How long a task is kept after its TTL: a task that failed at its TTL
 /// can still be read as failed, with its diagnostic.
@@ -89,23 +92,27 @@ pub async fn dispatch(
     // ext-tasks "Task Status Notifications": "If a client requests task
     // status notifications but does not declare the
     // `io.modelcontextprotocol/tasks` extension capability, the server MUST
-    // return a JSON-RPC error specifying the missing capabilities". (A
-    // declaring client's listen is served; redmark sends no
-    // `notifications/tasks` yet and so acknowledges no task ids.)
+    // return a JSON-RPC error specifying the missing capabilities". A
+    // declaring client's listen is served with the named tasks'
+    // `notifications/tasks` (`notify`).
     if req.method == Method::SubscriptionsListen
-        && req
+        && let Some(ids) = req
             .params
             .get("notifications")
             .and_then(|n| n.get("taskIds"))
-            .is_some()
-        && !crate::protocol::tasks::declared_on(&req.ctx)
     {
-        return Reply::reject(
-            &req.id,
-            &extension_required(
-                "task status notifications (`notifications.taskIds`) need the extension declared in the request's client capabilities",
-            ),
-        );
+        if !crate::protocol::tasks::declared_on(&req.ctx) {
+            return Reply::reject(
+                &req.id,
+                &extension_required(
+                    "task status notifications (`notifications.taskIds`) need the extension declared in the request's client capabilities",
+                ),
+            );
+        }
+        let tasks = notify::watched(gw, &route, &principal, ids);
+        let subscription = req.id.clone();
+        let reply = dispatch::dispatch(gw, route, principal, req, verified).await;
+        return notify::merge(reply, &subscription, tasks);
     }
     if req.method != Method::ToolsCall || req.is_retry() || req.is_2025_era() {
         return dispatch::dispatch(gw, route, principal, req, verified).await;
@@ -138,7 +145,7 @@ async fn start(
     gw: &Arc<Gateway>,
     route: Arc<Route>,
     principal: Principal,
-    req: Box<ClientRequest>,
+    mut req: Box<ClientRequest>,
     mode: TaskMode,
     limits: crate::config::TasksConfig,
 ) -> Reply {
@@ -151,6 +158,7 @@ async fn start(
             route: &route.name,
             principal: &principal.name,
             node: &gw.engine.node,
+            boot: gw.tasks.boot(),
             advertise: gw.engine.advertise.as_deref(),
             expires_unix: since_epoch
                 .saturating_add(limits.ttl)
@@ -161,14 +169,38 @@ async fn start(
             poll_ms: millis(limits.poll_interval),
         },
     );
-    let task = Arc::new(Task::new(
-        task_id,
-        route.name.clone(),
-        principal.name.to_string(),
-        created,
-        limits.ttl,
-        limits.poll_interval,
-    ));
+    // One trace for the whole task: this span (under the caller's trace)
+    // is the parent of the call's operation, its retries, and every
+    // `tasks/*` request on the task.
+    let span = tracing::info_span!(
+        "task",
+        otel.name = %format!("task {}", req.target()),
+        otel.kind = "server",
+        mcp.method.name = %req.method,
+        gen_ai.tool.name = %req.target(),
+        redmark.route = %route.name,
+    );
+    traces::adopt_parent(
+        &span,
+        req.ctx.traceparent.as_deref(),
+        req.ctx.tracestate.as_deref(),
+    );
+    let traceparent = traces::traceparent(&span);
+    if traceparent.is_some() {
+        req.ctx.traceparent.clone_from(&traceparent);
+    }
+    let task = Arc::new(
+        Task::new(
+            task_id,
+            route.name.clone(),
+            principal.name.to_string(),
+            req.target().to_owned(),
+            created,
+            limits.ttl,
+            limits.poll_interval,
+        )
+        .in_trace(traceparent),
+    );
     let deadline = tokio::time::Instant::now() + limits.ttl;
     // ext-tasks "Task Creation": "A server MUST NOT return
     // `CreateTaskResult` until the task is durably created — that is, until
@@ -191,8 +223,8 @@ async fn start(
         early,
     };
     let at_once = mode == TaskMode::Required || limits.after.is_none();
-    if at_once {
-        task.hand_out();
+    if at_once && task.hand_out() {
+        gw.engine.metrics.add_live_tasks(1);
     }
     tokio::spawn(driver.run(req.clone()));
     if !at_once {
@@ -204,7 +236,9 @@ async fn start(
         if let Some(Early::Done(out)) = first {
             return Reply::Json(out);
         }
-        if !task.hand_out() {
+        if task.hand_out() {
+            gw.engine.metrics.add_live_tasks(1);
+        } else {
             // It ended as it was to be handed out: its answer is on its way.
             while let Some(early) = heard.recv().await {
                 if let Early::Done(out) = early {
@@ -214,6 +248,15 @@ async fn start(
         }
     }
     Reply::result(&req.id, task.created_result())
+}
+
+/// A task the client was handed ended (`outcome`: `completed`, `failed`,
+/// `cancelled`, `expired`): one operation, counted once, by the replica
+/// that held it (`redmark_tasks_total`, `redmark_tasks_live`).
+pub(crate) fn account(gw: &Gateway, task: &Task, outcome: &str) {
+    let metrics = &gw.engine.metrics;
+    metrics.record_task(&task.route, &task.tool, outcome);
+    metrics.add_live_tasks(-1);
 }
 
 /// The replica holding a task, when it is another one this replica can
@@ -266,6 +309,43 @@ pub fn lost(task_id: &str, sealed: &id::Sealed, error: Value) -> Value {
     })
 }
 
+/// A task this node issued in an earlier incarnation (it restarted, and
+/// the task was lost with its table): `Some(read)` then, where `read` is
+/// the failed task `tasks/get` reads, saying so, or `None` for
+/// `tasks/update` and `tasks/cancel`, which a task that ended takes as an
+/// empty ack (no key is outstanding; cancelling an ended task changes
+/// nothing). `None` for every other id (this incarnation's, another
+/// node's, or one issued before ids carried the incarnation).
+fn restarted(
+    gw: &Gateway,
+    task_id: &str,
+    sealed: &id::Sealed,
+    method: Method,
+) -> Option<Option<Value>> {
+    let boot = sealed.b.as_deref()?;
+    if sealed.n != gw.engine.node || boot == gw.tasks.boot() {
+        return None;
+    }
+    if method != Method::TasksGet {
+        return Some(None);
+    }
+    let reject = Reject::new(
+        Reason::TaskLost,
+        format!(
+            "the replica holding this task ({}) restarted and the task was lost with it; call the tool again",
+            sealed.n
+        ),
+    )
+    .with("node", sealed.n.clone());
+    let error = serde_json::to_value(reject.error_object()).unwrap_or_default();
+    let mut read = lost(task_id, sealed, error);
+    read["statusMessage"] = json!(format!(
+        "the replica holding this task ({}) restarted: the task is lost",
+        sealed.n
+    ));
+    Some(Some(read))
+}
+
 /// `tasks/get`, `tasks/update`, `tasks/cancel` on a route that serves tasks.
 fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
     // ext-tasks "Error Handling": "Servers MUST return this error
@@ -293,14 +373,32 @@ fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    let held = id::open(&gw.engine.keys, task_id, &route.name, &principal.name, now)
-        .ok()
+    let sealed = id::open(&gw.engine.keys, task_id, &route.name, &principal.name, now).ok();
+    let ack = || Reply::result(&req.id, json!({"resultType": "complete"}));
+    if let Some(sealed) = &sealed
+        && let Some(read) = restarted(gw, task_id, sealed, req.method)
+    {
+        return match read {
+            Some(failed) => Reply::result(&req.id, failed),
+            None => ack(),
+        };
+    }
+    let held = sealed
         .and_then(|_| gw.tasks.get(task_id))
         .filter(|t| *t.principal == *principal.name && t.route == route.name);
     let Some(task) = held else {
         return Reply::reject(&req.id, &unknown(task_id));
     };
-    let ack = || Reply::result(&req.id, json!({"resultType": "complete"}));
+    // In the task's trace (`Task::traceparent`).
+    let span = tracing::info_span!(
+        "task_request",
+        otel.name = %req.method,
+        otel.kind = "server",
+        mcp.method.name = %req.method,
+        redmark.route = %route.name,
+    );
+    traces::adopt_parent(&span, task.traceparent.as_deref(), None);
+    let _in_span = span.enter();
     match req.method {
         Method::TasksGet => Reply::result(&req.id, task.detailed()),
         Method::TasksUpdate => {
@@ -328,11 +426,13 @@ fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest
             // the request with an empty result"; on a task already ended
             // nothing changes.
             if !task.status().is_terminal() {
-                task.finish(
+                if task.finish(
                     task::Status::Cancelled,
                     None,
                     Some("cancelled by the client".to_owned()),
-                );
+                ) {
+                    account(gw, &task, "cancelled");
+                }
                 task.cancel.cancel();
             }
             ack()

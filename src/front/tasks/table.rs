@@ -27,16 +27,31 @@ pub enum Full {
 }
 
 /// Every task this replica holds, by id.
-#[derive(Default)]
 pub struct Tasks {
     live: Mutex<HashMap<String, Entry>>,
+    /// This table's incarnation, sealed in every id it issues: a task id
+    /// naming this node but another incarnation is a task lost in a
+    /// restart.
+    boot: String,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Tasks {
     pub fn new() -> Tasks {
         Tasks {
             live: Mutex::new(HashMap::new()),
+            boot: hex::encode(rand::random::<[u8; 8]>()),
         }
+    }
+
+    /// This table's incarnation.
+    pub fn boot(&self) -> &str {
+        &self.boot
     }
 
     /// Holds `task` until `remove_at`, within the route's bounds.
@@ -108,6 +123,7 @@ mod tests {
             id.into(),
             route.into(),
             principal.into(),
+            "tool".into(),
             std::time::SystemTime::now(),
             Duration::from_secs(60),
             Duration::from_secs(1),

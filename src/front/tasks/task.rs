@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 /// ext-tasks "Task Status".
@@ -67,6 +67,8 @@ pub struct Task {
     pub id: String,
     pub route: std::sync::Arc<str>,
     pub principal: String,
+    /// The tool called (a metrics label).
+    pub tool: String,
     pub created: SystemTime,
     pub ttl: Duration,
     pub poll_interval: Duration,
@@ -74,6 +76,13 @@ pub struct Task {
     pub cancel: CancellationToken,
     /// Woken when answers arrive.
     pub answered: Notify,
+    /// The W3C `traceparent` of the span that made the task, when traced:
+    /// its call's operation and every `tasks/*` request on it are its
+    /// children, so a task is one trace across its polls and updates.
+    pub traceparent: Option<String>,
+    /// Bumped at every change of what the task reads as: `notifications/tasks`
+    /// listeners (`notify`) watch it.
+    pub changed: watch::Sender<u64>,
     state: Mutex<State>,
 }
 
@@ -82,6 +91,7 @@ impl Task {
         id: String,
         route: std::sync::Arc<str>,
         principal: String,
+        tool: String,
         created: SystemTime,
         ttl: Duration,
         poll_interval: Duration,
@@ -90,11 +100,14 @@ impl Task {
             id,
             route,
             principal,
+            tool,
             created,
             ttl,
             poll_interval,
             cancel: CancellationToken::new(),
             answered: Notify::new(),
+            traceparent: None,
+            changed: watch::Sender::new(0),
             state: Mutex::new(State {
                 status: Status::Working,
                 message: None,
@@ -106,6 +119,13 @@ impl Task {
                 handed_out: false,
             }),
         }
+    }
+
+    /// The task in the trace of `traceparent` ([`Task::traceparent`]).
+    #[must_use]
+    pub fn in_trace(mut self, traceparent: Option<String>) -> Task {
+        self.traceparent = traceparent;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -165,6 +185,12 @@ impl Task {
         s.status = Status::InputRequired;
         s.message = Some("waiting for answers to inputRequests".to_owned());
         s.updated = SystemTime::now();
+        self.bump();
+    }
+
+    /// Tells the task's watchers it reads differently now.
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// Takes `tasks/update`'s answers. ext-tasks "Task Update Requests": "A
@@ -188,6 +214,7 @@ impl Task {
         }
         if taken > 0 {
             s.updated = SystemTime::now();
+            self.bump();
         }
         taken
     }
@@ -207,6 +234,7 @@ impl Task {
         s.status = Status::Working;
         s.message = None;
         s.updated = SystemTime::now();
+        self.bump();
         Some(answers)
     }
 
@@ -214,15 +242,27 @@ impl Task {
     /// handed the task. Otherwise it can no longer be handed out, and the
     /// answer goes to the request that started it, plainly (false).
     /// (One lock with [`Task::hand_out`]: the two cannot cross.)
-    pub fn settle(&self, status: Status, payload: Value) -> bool {
+    pub fn settle(&self, status: Status, payload: Value) -> Settled {
         let mut s = self.lock();
-        end(&mut s, status, Some(payload), None);
-        s.handed_out
+        let ended = end(&mut s, status, Some(payload), None);
+        if ended {
+            self.bump();
+        }
+        Settled {
+            handed_out: s.handed_out,
+            ended,
+        }
     }
 
-    /// Ends the task (a task already ended stays as it ended).
-    pub fn finish(&self, status: Status, payload: Option<Value>, message: Option<String>) {
-        end(&mut self.lock(), status, payload, message);
+    /// Ends the task (a task already ended stays as it ended). True when
+    /// this ended a task the client was handed: it is accounted then, once.
+    pub fn finish(&self, status: Status, payload: Option<Value>, message: Option<String>) -> bool {
+        let mut s = self.lock();
+        let ended = end(&mut s, status, payload, message);
+        if ended {
+            self.bump();
+        }
+        ended && s.handed_out
     }
 
     /// The `Task` fields (ext-tasks "Tasks").
@@ -290,9 +330,18 @@ impl Task {
     }
 }
 
-fn end(s: &mut State, status: Status, payload: Option<Value>, message: Option<String>) {
+/// What [`Task::settle`] did: whether the client was handed the task, and
+/// whether this ended it (it had not ended already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub handed_out: bool,
+    pub ended: bool,
+}
+
+/// True when this ended the task.
+fn end(s: &mut State, status: Status, payload: Option<Value>, message: Option<String>) -> bool {
     if s.status.is_terminal() {
-        return;
+        return false;
     }
     s.status = status;
     s.questions.clear();
@@ -303,6 +352,7 @@ fn end(s: &mut State, status: Status, payload: Option<Value>, message: Option<St
     }
     s.message = message;
     s.updated = SystemTime::now();
+    true
 }
 
 /// ISO 8601 (RFC 3339) in UTC, to the millisecond.
@@ -319,6 +369,7 @@ mod tests {
             "t".into(),
             "main".into(),
             "alice".into(),
+            "book".into(),
             SystemTime::now(),
             Duration::from_secs(60),
             Duration::from_secs(2),
@@ -408,8 +459,8 @@ mod tests {
         assert_eq!(created["ttlMs"], 60_000);
         assert_eq!(created["pollIntervalMs"], 2_000);
         assert!(created["createdAt"].as_str().unwrap().ends_with('Z'));
-        t.finish(Status::Completed, Some(json!({"isError": true})), None);
-        t.finish(Status::Cancelled, None, None);
+        assert!(t.finish(Status::Completed, Some(json!({"isError": true})), None));
+        assert!(!t.finish(Status::Cancelled, None, None), "ended once");
         let d = t.detailed();
         assert_eq!(d["resultType"], "complete");
         assert_eq!(d["status"], "completed");

@@ -69,6 +69,18 @@ impl Metrics {
             "Questions servers asked, by route, tool and how each ended (accepted, declined, cancelled, unanswered, refused, invalid, denied, abandoned); a re-asked attempt counts once more; one audit line each",
             questions.clone(),
         );
+        let task_ends = Family::<OperationLabels, Counter>::default();
+        registry.register(
+            "tasks",
+            "Gateway-made tasks handed to clients, by route, tool and how each ended (completed, failed, cancelled, expired), counted once by the replica holding it",
+            task_ends.clone(),
+        );
+        let live_tasks = Gauge::default();
+        registry.register(
+            "tasks_live",
+            "Gateway-made tasks this replica holds that have not ended",
+            live_tasks.clone(),
+        );
         let pending = Gauge::default();
         registry.register(
             "pending_operations",
@@ -200,6 +212,8 @@ impl Metrics {
             rejections,
             operations,
             questions,
+            task_ends,
+            live_tasks,
             pending,
             requests,
             duration,

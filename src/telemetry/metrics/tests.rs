@@ -237,6 +237,14 @@ fn every_family_touched() -> Metrics {
             outcome: s("accepted"),
         })
         .inc();
+    m.task_ends
+        .get_or_create(&OperationLabels {
+            route: s("r"),
+            tool: s("t"),
+            outcome: s("completed"),
+        })
+        .inc();
+    m.live_tasks.set(1);
     m.reloads
         .get_or_create(&ReloadLabels {
             route: s("r"),
