@@ -227,64 +227,35 @@ impl Metrics {
     }
 
     pub fn record_operation(&self, route: &str, tool: &str, outcome: &str) {
-        // The name or URI a client sent: bounded in length (issue 42).
-        let tool = shape(tool);
-        let tool = tool.as_ref();
-        self.handles.operations.with(
-            &[route, tool, outcome],
-            &[route, OTHER_TOOL, outcome],
-            |v| {
-                self.operations
-                    .get_or_create(&OperationLabels {
-                        route: v[0].into(),
-                        tool: v[1].into(),
-                        outcome: v[2].into(),
-                    })
-                    .clone()
-            },
-            Counter::inc,
+        count_by_tool(
+            &self.handles.operations,
+            &self.operations,
+            route,
+            tool,
+            outcome,
         );
     }
 
     /// One question ended (`outcome`: an audit outcome word).
     pub fn record_question(&self, route: &str, tool: &str, outcome: &str) {
-        // The name or URI a client sent: bounded in length (issue 42).
-        let tool = shape(tool);
-        let tool = tool.as_ref();
-        self.handles.questions.with(
-            &[route, tool, outcome],
-            &[route, OTHER_TOOL, outcome],
-            |v| {
-                self.questions
-                    .get_or_create(&OperationLabels {
-                        route: v[0].into(),
-                        tool: v[1].into(),
-                        outcome: v[2].into(),
-                    })
-                    .clone()
-            },
-            Counter::inc,
+        count_by_tool(
+            &self.handles.questions,
+            &self.questions,
+            route,
+            tool,
+            outcome,
         );
     }
 
     /// A gateway-made task ended (`outcome`: completed, failed, cancelled,
     /// expired).
     pub fn record_task(&self, route: &str, tool: &str, outcome: &str) {
-        let tool = shape(tool);
-        let tool = tool.as_ref();
-        self.handles.task_ends.with(
-            &[route, tool, outcome],
-            &[route, OTHER_TOOL, outcome],
-            |v| {
-                self.task_ends
-                    .get_or_create(&OperationLabels {
-                        route: v[0].into(),
-                        tool: v[1].into(),
-                        outcome: v[2].into(),
-                    })
-                    .clone()
-            },
-            Counter::inc,
+        count_by_tool(
+            &self.handles.task_ends,
+            &self.task_ends,
+            route,
+            tool,
+            outcome,
         );
     }
 
@@ -521,6 +492,34 @@ impl Metrics {
         }
         out
     }
+}
+
+/// One more in a (route, tool, outcome) counter: the tool name a client sent
+/// bounded in length (issue 42), and folded into `_other` once the family
+/// holds its most series.
+fn count_by_tool(
+    handles: &Labelled<Counter>,
+    family: &Family<OperationLabels, Counter>,
+    route: &str,
+    tool: &str,
+    outcome: &str,
+) {
+    let tool = shape(tool);
+    let tool = tool.as_ref();
+    handles.with(
+        &[route, tool, outcome],
+        &[route, OTHER_TOOL, outcome],
+        |v| {
+            family
+                .get_or_create(&OperationLabels {
+                    route: v[0].into(),
+                    tool: v[1].into(),
+                    outcome: v[2].into(),
+                })
+                .clone()
+        },
+        Counter::inc,
+    );
 }
 
 #[cfg(test)]
