@@ -288,15 +288,9 @@ impl Call {
         if let Some(reject) = reject {
             self.fail(tx, reject).await;
         }
-        let Some(state) = round.state.clone() else {
+        let Some(retry) = round.cancel_retry(&self.template) else {
             return;
         };
-        let cancels: Map<String, Value> = round
-            .requests
-            .iter()
-            .filter_map(|(k, r)| shape::answer_to_error(r).map(|c| (k.clone(), c)))
-            .collect();
-        let retry = self.template.retried_with(cancels, state);
         let (gw, route, principal) = (self.gw.clone(), self.route.clone(), self.principal.clone());
         // Bounded: the server's answer to a cancelled call is nobody's, and
         // the engine's own TTL ends whatever is still waiting then.

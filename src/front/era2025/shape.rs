@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::mrtr::outgoing::Body;
-use crate::protocol::meta;
+use crate::protocol::{ClientRequest, meta};
 
 /// One round of questions: each input request by its key, and the state the
 /// retry presents.
@@ -121,6 +121,20 @@ pub fn push(id: &str, request: &Value, version: &str) -> Value {
 pub fn answer_to_error(request: &Value) -> Option<Value> {
     (request.get("method").and_then(Value::as_str) == Some("elicitation/create"))
         .then(|| json!({"action": "cancel"}))
+}
+
+impl Round {
+    /// The retry that gives this round up: `cancel` for every open
+    /// elicitation, with the round's state; none for a round without state.
+    pub fn cancel_retry(&self, template: &ClientRequest) -> Option<ClientRequest> {
+        let state = self.state.clone()?;
+        let cancels: Map<String, Value> = self
+            .requests
+            .iter()
+            .filter_map(|(k, r)| answer_to_error(r).map(|c| (k.clone(), c)))
+            .collect();
+        Some(template.retried_with(cancels, state))
+    }
 }
 
 #[cfg(test)]

@@ -249,15 +249,9 @@ impl Driver {
             // hears nobody listens and cancels the server's call.
             return;
         };
-        let Some(state) = round.state.clone() else {
+        let Some(retry) = round.cancel_retry(&self.template) else {
             return;
         };
-        let cancels: Map<String, Value> = round
-            .requests
-            .iter()
-            .filter_map(|(k, r)| shape::answer_to_error(r).map(|c| (k.clone(), c)))
-            .collect();
-        let retry = self.template.retried_with(cancels, state);
         let (gw, route, principal) = (self.gw.clone(), self.route.clone(), self.principal.clone());
         // What the server answers a cancelled call is nobody's. A server
         // that goes on past the grace is cancelled: dropping the retry's
