@@ -165,6 +165,22 @@ fn put<'i>(
     Ok(())
 }
 
+/// Renames no release made, for the tests of the mechanism (here and in the
+/// schema): a key moved within its table and one moved into a sub-table.
+#[cfg(test)]
+pub(super) const TEST_RENAMES: &[Renamed] = &[
+    Renamed {
+        old: "server.grace",
+        new: "server.shutdown_grace",
+        since: "0.2.0",
+    },
+    Renamed {
+        old: "route.*.timeout",
+        new: "route.*.upstream.call_timeout",
+        since: "0.2.0",
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,23 +193,10 @@ mod tests {
         (value, warnings, errors)
     }
 
-    const RENAMES: &[Renamed] = &[
-        Renamed {
-            old: "server.grace",
-            new: "server.shutdown_grace",
-            since: "0.2.0",
-        },
-        Renamed {
-            old: "route.*.timeout",
-            new: "route.*.upstream.call_timeout",
-            since: "0.2.0",
-        },
-    ];
-
     #[test]
     fn an_old_name_is_moved_and_warned_about_with_its_place() {
         let text = "[server]\nlisten = \"x\"\ngrace = \"5s\"\n";
-        let (value, warnings, errors) = moved(text, RENAMES);
+        let (value, warnings, errors) = moved(text, TEST_RENAMES);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(value["server"]["shutdown_grace"].as_str(), Some("5s"));
         assert!(value["server"].get("grace").is_none());
@@ -211,7 +214,7 @@ mod tests {
     #[test]
     fn a_key_moves_into_a_table_of_each_route_of_its_own() {
         let text = "[[route]]\nname = \"a\"\ntimeout = \"1m\"\n[route.upstream]\nurl = \"u\"\n\n[[route]]\nname = \"b\"\n\n[[route]]\nname = \"c\"\ntimeout = \"2m\"\n";
-        let (value, warnings, errors) = moved(text, RENAMES);
+        let (value, warnings, errors) = moved(text, TEST_RENAMES);
         assert!(errors.is_empty(), "{errors:?}");
         let routes = value["route"].as_array().unwrap();
         assert_eq!(routes[0]["upstream"]["call_timeout"].as_str(), Some("1m"));
@@ -225,7 +228,7 @@ mod tests {
     #[test]
     fn old_and_new_both_set_is_an_error_naming_both() {
         let text = "[server]\ngrace = \"5s\"\nshutdown_grace = \"9s\"\n";
-        let (_, warnings, errors) = moved(text, RENAMES);
+        let (_, warnings, errors) = moved(text, TEST_RENAMES);
         assert!(warnings.is_empty());
         assert_eq!(errors.len(), 1);
         assert!(
@@ -239,7 +242,7 @@ mod tests {
     #[test]
     fn nothing_moves_when_nothing_old_is_written() {
         let text = "[server]\nshutdown_grace = \"9s\"\n";
-        let (value, warnings, errors) = moved(text, RENAMES);
+        let (value, warnings, errors) = moved(text, TEST_RENAMES);
         assert!(warnings.is_empty() && errors.is_empty());
         assert_eq!(value["server"]["shutdown_grace"].as_str(), Some("9s"));
     }
@@ -251,7 +254,7 @@ mod tests {
             text,
             "redmark.toml",
             std::path::PathBuf::from("/etc/redmark"),
-            RENAMES,
+            TEST_RENAMES,
         )
         .unwrap();
         assert_eq!(
@@ -280,7 +283,7 @@ mod tests {
             &both,
             "redmark.toml",
             "/etc/redmark".into(),
-            RENAMES,
+            TEST_RENAMES,
         )
         .unwrap_err()
         .to_string();

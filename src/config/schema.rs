@@ -223,20 +223,7 @@ mod tests {
 
     #[test]
     fn an_old_key_name_is_accepted_and_marked_deprecated() {
-        use super::super::compat::Renamed;
-        let renames = [
-            Renamed {
-                old: "server.grace",
-                new: "server.shutdown_grace",
-                since: "0.2.0",
-            },
-            Renamed {
-                old: "route.*.timeout",
-                new: "route.*.upstream.call_timeout",
-                since: "0.2.0",
-            },
-        ];
-        let schema = config_schema_with(&renames);
+        let schema = config_schema_with(super::super::compat::TEST_RENAMES);
         let value = schema.as_value();
         let grace = &value["definitions"]["ServerConfig"]["properties"]["grace"];
         assert_eq!(grace["deprecated"], true, "{grace}");
