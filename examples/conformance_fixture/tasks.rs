@@ -3,7 +3,9 @@
 //! as the conformance suite's `tasks-*` scenarios call them: `slow_compute`
 //! makes a task for a request that declared the extension and runs
 //! synchronously otherwise; `failing_job` runs only as a task (a request
-//! without the extension gets `-32021`) and fails with a JSON-RPC error.
+//! without the extension gets `-32021`) and fails with a JSON-RPC error;
+//! `confirm_delete` and `multi_input` run only as tasks and ask their
+//! questions as the task's `inputRequests` (one, then two at once).
 //! Each call is logged to `$FIXTURE_LOG` with whether its request declared
 //! the extension, so tests can check what reached the server.
 
@@ -17,7 +19,7 @@ use serde_json::{Value, json};
 use super::{Ctx, de, result};
 
 /// The tools, as `tools/list` gives them (native mode only).
-pub const TOOLS: [(&str, &str); 2] = [
+pub const TOOLS: [(&str, &str); 4] = [
     (
         "slow_compute",
         "Sleeps `seconds` then answers; a task for a client that declared the tasks extension",
@@ -25,6 +27,14 @@ pub const TOOLS: [(&str, &str); 2] = [
     (
         "failing_job",
         "Runs only as a task, and fails with a JSON-RPC error",
+    ),
+    (
+        "confirm_delete",
+        "Runs only as a task: asks (inputRequests) whether to delete `filename`, then answers",
+    ),
+    (
+        "multi_input",
+        "Runs only as a task: asks two questions at once, then answers with both names",
     ),
 ];
 
@@ -36,6 +46,8 @@ pub fn list() -> Vec<Tool> {
             let schema = match *name {
                 "slow_compute" => json!({"type": "object", "properties": {
                     "seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}}}),
+                "confirm_delete" => json!({"type": "object", "properties": {
+                    "filename": {"type": "string"}}}),
                 _ => json!({"type": "object"}),
             };
             de(json!({"name": name, "description": description, "inputSchema": schema}))
@@ -98,6 +110,48 @@ pub fn call(
             });
             Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
         }
+        ("confirm_delete", true) => {
+            let filename = arguments
+                .get("filename")
+                .and_then(Value::as_str)
+                .unwrap_or("the file")
+                .to_owned();
+            let task = tasks.spawn(options, move |ctx| {
+                Box::pin(async move {
+                    let asked = ask(
+                        &format!("Delete {filename}?"),
+                        json!({"confirm": {"type": "boolean", "title": "Delete it"}}),
+                    )?;
+                    let answer = ctx.request_input("confirm-1", asked).await?;
+                    let confirmed =
+                        answer["action"] == "accept" && answer["content"]["confirm"] == json!(true);
+                    let said = if confirmed { "deleted" } else { "kept" };
+                    Ok(text(&format!("{said} {filename}")))
+                })
+            });
+            Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+        }
+        ("multi_input", true) => {
+            let task = tasks.spawn(options, move |ctx| {
+                Box::pin(async move {
+                    let schema =
+                        json!({"name": {"type": "string"}, "confirm": {"type": "boolean"}});
+                    let (first, second) = tokio::try_join!(
+                        async {
+                            ctx.request_input("first", ask("First name?", schema.clone())?)
+                                .await
+                        },
+                        async {
+                            ctx.request_input("second", ask("Second name?", schema.clone())?)
+                                .await
+                        },
+                    )?;
+                    let name = |a: &Value| a["content"]["name"].as_str().unwrap_or("-").to_owned();
+                    Ok(text(&format!("got {} and {}", name(&first), name(&second))))
+                })
+            });
+            Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+        }
         // spec ext-tasks: "If a server is unable to service a request to a
         // client that does not declare this extension capability without
         // returning CreateTaskResult, the server MUST return ... -32021".
@@ -109,7 +163,24 @@ pub fn call(
 }
 
 fn computed(label: &str) -> CallToolResult {
-    result(json!({"content": [{"type": "text", "text": format!("computed {label}")}]}))
+    text(&format!("computed {label}"))
+}
+
+fn text(said: &str) -> CallToolResult {
+    result(json!({"content": [{"type": "text", "text": said}]}))
+}
+
+/// A form question (`elicitation/create`) with these properties.
+fn ask(message: &str, properties: Value) -> Result<InputRequest, TaskExit> {
+    serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {"type": "object", "properties": properties},
+        }
+    }))
+    .map_err(|e| TaskExit::Error(ErrorData::internal_error(e.to_string(), None)))
 }
 
 fn log(tool: &str, declared: bool) {

@@ -96,17 +96,24 @@ impl Forwarding {
 }
 
 /// Forwards the retry to its owner and answers with what the owner answers.
+/// `None`: the owner of a native server's relayed task cannot be reached,
+/// and this replica serves the task itself (the server still holds it;
+/// only what the owner remembered of it, red marks in flight, is lost).
 pub async fn forward(
     gw: &Gateway,
     cx: Forwarding,
     to: ForwardTo,
-) -> (Response<Body>, RequestOutcome) {
+) -> Option<(Response<Body>, RequestOutcome)> {
     let id = cx.id.clone();
     let unreachable = |why: String| {
         gw.metrics
             .record_forward(&cx.route.name, "owner_unreachable");
         if let Some(task) = &to.task {
-            return task_unreachable(task, id.as_ref(), &to.node, &why);
+            if task.sealed.is_relayed() {
+                tracing::warn!(node = %to.node, error = %why, "the replica relaying a task is unreachable; serving it here");
+                return None;
+            }
+            return Some(task_unreachable(task, id.as_ref(), &to.node, &why));
         }
         tracing::warn!(node = %to.node, addr = %to.addr, error = %why, "the owner of a hold-mode operation is unreachable");
         let reject = Reject::new(
@@ -115,10 +122,10 @@ pub async fn forward(
         )
         .with("node", to.node.clone())
         .with("operation", to.operation.clone());
-        (
+        Some((
             super::response::json(reject.status(), &reject.response(id.as_ref())),
             RequestOutcome::Done(Outcome::Error(reject.reason)),
-        )
+        ))
     };
     let Some(cluster) = &gw.cluster else {
         return unreachable("this replica has no [cluster] to forward with".into());
@@ -159,7 +166,7 @@ pub async fn forward(
         Err(e) => return unreachable(error_chain(&e)),
     };
     gw.metrics.record_forward(&cx.route.name, "forwarded");
-    (passthrough(resp), RequestOutcome::Forwarded)
+    Some((passthrough(resp), RequestOutcome::Forwarded))
 }
 
 /// A task whose replica cannot be reached is lost with it: `tasks/get`

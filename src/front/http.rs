@@ -106,16 +106,22 @@ where
                 }
                 Some(to) => {
                     // Boxed, as the rare branches of `dispatch` are.
-                    let (resp, outcome) = Box::pin(super::forward::forward(
+                    let forwarded = Box::pin(super::forward::forward(
                         &gw,
                         super::forward::Forwarding::of(&cx),
                         to,
                     ))
                     .await;
-                    if let RequestOutcome::Done(o) = outcome {
-                        pending.write(&gw.access, resp.status(), o, None);
+                    match forwarded {
+                        Some((resp, outcome)) => {
+                            if let RequestOutcome::Done(o) = outcome {
+                                pending.write(&gw.access, resp.status(), o, None);
+                            }
+                            (resp, outcome)
+                        }
+                        // A relayed task whose relaying replica is gone.
+                        None => serve(&gw, &mut cx, pending).await,
                     }
-                    (resp, outcome)
                 }
                 None => serve(&gw, &mut cx, pending).await,
             }

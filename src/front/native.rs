@@ -43,7 +43,9 @@ pub async fn dispatch(
             }
         }
         Method::SubscriptionsListen => listen(gw, &route, &req).await,
-        // A native server's own tasks are not relayed: never half-supported.
+        // A native server's own tasks are relayed only on a route with
+        // `[route.tasks]` (`front::tasks` routes them before this): never
+        // half-supported.
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Reply::reject(
             &req.id,
             &crate::front::tasks::not_served(req.method.as_str()),
@@ -211,9 +213,12 @@ async fn relay(route: &Route, principal: &Principal, req: &ClientRequest) -> Rep
             "supportedVersions".into(),
             json!(crate::protocol::SUPPORTED_VERSIONS),
         );
-        // So are the extensions: one redmark does not route (tasks) is not
-        // offered, whatever the server serves.
-        if let Some(Value::Object(caps)) = o.get_mut("capabilities") {
+        // So are the extensions: tasks, where redmark does not relay them
+        // (no `[route.tasks]`), are not offered, whatever the server serves;
+        // where it does, they are offered as the server offers them.
+        if route.tasks.is_none()
+            && let Some(Value::Object(caps)) = o.get_mut("capabilities")
+        {
             crate::protocol::tasks::withhold(caps);
         }
     }

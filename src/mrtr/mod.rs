@@ -32,6 +32,7 @@ pub mod single_use;
 pub mod start;
 pub mod state;
 pub mod table;
+pub mod task_id;
 
 #[cfg(test)]
 mod engine_tests;
@@ -74,6 +75,8 @@ pub struct Engine {
     pub last_answers: account::LastAnswers,
     /// Remembered answers (`remember` field rules), offered as defaults.
     pub remembered: remember::Remembered,
+    /// Native servers' own tasks this replica relays (`native::task`).
+    pub relayed_tasks: native::task::Relays,
 }
 
 /// Round ids a node remembers without a shared store (about 100 bytes each).
@@ -111,6 +114,7 @@ impl Engine {
             single_use: single_use::Local::swept(LOCAL_SINGLE_USE_MAX),
             last_answers: account::LastAnswers::new(account::LAST_ANSWERS_MAX),
             remembered: remember::Remembered::new(keys.clone(), clock, remember::LOCAL_MAX),
+            relayed_tasks: native::task::Relays::new(),
         }
     }
 }

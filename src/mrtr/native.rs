@@ -30,6 +30,7 @@ mod end;
 mod forward;
 mod params;
 mod retry;
+pub mod task;
 
 pub use params::upstream_params;
 use retry::open;

@@ -8,7 +8,9 @@
 //! `basic/versioning.mdx` "Extension Negotiation": an extension is in force
 //! only when both sides declared it).
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+
+use crate::protocol::{Reason, Reject};
 
 /// The extension's identifier (spec ext-tasks "Extension Identifier").
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -46,6 +48,28 @@ pub fn offer(discover: &mut Value) {
 /// Whether a request's per-request client capabilities declare the extension.
 pub fn declared_on(ctx: &crate::protocol::RequestContext) -> bool {
     declared(&ctx.capabilities)
+}
+
+/// -32021 naming the extension (ext-tasks "Capability Negotiation": "the
+/// server MUST return an error with the code `-32021` (Missing Required
+/// Client Capability), indicating the required extension").
+pub fn extension_required(why: &str) -> Reject {
+    Reject::new(Reason::MissingCapability, why.to_owned()).with(
+        "requiredCapabilities",
+        json!({"extensions": {EXTENSION: {}}}),
+    )
+}
+
+/// A task id that is not one of this principal's live tasks on this route:
+/// the same answer whether it never existed, expired or is another's, so
+/// nothing is disclosed (ext-tasks "Error Handling": "Invalid or
+/// nonexistent `taskId`: `-32602` (Invalid params)").
+pub fn unknown(task_id: &str) -> Reject {
+    let shown: String = task_id.chars().take(80).collect();
+    Reject::new(
+        Reason::TaskUnknown,
+        format!("no task `{shown}` of yours on this route (never made, expired, or not yours)"),
+    )
 }
 
 /// `capabilities` without the extension: taken out of `extensions`, and

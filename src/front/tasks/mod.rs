@@ -11,11 +11,13 @@
 //! - [`driver`]: the call, its rounds and retries through the engine;
 //! - [`notify`]: `notifications/tasks` on `subscriptions/listen`.
 //!
-//! Every other route, and every native server, is untouched: the extension
-//! is neither offered nor served there (`protocol::tasks`).
+//! On such a route whose server speaks 2026-07-28 itself, the server's own
+//! tasks are relayed instead (`mrtr::native::task`). Every other route is
+//! untouched: the extension is neither offered nor served there
+//! (`protocol::tasks`).
 
 pub mod driver;
-pub mod id;
+pub use crate::mrtr::task_id as id;
 pub mod notify;
 pub mod table;
 pub mod task;
@@ -33,7 +35,7 @@ use super::Gateway;
 use super::dispatch::{self, Reply};
 use crate::mrtr::state::Claims;
 use crate::policy::TaskMode;
-use crate::protocol::tasks::EXTENSION;
+use crate::protocol::tasks::{EXTENSION, extension_required, unknown};
 use crate::protocol::{ClientRequest, Method, Principal, Reason, Reject};
 use crate::route::Route;
 use crate::telemetry::traces;
@@ -52,28 +54,6 @@ pub fn not_served(method: &str) -> Reject {
     )
 }
 
-/// -32021 naming the extension (ext-tasks "Capability Negotiation": "the
-/// server MUST return an error with the code `-32021` (Missing Required
-/// Client Capability), indicating the required extension").
-fn extension_required(why: &str) -> Reject {
-    Reject::new(Reason::MissingCapability, why.to_owned()).with(
-        "requiredCapabilities",
-        json!({"extensions": {EXTENSION: {}}}),
-    )
-}
-
-/// A task id that is not one of this principal's live tasks on this route:
-/// the same answer whether it never existed, expired or is another's, so
-/// nothing is disclosed (ext-tasks "Error Handling": "Invalid or
-/// nonexistent `taskId`: `-32602` (Invalid params)").
-fn unknown(task_id: &str) -> Reject {
-    let shown: String = task_id.chars().take(80).collect();
-    Reject::new(
-        Reason::TaskUnknown,
-        format!("no task `{shown}` of yours on this route (never made, expired, or not yours)"),
-    )
-}
-
 /// A checked request on its route: tasks where the route serves them,
 /// everything else as `front::dispatch` serves it.
 pub async fn dispatch(
@@ -87,6 +67,11 @@ pub async fn dispatch(
         return dispatch::dispatch(gw, route, principal, req, verified).await;
     };
     if req.method.is_task() {
+        if route.native.is_native().await {
+            // A native server's own tasks, relayed under wrapped ids.
+            let out = crate::mrtr::native::task::serve(&gw.engine, &route, &principal, &req).await;
+            return Reply::Json(out);
+        }
         return serve(gw, &route, &principal, &req);
     }
     // ext-tasks "Task Status Notifications": "If a client requests task
@@ -96,6 +81,7 @@ pub async fn dispatch(
     // declaring client's listen is served with the named tasks'
     // `notifications/tasks` (`notify`).
     if req.method == Method::SubscriptionsListen
+        && !route.native.is_native().await
         && let Some(ids) = req
             .params
             .get("notifications")
@@ -167,6 +153,7 @@ async fn start(
             created_ms: millis(since_epoch),
             ttl_ms: millis(limits.ttl),
             poll_ms: millis(limits.poll_interval),
+            relayed: None,
         },
     );
     // One trace for the whole task: this span (under the caller's trace)
@@ -294,19 +281,11 @@ pub fn owner_elsewhere(
 /// What `tasks/get` reads for a task whose replica cannot be reached: the
 /// task is lost with it, so it is `failed`, with a message saying so.
 pub fn lost(task_id: &str, sealed: &id::Sealed, error: Value) -> Value {
-    let created = UNIX_EPOCH + Duration::from_millis(sealed.c);
-    let iso = humantime::format_rfc3339_millis(created).to_string();
-    json!({
-        "resultType": "complete",
-        "taskId": task_id,
-        "status": "failed",
-        "statusMessage": format!("the replica holding this task ({}) is lost", sealed.n),
-        "createdAt": iso,
-        "lastUpdatedAt": iso,
-        "ttlMs": sealed.t,
-        "pollIntervalMs": sealed.i,
-        "error": error,
-    })
+    sealed.failed_read(
+        task_id,
+        format!("the replica holding this task ({}) is lost", sealed.n),
+        error,
+    )
 }
 
 /// A task this node issued in an earlier incarnation (it restarted, and

@@ -29,6 +29,10 @@ impl Run {
         asked: u32,
     ) -> Outgoing {
         let mut params = upstream_params(req, Some(&self.root));
+        if self.route.tasks.is_some() {
+            // This route relays the server's tasks (`task`).
+            super::task::declare_tasks(&mut params, req);
+        }
         if self.route.on_missing_capability == MissingCapability::Decline {
             declare_elicitation(&mut params);
         }
@@ -94,6 +98,15 @@ impl Run {
                     .and_then(|d| d.get("requiredCapabilities"))
                     .cloned()
                     .unwrap_or_else(|| json!({}));
+                if self.route.tasks.is_some() && tasks::declared(&needs) {
+                    // The route relays tasks: the client can declare it.
+                    let r = tasks::extension_required(&format!(
+                        "`{}` runs only as a task: declare the {} extension in the request's client capabilities",
+                        self.target,
+                        tasks::EXTENSION
+                    ));
+                    return self.reject_call(req, &r);
+                }
                 self.end(req, &Ending::MissingCapability(needs))
             }
             Ok(Err(e)) => self.end(req, &Ending::UpstreamError(e)),
@@ -103,10 +116,22 @@ impl Run {
                 }
                 None => self.completed(req, result),
                 Some(Value::String(t)) if t == "complete" => self.completed(req, result),
+                Some(Value::String(t)) if t == tasks::RESULT_TYPE && self.relays_task(req) => {
+                    Box::pin(self.task_created(req, result)).await
+                }
                 Some(other) => self.end(req, &Ending::UpstreamInvalid(unasked(req, other))),
             },
         }
     }
+    /// The call refused with `r`, counted as the operation's outcome.
+    fn reject_call(&self, req: &ClientRequest, r: &crate::protocol::Reject) -> Outgoing {
+        self.engine
+            .metrics
+            .record_operation(&self.route.name, &self.target, r.reason.as_str());
+        record_error(&self.root, r.reason.as_str());
+        Outgoing::reject(Some(&req.id), r)
+    }
+
     fn completed(&self, req: &ClientRequest, result: Value) -> Outgoing {
         let ending = Ending::Completed {
             result: result.into(),

@@ -1,9 +1,15 @@
 //! Task ids: unguessable and sealed with the state keyring, so that a task
 //! id says (to redmark alone) which route and principal it belongs to,
 //! which replica holds the call, and until when it is honoured. A client
-//! can neither forge one nor read what it says.
+//! can neither forge one nor read what it says. The same seal serves both
+//! kinds of task: gateway-made ones (`front::tasks`) and a native server's
+//! own, relayed under a wrapped id that carries the server's id and the
+//! tool (`mrtr::native::task`).
+
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::mrtr::state::{SharedKeyring, principal_digest};
 
@@ -37,6 +43,40 @@ pub struct Sealed {
     /// are lost, not unknown. Absent in ids issued before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b: Option<String>,
+    /// A native server's own task id, for a task redmark relays (absent
+    /// for a gateway-made task): what the server hears in `tasks/*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub u: Option<String>,
+    /// The tool (or prompt, or resource) the relayed task runs: whose
+    /// policy its questions and answers are held to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub o: Option<String>,
+}
+
+impl Sealed {
+    /// Whether this is a native server's task, relayed.
+    pub fn is_relayed(&self) -> bool {
+        self.u.is_some()
+    }
+
+    /// The task as `tasks/get` reads it `failed` with `error` (ext-tasks
+    /// "Task Execution Errors": the `error` field MUST be present), from
+    /// what its id alone says: for a task whose holder cannot say more.
+    pub fn failed_read(&self, task_id: &str, message: String, error: Value) -> Value {
+        let created = UNIX_EPOCH + Duration::from_millis(self.c);
+        let iso = humantime::format_rfc3339_millis(created).to_string();
+        json!({
+            "resultType": "complete",
+            "taskId": task_id,
+            "status": "failed",
+            "statusMessage": message,
+            "createdAt": iso,
+            "lastUpdatedAt": iso,
+            "ttlMs": self.t,
+            "pollIntervalMs": self.i,
+            "error": error,
+        })
+    }
 }
 
 /// Why a task id is not one of this route's and principal's live tasks.
@@ -55,13 +95,15 @@ pub struct Issue<'a> {
     pub route: &'a str,
     pub principal: &'a str,
     pub node: &'a str,
-    /// The holding table's incarnation ([`crate::front::tasks::Tasks::boot`]).
+    /// The incarnation of the table that holds the task (a random id per process).
     pub boot: &'a str,
     pub advertise: Option<&'a str>,
     pub expires_unix: u64,
     pub created_ms: u64,
     pub ttl_ms: u64,
     pub poll_ms: u64,
+    /// For a relayed task: the server's own id and the target it runs.
+    pub relayed: Option<(&'a str, &'a str)>,
 }
 
 /// A fresh sealed id for a task.
@@ -77,6 +119,8 @@ pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
         i: task.poll_ms,
         x: hex::encode(rand::random::<[u8; 16]>()),
         b: Some(task.boot.to_owned()),
+        u: task.relayed.map(|(id, _)| id.to_owned()),
+        o: task.relayed.map(|(_, target)| target.to_owned()),
     };
     let plain = serde_json::to_vec(&sealed).unwrap_or_default();
     format!("{PREFIX}{}", keys.seal_payload(&plain))
@@ -124,6 +168,7 @@ mod tests {
             created_ms: 5,
             ttl_ms: 6,
             poll_ms: 7,
+            relayed: None,
         };
         let id = issue(&keys, &task);
         let again = issue(&keys, &task);

@@ -1,0 +1,246 @@
+//! `tasks/get` on a relayed task: the server's task as it reads, under the
+//! wrapped id, its TTL no longer than the route allows, and its questions
+//! guarded before the client sees any of them (policy, the client's
+//! declared capabilities, declines on the user's behalf), each guarded
+//! once; a question redmark asked again shows under its new key with its
+//! red mark. A task redmark itself ended reads as it ended it.
+
+use serde_json::{Map, Value, json};
+
+use super::{Ended, Heard, Relay, Seen, error_value};
+use crate::config::MissingCapability;
+use crate::jsonrpc::Id;
+use crate::mrtr::convert::{self, Kind};
+use crate::mrtr::ending::Ending;
+use crate::mrtr::outgoing::Outgoing;
+use crate::policy::guard::{self, Verdict};
+use crate::protocol::{Method, Reason, Reject};
+use crate::telemetry::audit::Outcome;
+
+/// What the guard made of the server's current questions.
+enum Guarded {
+    /// The questions the client sees, by the key it sees.
+    Ask(Map<String, Value>),
+    /// The task ends here, as redmark says.
+    End(Ended, &'static str),
+}
+
+impl Relay<'_> {
+    pub(super) async fn read(&self) -> Outgoing {
+        if let Some(ended) = self.ended() {
+            return Outgoing::result(&self.req.id, self.ended_read(&ended));
+        }
+        let mut task = match self.upstream(Method::TasksGet, Map::new()).await {
+            Heard::Result(Value::Object(task)) => task,
+            Heard::Result(_) => {
+                let r = Reject::new(
+                    Reason::UpstreamInvalidResult,
+                    "the server answered tasks/get with something other than a task",
+                );
+                return Outgoing::reject(Some(&self.req.id), &r);
+            }
+            other => return self.relay_failure(other),
+        };
+        let status = task
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        // A server's own state reaches a client only sealed in redmark's.
+        task.remove("requestState");
+        task.insert("resultType".into(), "complete".into());
+        task.insert("taskId".into(), Value::String(self.task.id.clone()));
+        task.insert("ttlMs".into(), json!(self.sealed.t));
+        match status.as_str() {
+            "completed" | "failed" | "cancelled" => {
+                task.remove("inputRequests");
+                self.finished(&status);
+            }
+            "input_required" => {
+                let requests = match task.remove("inputRequests") {
+                    Some(Value::Object(r)) => r,
+                    _ => Map::new(),
+                };
+                match self.guard(&requests).await {
+                    Guarded::Ask(shown) if shown.is_empty() => {
+                        // Every question was answered on the user's behalf:
+                        // the task works on.
+                        task.insert("status".into(), "working".into());
+                    }
+                    Guarded::Ask(shown) => {
+                        task.insert("inputRequests".into(), Value::Object(shown));
+                    }
+                    Guarded::End(ended, outcome) => {
+                        let read = self.ended_read(&ended);
+                        self.end(ended, outcome).await;
+                        return Outgoing::result(&self.req.id, read);
+                    }
+                }
+            }
+            _ => {
+                task.remove("inputRequests");
+            }
+        }
+        Outgoing::result(&self.req.id, Value::Object(task))
+    }
+
+    pub(super) fn ended(&self) -> Option<Ended> {
+        self.task.state().ended.clone()
+    }
+
+    /// How a task redmark ended reads.
+    fn ended_read(&self, ended: &Ended) -> Value {
+        match ended {
+            Ended::Failed { message, error } => {
+                self.sealed
+                    .failed_read(&self.task.id, message.clone(), error.clone())
+            }
+            Ended::Completed { result } => {
+                let mut read = self
+                    .sealed
+                    .failed_read(&self.task.id, String::new(), Value::Null);
+                if let Some(o) = read.as_object_mut() {
+                    o.remove("error");
+                    o.remove("statusMessage");
+                    o.insert("status".into(), "completed".into());
+                    o.insert("result".into(), result.clone());
+                }
+                read
+            }
+        }
+    }
+
+    /// Guards the server's current questions: each new one once (and
+    /// audited if refused), then all shown under the keys the client sees.
+    async fn guard(&self, requests: &Map<String, Value>) -> Guarded {
+        let policy = self.route.policy.current();
+        let now = self.engine.clock.unix_now_ms();
+        let mut shown = Map::new();
+        // Declined on the user's behalf (`on_missing_capability = "decline"`).
+        let mut declined = Map::new();
+        let mut verdict = None;
+        {
+            let mut state = self.task.state();
+            for (key, request) in requests {
+                let method = request
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let params = request.get("params").cloned();
+                let Ok(mut q) = convert::question(Id::Number(0), method, params.clone()) else {
+                    let r = Reject::new(
+                        Reason::NotRelayed,
+                        format!("the server asked `{method}`, which is not an input request redmark relays"),
+                    )
+                    .with("key", key.clone());
+                    verdict = Some(failed(&r, "failed"));
+                    break;
+                };
+                q.key.clone_from(key);
+                if let Some(mark) = state.marks.get(key) {
+                    shown.insert(mark.key.clone(), mark.request.clone());
+                    continue;
+                }
+                if !state.seen.contains_key(key) {
+                    state.asked += 1;
+                    let params = params.unwrap_or(Value::Null);
+                    match guard::check(
+                        &policy,
+                        &self.task.target,
+                        method,
+                        &params,
+                        state.asked as usize,
+                    ) {
+                        Verdict::Ask => {}
+                        Verdict::Refuse(r) => {
+                            tracing::warn!(operation = %self.task.operation, tool = %self.task.target, key = %key, reason = %r.reason, "a native server's task question refused by policy");
+                            self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None, None);
+                            let ending = Ending::PolicyRefused {
+                                reason: r.reason,
+                                field: r.field,
+                                message: r.message,
+                            };
+                            verdict = ending.reject().map(|r| failed(&r, "failed"));
+                            break;
+                        }
+                        Verdict::ModelOwned { guidance, .. } => {
+                            let why = Reason::PolicyModelOwned.as_str();
+                            self.audit(&q, Outcome::Refused, why, None, None, None);
+                            let result = json!({"content": [{"type": "text", "text": guidance}], "isError": true});
+                            verdict = Some((Ended::Completed { result }, "completed"));
+                            break;
+                        }
+                    }
+                    // spec 2026-07-28 mrtr.mdx "Server Requirements": never send
+                    // an input request the client has not declared support for.
+                    if !convert::covered(&self.req.ctx.profile, &q) {
+                        let why = Reason::MissingCapability.as_str();
+                        self.audit(&q, Outcome::Refused, why, None, None, None);
+                        if q.kind == Kind::Elicitation
+                            && self.route.on_missing_capability == MissingCapability::Decline
+                        {
+                            state.seen.insert(
+                                key.clone(),
+                                Seen {
+                                    at: now,
+                                    request: request.clone(),
+                                },
+                            );
+                            state.answered.insert(key.clone());
+                            declined.insert(key.clone(), json!({"action": "decline"}));
+                            continue;
+                        }
+                        verdict = Ending::MissingCapability(q.needs.to_value())
+                            .reject()
+                            .map(|r| failed(&r, "failed"));
+                        break;
+                    }
+                    state.seen.insert(
+                        key.clone(),
+                        Seen {
+                            at: now,
+                            request: request.clone(),
+                        },
+                    );
+                }
+                if declined.contains_key(key) || state.answered.contains(key) {
+                    continue;
+                }
+                state.used.insert(key.clone());
+                shown.insert(key.clone(), request.clone());
+            }
+        }
+        if let Some((ended, outcome)) = verdict {
+            return Guarded::End(ended, outcome);
+        }
+        if !declined.is_empty() {
+            let mut extra = Map::new();
+            extra.insert("inputResponses".into(), Value::Object(declined));
+            if let failure @ (Heard::Error(_) | Heard::Unreached(_)) =
+                self.upstream(Method::TasksUpdate, extra).await
+            {
+                tracing::warn!(operation = %self.task.operation, "the server did not take redmark's declines: {}", describe(&failure));
+            }
+        }
+        Guarded::Ask(shown)
+    }
+}
+
+/// A task failed with redmark's error `r`.
+fn failed(r: &Reject, outcome: &'static str) -> (Ended, &'static str) {
+    (
+        Ended::Failed {
+            message: r.message.clone(),
+            error: error_value(r),
+        },
+        outcome,
+    )
+}
+
+fn describe(heard: &Heard) -> String {
+    match heard {
+        Heard::Error(e) => format!("{} ({})", e.message, e.code),
+        Heard::Unreached(r) => r.message.clone(),
+        Heard::Result(_) => "ok".into(),
+    }
+}

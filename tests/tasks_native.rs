@@ -1,0 +1,379 @@
+//! A native server's own tasks (the `io.modelcontextprotocol/tasks`
+//! extension) relayed on a route with `[route.tasks]`: the rmcp 3.11
+//! conformance fixture (`--native`, over stdio), whose tasks run with rmcp's
+//! `TaskManager` (`slow_compute`, `failing_job`, and `confirm_delete` and
+//! `multi_input`, which ask as the task's `inputRequests`). The client gets
+//! wrapped task ids (sealed: route, principal, tool, expiry), the server's
+//! questions are guarded and the answers held to the policy before the
+//! server sees them, as a native call's MRTR rounds are. Raw HTTP: no SDK
+//! client speaks the 2026-07-28 tasks extension yet.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+const ALICE: &str = "alice-key";
+const BOB: &str = "bob-key";
+
+/// Client capabilities that declare the extension and form elicitation.
+fn declaring() -> Value {
+    json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}})
+}
+
+/// The native fixture behind a route with `[route.tasks]`, `policy` (a
+/// policy file's text), two principals and an audit log.
+async fn gateway(fx: &Fixture, policy: &str) -> TestGateway {
+    let keys = api_key(ALICE, "alice", &[]) + &api_key(BOB, "bob", &[]);
+    let config = format!(
+        "{keys}\n[audit]\npath = {}\n\n[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n\
+         [[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n\
+         [route.upstream]\nprotocol = \"2026-07-28\"\ncommand = [{}, \"--native\"]\n{}\n\n\
+         [route.tasks]\nttl = \"2m\"\n",
+        toml_path(&fx.path("audit.jsonl")),
+        fx.policy(policy),
+        toml_path(&example_bin("conformance_fixture")),
+        fx.log_env(),
+    );
+    TestGateway::start(&config).await
+}
+
+/// A request as `key`'s principal, with `_meta` declaring `caps` (and, for
+/// `tasks/*`, `Mcp-Name` set to the task id).
+async fn rpc_as(gw: &TestGateway, key: &str, method: &str, mut params: Value, caps: Value) -> Resp {
+    let name = params["taskId"].as_str().map(str::to_owned);
+    params["_meta"] = meta(caps);
+    let mut rb = gw.request(method, params).bearer_auth(key);
+    if let Some(name) = name {
+        rb = rb.header("mcp-name", name);
+    }
+    read_resp(gw.send(rb).await).await
+}
+
+async fn call(gw: &TestGateway, tool: &str, arguments: Value) -> Resp {
+    let params = json!({"name": tool, "arguments": arguments});
+    rpc_as(gw, ALICE, "tools/call", params, declaring()).await
+}
+
+async fn get(gw: &TestGateway, id: &str) -> Value {
+    let r = rpc_as(gw, ALICE, "tasks/get", json!({"taskId": id}), declaring()).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    r.result().clone()
+}
+
+async fn update(gw: &TestGateway, id: &str, answers: Value) -> Resp {
+    let params = json!({"taskId": id, "inputResponses": answers});
+    let r = rpc_as(gw, ALICE, "tasks/update", params, declaring()).await;
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.raw);
+    r
+}
+
+/// Polls `tasks/get` until `ready` says the task is as wanted.
+async fn until(gw: &TestGateway, id: &str, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    eventually(what, || async {
+        let t = get(gw, id).await;
+        if ready(&t) { Ok(t) } else { Err(t.to_string()) }
+    })
+    .await
+}
+
+/// The `CreateTaskResult` of a call, with redmark's wrapped id.
+fn created(r: &Resp) -> String {
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let t = r.result();
+    assert_eq!(t["resultType"], "task", "{}", r.raw);
+    let id = t["taskId"].as_str().unwrap();
+    assert!(id.starts_with("redmark-task."), "{}", r.raw);
+    // The route's ttl (2m) caps the server's (rmcp's default, 5m).
+    assert_eq!(t["ttlMs"], 120_000, "{}", r.raw);
+    assert_eq!(t["pollIntervalMs"], 100, "{}", r.raw);
+    assert!(t.get("inputRequests").is_none(), "{}", r.raw);
+    id.to_owned()
+}
+
+/// The text of a completed task's tool result.
+fn said(task: &Value) -> &str {
+    task["result"]["content"][0]["text"].as_str().unwrap()
+}
+
+fn audit_lines(fx: &Fixture, tool: &str) -> Vec<Value> {
+    std::fs::read_to_string(fx.path("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["tool"] == tool)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_native_servers_task_is_relayed_under_a_wrapped_id() {
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "").await;
+    // Offered, as the server offers it.
+    let discovered = rpc_as(&gw, ALICE, "server/discover", json!({}), declaring()).await;
+    let caps = &complete("server/discover", &discovered)["capabilities"];
+    assert_eq!(caps["extensions"][TASKS], json!({}), "{caps}");
+
+    let made = call(&gw, "slow_compute", json!({"seconds": 0.2, "label": "x"})).await;
+    let id = created(&made);
+    let done = until(&gw, &id, "completed", |t| t["status"] == "completed").await;
+    assert_eq!(done["taskId"], id, "{done}");
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(said(&done), "computed x", "{done}");
+    // The server heard the declaration: it made the task.
+    let declared: Vec<Value> = fx
+        .log
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "task_tool")
+        .map(|e| e["declared_tasks"].clone())
+        .collect();
+    assert_eq!(declared, [json!(true)]);
+    gw.wait_metric(
+        r#"redmark_tasks_total{route="main",tool="slow_compute",outcome="completed"}"#,
+        1.0,
+    )
+    .await;
+    assert_eq!(gw.metric("redmark_tasks_live").await, Some(0.0));
+
+    // A task that fails with the server's JSON-RPC error reads `failed` with it.
+    let id = created(&call(&gw, "failing_job", json!({})).await);
+    let failed = until(&gw, &id, "failed", |t| t["status"] == "failed").await;
+    assert_eq!(failed["error"]["message"], "the job failed", "{failed}");
+    gw.stop().await;
+}
+
+/// The rules of the extension as redmark keeps them for relayed tasks.
+#[tokio::test]
+async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions() {
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "").await;
+    let id = created(&call(&gw, "slow_compute", json!({"seconds": 30})).await);
+
+    // Another principal: the same answer as for an id never made.
+    let theirs = rpc_as(&gw, BOB, "tasks/get", json!({"taskId": id}), declaring()).await;
+    assert_error(&theirs, 200, -32602, "task_unknown");
+    let forged = format!("{id}x");
+    let r = rpc_as(
+        &gw,
+        ALICE,
+        "tasks/get",
+        json!({"taskId": forged}),
+        declaring(),
+    )
+    .await;
+    assert_error(&r, 200, -32602, "task_unknown");
+    // The extension undeclared on the request: -32021 naming it.
+    let r = rpc_as(&gw, ALICE, "tasks/get", json!({"taskId": id}), json!({})).await;
+    let err = assert_error(&r, 400, -32021, "missing_capability");
+    assert!(
+        err.error["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+        "{}",
+        r.raw
+    );
+    // Gone from the extension.
+    for method in ["tasks/result", "tasks/list"] {
+        let r = rpc_as(&gw, ALICE, method, json!({}), declaring()).await;
+        assert_error(&r, 404, -32601, "method_not_found");
+    }
+    // Answers that are not an object of answers.
+    let params = json!({"taskId": id, "inputResponses": ["yes"]});
+    let r = rpc_as(&gw, ALICE, "tasks/update", params, declaring()).await;
+    assert_error(&r, 200, -32602, "malformed_input_response");
+    // A tool that runs only as a task, for a client without the extension:
+    // the route relays tasks, so the client is told to declare it.
+    let params = json!({"name": "failing_job", "arguments": {}});
+    let r = rpc_as(&gw, ALICE, "tools/call", params, json!({})).await;
+    let err = assert_error(&r, 400, -32021, "missing_capability");
+    let message = err.error["message"].as_str().unwrap();
+    assert!(message.contains("declare the"), "{message}");
+
+    // Cancelled: an empty ack, idempotent, and the server's task ends so.
+    for _ in 0..2 {
+        let r = rpc_as(
+            &gw,
+            ALICE,
+            "tasks/cancel",
+            json!({"taskId": id}),
+            declaring(),
+        )
+        .await;
+        assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.raw);
+    }
+    until(&gw, &id, "cancelled", |t| t["status"] == "cancelled").await;
+    gw.wait_metric(
+        r#"redmark_tasks_total{route="main",tool="slow_compute",outcome="cancelled"}"#,
+        1.0,
+    )
+    .await;
+    // Never the server's own id: the client sees only redmark's.
+    let server_ids: Vec<String> = fx
+        .log
+        .events()
+        .into_iter()
+        .filter_map(|e| e["task_id"].as_str().map(str::to_owned))
+        .collect();
+    for server_id in server_ids {
+        assert!(!id.contains(&server_id));
+    }
+    gw.stop().await;
+}
+
+/// The server's questions reach the client through `tasks/get`, and the
+/// answers are held to the policy: one that breaks a field rule comes back
+/// as a new question with the red mark, under a new key, and never reaches
+/// the server; a partial answer leaves the task asking the rest; the
+/// superseded key is ignored; the questions are audited without values.
+#[tokio::test]
+async fn a_relayed_tasks_answers_are_held_to_the_policy() {
+    let fx = Fixture::new();
+    let policy = "[tool.multi_input.fields.name]\npattern = \"^[a-z]+$\"\n";
+    let gw = gateway(&fx, policy).await;
+    let id = created(&call(&gw, "multi_input", json!({})).await);
+    let asked = until(&gw, &id, "two questions", |t| {
+        t["inputRequests"].as_object().is_some_and(|r| r.len() == 2)
+    })
+    .await;
+    assert_eq!(asked["status"], "input_required", "{asked}");
+    let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["first", "second"], "{asked}");
+
+    // One answer, breaking the rule: acked, then asked again under `first.2`.
+    update(
+        &gw,
+        &id,
+        json!({"first": {"action": "accept", "content": {"name": "Not Valid!"}}}),
+    )
+    .await;
+    let reasked = get(&gw, &id).await;
+    let requests = reasked["inputRequests"].as_object().unwrap();
+    let keys: Vec<&String> = requests.keys().collect();
+    assert_eq!(keys, ["first.2", "second"], "{reasked}");
+    let message = requests["first.2"]["params"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("First name?") && message.contains('✗'),
+        "{message}"
+    );
+    assert!(message.contains("name must match ^[a-z]+$"), "{message}");
+
+    // The superseded key is ignored; a partial answer leaves one question.
+    update(
+        &gw,
+        &id,
+        json!({"first": {"action": "accept", "content": {"name": "sneaky"}},
+               "second": {"action": "accept", "content": {"name": "bob"}}}),
+    )
+    .await;
+    let partial = until(&gw, &id, "one question left", |t| {
+        t["inputRequests"].as_object().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    assert_eq!(partial["status"], "input_required", "{partial}");
+    assert!(partial["inputRequests"]["first.2"].is_object(), "{partial}");
+
+    update(
+        &gw,
+        &id,
+        json!({"first.2": {"action": "accept", "content": {"name": "ada"}}}),
+    )
+    .await;
+    let done = until(&gw, &id, "completed", |t| t["status"] == "completed").await;
+    // The server heard the valid answers only.
+    assert_eq!(said(&done), "got ada and bob", "{done}");
+
+    let lines = eventually("three audit lines", || async {
+        let lines = audit_lines(&fx, "multi_input");
+        if lines.len() == 3 {
+            Ok(lines)
+        } else {
+            Err(format!("{lines:?}"))
+        }
+    })
+    .await;
+    let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["invalid", "accepted", "accepted"], "{lines:?}");
+    let text = std::fs::read_to_string(fx.path("audit.jsonl")).unwrap();
+    assert!(
+        !text.contains("Not Valid") && !text.contains("ada"),
+        "{text}"
+    );
+    gw.stop().await;
+}
+
+/// A question the policy refuses (one more than `max_questions`) ends the
+/// task before the client sees it: `failed` with redmark's error, and the
+/// server hears `tasks/cancel`; a question the client did not declare it
+/// can answer ends it with `-32021` in the task's error.
+#[tokio::test]
+async fn a_question_the_guard_refuses_ends_the_relayed_task() {
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "[tool.multi_input]\nmax_questions = 1\n").await;
+    let id = created(&call(&gw, "multi_input", json!({})).await);
+    let failed = until(&gw, &id, "failed", |t| t["status"] == "failed").await;
+    assert_eq!(
+        failed["error"]["data"]["reason"], "policy_too_many_questions",
+        "{failed}"
+    );
+    assert!(failed.get("inputRequests").is_none(), "{failed}");
+    // It stays so, and answers to it change nothing.
+    update(
+        &gw,
+        &id,
+        json!({"first": {"action": "accept", "content": {"name": "a"}}}),
+    )
+    .await;
+    assert_eq!(get(&gw, &id).await["status"], "failed");
+    gw.wait_metric(
+        r#"redmark_tasks_total{route="main",tool="multi_input",outcome="failed"}"#,
+        1.0,
+    )
+    .await;
+
+    // Elicitation not declared: the client never sees the question.
+    let params = json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}});
+    let caps = json!({"extensions": {TASKS: {}}});
+    let id = created(&rpc_as(&gw, ALICE, "tools/call", params, caps.clone()).await);
+    let failed = eventually("failed", || async {
+        let r = rpc_as(&gw, ALICE, "tasks/get", json!({"taskId": id}), caps.clone()).await;
+        let t = r.result().clone();
+        if t["status"] == "failed" {
+            Ok(t)
+        } else {
+            Err(r.raw)
+        }
+    })
+    .await;
+    assert_eq!(failed["error"]["code"], -32021, "{failed}");
+    assert_eq!(
+        failed["error"]["data"]["reason"], "missing_capability",
+        "{failed}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_relayed_task_that_asks_once_completes_with_the_answer() {
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "").await;
+    let id = created(&call(&gw, "confirm_delete", json!({"filename": "old.txt"})).await);
+    let asked = until(&gw, &id, "input_required", |t| {
+        t["status"] == "input_required"
+    })
+    .await;
+    let q = &asked["inputRequests"]["confirm-1"];
+    assert_eq!(q["method"], "elicitation/create", "{asked}");
+    assert_eq!(q["params"]["message"], "Delete old.txt?", "{asked}");
+    update(
+        &gw,
+        &id,
+        json!({"confirm-1": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
+    let done = until(&gw, &id, "completed", |t| t["status"] == "completed").await;
+    assert_eq!(said(&done), "deleted old.txt", "{done}");
+    gw.stop().await;
+}
