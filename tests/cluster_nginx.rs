@@ -83,6 +83,7 @@ struct Cluster {
     _dir: tempfile::TempDir,
     _redis: ChildGuard,
     _server: ChildGuard,
+    _native: ChildGuard,
     _nginx: ChildGuard,
     replicas: Vec<Replica>,
     /// `http://127.0.0.1:<nginx port>`
@@ -103,7 +104,7 @@ fn received(route: &str) -> String {
 
 const PENDING: &str = "redmark_pending_operations";
 
-fn replica_config(node: &str, internal: u16, redis: u16, server: u16) -> String {
+fn replica_config(node: &str, internal: u16, redis: u16, server: u16, native: u16) -> String {
     let py = legacy_python();
     let script = fixture_file("mrtr_server.py");
     format!(
@@ -153,6 +154,17 @@ command = [{}]
 {}
 [route.tasks]
 poll_interval = "100ms"
+
+# A native server's own tasks, relayed: one rmcp server behind every
+# replica; a task's tasks/* go to the replica that relayed its creation.
+[[route]]
+name = "native-tasks"
+path = "/native-tasks"
+policy = "native-tasks.toml"
+[route.upstream]
+protocol = "2026-07-28"
+url = "http://127.0.0.1:{native}/mcp"
+[route.tasks]
 
 # Replay mode: nothing held between rounds, no owner to forward to.
 [[route]]
@@ -225,6 +237,10 @@ impl Cluster {
             .arg(fixture_file("mrtr_server.py"))
             .args(["--http", "0"]);
         let (server, server_port) = spawn_listening(server, "Uvicorn running on").await;
+        let mut native = Command::new(example_bin("conformance_fixture"));
+        native.args(["--native", "--http", "127.0.0.1:0"]);
+        let (native, native_port) =
+            spawn_listening(native, "conformance-fixture listening on").await;
         let env = [
             // The harness's default key, so `claims` can read the states.
             ("REDMARK_STATE_KEY", TEST_SECRET.to_owned()),
@@ -245,13 +261,18 @@ impl Cluster {
             ),
         )
         .unwrap();
+        std::fs::write(
+            dir.path().join("native-tasks.toml"),
+            "[tool.multi_input.fields.name]\npattern = \"^[a-z]+$\"\n",
+        )
+        .unwrap();
         let mut replicas = Vec::new();
         for node in NODES {
             let internal = free_port();
             let path = dir.path().join(format!("{node}.toml"));
             std::fs::write(
                 &path,
-                replica_config(node, internal, redis_port, server_port),
+                replica_config(node, internal, redis_port, server_port, native_port),
             )
             .unwrap();
             let process = RedmarkProcess::start(&path, false, &env).await;
@@ -293,6 +314,7 @@ impl Cluster {
             _dir: dir,
             _redis: redis,
             _server: server,
+            _native: native,
             _nginx: nginx,
             replicas,
             base,
@@ -799,4 +821,110 @@ async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_throu
     let into = cluster.sum(&received("tasks")).await;
     assert!(out >= 6.0, "{out} tasks/* forwarded");
     assert_eq!(out, into, "every forward arrived");
+}
+
+/// A native server's task relayed through three replicas: created on one,
+/// its questions read and its answers judged through the others (each
+/// forwarded to the replica that relayed it, so a red mark reads the same
+/// everywhere), and, that replica killed, served by the survivors from
+/// its id alone (the server still holds the task).
+#[tokio::test]
+async fn a_relayed_native_task_is_served_through_every_replica_and_outlives_its_relayer() {
+    const TASKS: &str = "io.modelcontextprotocol/tasks";
+    let mut cluster = Cluster::start().await;
+    let client = McpClient::new(cluster.url("/native-tasks"));
+    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let task_rpc = |method: &'static str, id: String, params: Value| {
+        let (client, caps) = (&client, caps.clone());
+        async move {
+            let mut params = params;
+            params["taskId"] = json!(id);
+            params["_meta"] = meta(caps);
+            let rb = client
+                .request(method, params)
+                .header("mcp-name", id.as_str());
+            let r = read_resp(client.send(rb).await).await;
+            assert_eq!(r.status, 200, "{}", r.raw);
+            r.result().clone()
+        }
+    };
+    let made = client
+        .rpc(
+            "tools/call",
+            json!({"name": "multi_input", "arguments": {}}),
+            caps.clone(),
+        )
+        .await;
+    assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
+    let id = made.result()["taskId"].as_str().unwrap().to_owned();
+    eventually("two questions", || {
+        let id = id.clone();
+        async move {
+            let t = task_rpc("tasks/get", id, json!({})).await;
+            match t["inputRequests"].as_object() {
+                Some(r) if r.len() == 2 => Ok(()),
+                _ => Err(t.to_string()),
+            }
+        }
+    })
+    .await;
+    // An answer that breaks the policy's rule, and a valid one: wherever
+    // they land, the owner judges them, and every replica reads the red
+    // mark under the same new key.
+    let ack = task_rpc(
+        "tasks/update",
+        id.clone(),
+        json!({"inputResponses": {
+            "first": {"action": "accept", "content": {"name": "Not Valid"}},
+            "second": {"action": "accept", "content": {"name": "bob"}}}}),
+    )
+    .await;
+    assert_eq!(ack, json!({"resultType": "complete"}));
+    for _ in 0..3 {
+        let t = task_rpc("tasks/get", id.clone(), json!({})).await;
+        let keys: Vec<&String> = t["inputRequests"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["first.2"], "{t}");
+    }
+    assert!(cluster.sum(&forwarded("native-tasks")).await >= 2.0);
+    let relayer = eventually("the relaying replica", || async {
+        for r in cluster.running() {
+            if r.metric("redmark_tasks_live").await == 1.0 {
+                return Ok(r.node);
+            }
+        }
+        Err("no replica counts the task live")
+    })
+    .await;
+    drop(cluster.replica_mut(relayer).process.take());
+    // The survivors serve it from its id: the server still holds the task;
+    // the red mark was the lost replica's, so the question reads as the
+    // server asks it.
+    for _ in 0..2 {
+        let t = task_rpc("tasks/get", id.clone(), json!({})).await;
+        assert_eq!(t["status"], "input_required", "{t}");
+        let keys: Vec<&String> = t["inputRequests"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["first"], "{t}");
+    }
+    task_rpc(
+        "tasks/update",
+        id.clone(),
+        json!({"inputResponses": {"first": {"action": "accept", "content": {"name": "ada"}}}}),
+    )
+    .await;
+    let done = eventually("the task to complete", || {
+        let id = id.clone();
+        async move {
+            let t = task_rpc("tasks/get", id, json!({})).await;
+            if t["status"] == "completed" {
+                Ok(t)
+            } else {
+                Err(t.to_string())
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "got ada and bob",
+        "{done}"
+    );
 }
