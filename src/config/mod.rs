@@ -302,7 +302,9 @@ pub struct RouteConfig {
     #[serde(default)]
     #[schemars(with = "Option<RouteOAuthConfig>")]
     pub oauth: Option<Spanned<RouteOAuthConfig>>,
-    /// `[route.tasks]`: gateway-made tasks; unset, the route serves none.
+    /// `[route.tasks]`: the tasks extension on this route: gateway-made tasks
+    /// for a legacy server, a native server's own tasks relayed; unset, the
+    /// route serves none.
     #[serde(default)]
     #[schemars(with = "Option<TasksConfig>")]
     pub tasks: Option<Spanned<TasksConfig>>,

@@ -1,7 +1,8 @@
-//! `[route.tasks]`: gateway-made tasks (the `io.modelcontextprotocol/tasks`
-//! extension) on a route whose server has none. Only a route with this
-//! section offers the extension; every other route neither offers it nor
-//! passes a client's declaration of it on (`protocol::tasks`).
+//! `[route.tasks]`: the `io.modelcontextprotocol/tasks` extension on a
+//! route: gateway-made tasks for a legacy server, which has none, and a
+//! native server's own tasks relayed. Only a route with this section offers
+//! the extension; every other route neither offers it nor passes a client's
+//! declaration of it on (`protocol::tasks`).
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ pub struct TasksConfig {
     pub after: Option<Duration>,
     /// How long a task lives from its creation (its `ttlMs`); a task still
     /// running then fails with a diagnostic and the server hears `cancel`.
+    /// A native server's relayed task is honoured no longer than this.
     #[serde(default = "ttl", with = "humantime_serde")]
     #[schemars(with = "super::schema::HumanDuration")]
     pub ttl: Duration,
@@ -27,7 +29,7 @@ pub struct TasksConfig {
     #[serde(default = "poll_interval", with = "humantime_serde")]
     #[schemars(with = "super::schema::HumanDuration")]
     pub poll_interval: Duration,
-    /// Tasks one principal may hold on a replica at once.
+    /// Tasks one principal may hold (or have relayed) on a replica at once.
     #[serde(default = "max_per_principal")]
     pub max_per_principal: usize,
     /// Tasks a replica holds at once, for all principals.

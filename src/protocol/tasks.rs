@@ -1,7 +1,8 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): where
 //! it is offered. A route with `[route.tasks]` serves gateway-made tasks
 //! (`front::tasks`) and offers the extension in `server/discover`
-//! ([`offer`]). Every other route is never half-supported: it neither
+//! ([`offer`]), or relays a native server's own (`mrtr::native::task`),
+//! offering it as the server does. Every other route is never half-supported: it neither
 //! advertises the extension (in what it relays of a server's
 //! `server/discover`) nor passes a client's declaration on to a server, and
 //! a task it did not ask for is an invalid answer (spec 2026-07-28

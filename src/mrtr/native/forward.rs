@@ -162,9 +162,10 @@ impl Run {
 /// Why a `resultType` other than `complete` or `input_required` is no answer
 /// to a call redmark relays. A task above all: spec ext-tasks "Capability
 /// Negotiation", "A server MUST NOT return CreateTaskResult to a client that
-/// did not include the extension capability on its request", and redmark,
-/// which routes no `tasks/*`, never passes the client's declaration on
-/// (`params::upstream_params`); relayed, it would be a task nobody can poll.
+/// did not include the extension capability on its request", and redmark
+/// passes the client's declaration on only where the route relays tasks
+/// (`task::declare_tasks`); relayed elsewhere, it would be a task nobody
+/// can poll.
 fn unasked(req: &ClientRequest, result_type: &Value) -> String {
     let method = req.method.as_str();
     match result_type.as_str() {

@@ -26,9 +26,10 @@ pub fn upstream_params(req: &ClientRequest, span: Option<&tracing::Span>) -> Map
     if req.arguments.text().is_some() {
         params.insert("arguments".into(), req.arguments.value().clone());
     }
-    // No route serves the tasks extension yet: a server that heard the
-    // client declare it could answer with a task nobody can poll (ext-tasks
-    // "Capability Negotiation": a server MAY answer a declaring client so).
+    // Withheld unless the route relays tasks (`task::declare_tasks` puts it
+    // back there): a server that heard the client declare it could answer
+    // with a task nobody can poll (ext-tasks "Capability Negotiation": a
+    // server MAY answer a declaring client so).
     let capabilities = match req.ctx.capabilities.as_object() {
         Some(caps) if tasks::declared(&req.ctx.capabilities) => {
             std::borrow::Cow::Owned(Value::Object(tasks::withheld(caps)))
