@@ -290,8 +290,15 @@ set +e
 node22 "$SRC/report.mjs" "${report_args[@]}" --seconds "$suite_seconds"
 report_rc=$?
 set -e
-log "suites ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/{,2025-11-25/}*/suite.log"
-if [[ $legacy_rc -ne 0 || $report_rc -ne 0 ]]; then
-    log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc)"
+log "suites ${suite_seconds}s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/{,2025-11-25/}*/suite.log"
+
+# --- 5. the tasks-* scenarios, unscored (about 45 s) -----------------------------
+set +e
+run_tasks
+tasks_rc=$?
+set -e
+log "total $((SECONDS - started))s"
+if [[ $legacy_rc -ne 0 || $report_rc -ne 0 || $tasks_rc -ne 0 ]]; then
+    log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc, tasks-* run exit $tasks_rc)"
     exit 1
 fi
