@@ -187,7 +187,10 @@ impl ServerHandler for Fixture {
     ) -> Result<CallToolResponse, ErrorData> {
         if self.native {
             let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-            if let Some(answer) = tasks::call(&self.tasks, &request.name, &arguments, &ctx) {
+            let responses = request.input_responses.as_ref();
+            if let Some(answer) =
+                tasks::call(&self.tasks, &request.name, &arguments, responses, &ctx)
+            {
                 return answer;
             }
         }
