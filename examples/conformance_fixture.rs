@@ -22,8 +22,8 @@
 //! `requestState` (see `conformance_fixture/ask.rs`); `--native --http ADDR`
 //! serves that over stateless Streamable HTTP at `/mcp` instead of stdio.
 //! The native mode also serves the tasks extension (`io.modelcontextprotocol/
-//! tasks`) with rmcp's `TaskManager`: the `slow_compute` and `failing_job`
-//! tools of the suite's `tasks-*` scenarios (see `conformance_fixture/tasks.rs`).
+//! tasks`) with rmcp's `TaskManager`: the tools of the suite's `tasks-*`
+//! scenarios (`slow_compute`, `failing_job`, ...: `conformance_fixture/tasks.rs`).
 //! The legacy mode has those scenarios' tools too, as plain legacy tools
 //! that redmark makes tasks of (`conformance_fixture/legacy_tasks.rs`).
 //! Newline-delimited JSON-RPC on stdio otherwise; logs go to stderr.
