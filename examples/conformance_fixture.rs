@@ -22,8 +22,10 @@
 //! `requestState` (see `conformance_fixture/ask.rs`); `--native --http ADDR`
 //! serves that over stateless Streamable HTTP at `/mcp` instead of stdio.
 //! The native mode also serves the tasks extension (`io.modelcontextprotocol/
-//! tasks`) with rmcp's `TaskManager`: the `slow_compute` and `failing_job`
-//! tools of the suite's `tasks-*` scenarios (see `conformance_fixture/tasks.rs`).
+//! tasks`) with rmcp's `TaskManager`: the tools of the suite's `tasks-*`
+//! scenarios (`slow_compute`, `failing_job`, ...: `conformance_fixture/tasks.rs`).
+//! The legacy mode has those scenarios' tools too, as plain legacy tools
+//! that redmark makes tasks of (`conformance_fixture/legacy_tasks.rs`).
 //! Newline-delimited JSON-RPC on stdio otherwise; logs go to stderr.
 
 // An example/benchmark may panic on what it cannot do: it is not on a request path.
@@ -50,6 +52,8 @@ use serde_json::{Value, json};
 mod ask;
 #[path = "conformance_fixture/content.rs"]
 mod content;
+#[path = "conformance_fixture/legacy_tasks.rs"]
+mod legacy_tasks;
 #[path = "conformance_fixture/tasks.rs"]
 mod tasks;
 #[path = "conformance_fixture/tools.rs"]
@@ -170,6 +174,8 @@ impl ServerHandler for Fixture {
         let mut list = tools::list();
         if self.native {
             list.tools.extend(tasks::list());
+        } else {
+            list.tools.extend(legacy_tasks::list());
         }
         Ok(list)
     }
@@ -181,13 +187,21 @@ impl ServerHandler for Fixture {
     ) -> Result<CallToolResponse, ErrorData> {
         if self.native {
             let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-            if let Some(answer) = tasks::call(&self.tasks, &request.name, &arguments, &ctx) {
+            let responses = request.input_responses.as_ref();
+            if let Some(answer) =
+                tasks::call(&self.tasks, &request.name, &arguments, responses, &ctx)
+            {
                 return answer;
             }
         }
         let (responses, state) = (request.input_responses.take(), request.request_state.take());
         let ask = self.ask(&ctx, &request.name, responses, state.as_deref())?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if !self.native
+            && let Some(answer) = legacy_tasks::call(&request.name, &arguments, &ctx, &ask).await
+        {
+            return answer.map(Into::into);
+        }
         let result = tools::call(&request.name, arguments, &ctx, &ask).await;
         match ask.finish(&self.codec, result)? {
             Outcome::Done(result) => result.map(Into::into),

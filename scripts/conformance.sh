@@ -8,7 +8,10 @@
 #   redmark-native  redmark (examples/conformance/native.toml, protocol =
 #                   "2026-07-28") in front of the same native server over stdio;
 #   legacy          redmark (examples/conformance/redmark.toml) in front of the
-#                   fixture's legacy, push-style mode (what CI held at 37/37).
+#                   fixture's legacy, push-style mode (what CI held at 37/37);
+#   redmark-tasks   redmark (examples/conformance/tasks.toml) in front of the
+#                   same legacy mode with gateway-made tasks ([route.tasks]):
+#                   for the tasks extension's scenarios only (step 5).
 #
 #   2026-07-28      `--requirements 2026-07-28`: 2026-07-28 clients; all three;
 #   2025-11-25      `--requirements 2025-11-25`: 2025-era clients (initialize,
@@ -26,7 +29,15 @@
 #      runs `conformance server --requirements SET` (every required server
 #      scenario of the set), stops the server;
 #   4. prints one table (scenario x set and configuration) and writes it to
-#      target/conformance/results.md.
+#      target/conformance/results.md;
+#   5. runs the tasks extension's scenarios (tasks-*, on no spec timeline, so
+#      unscored and forced one by one) against native, redmark-native and
+#      redmark-tasks (not legacy: without [route.tasks] its task tools run
+#      synchronously, and the 60 s ones only time the suite out), prints a table (scenario x configuration, checks
+#      passed/total) and writes it, with every failed check, to
+#      target/conformance/tasks.md (docs/src/guides/tasks.md explains each
+#      failure). Their failures fail nothing; a scenario that left no results
+#      (the suite could not run) does.
 #
 # Exits non-zero when, in 2026-07-28, the legacy configuration has a FAILURE
 # check that the baseline scripts/conformance/expected-failures.yml does not
@@ -38,16 +49,18 @@
 # (or a listed one passes, or a scenario did not run).
 #
 #   scripts/conformance.sh                                  everything above
+#   scripts/conformance.sh --tasks                          step 5 only
 #   scripts/conformance.sh --scenario NAME [--config CONF]  one scenario, verbose,
-#       against CONF (native, redmark-native or legacy; default legacy); the
-#       tasks extension's scenarios (tasks-*, on no spec timeline) are forced
-#       to run (docs/src/guides/tasks.md lists how they fare)
+#       against CONF (native, redmark-native, legacy or redmark-tasks; default
+#       legacy); the tasks extension's scenarios (tasks-*) are forced to run
 #   CONFORMANCE_REQUIREMENTS=SET scripts/conformance.sh ... one set only (and
 #       the set --scenario runs; default 2026-07-28 there)
 #
-# Output: target/conformance/{results.md, CONF/..., 2025-11-25/CONF/...}, where
-# CONF/ holds suite.log, server.log and results/*/checks.json (2026-07-28 in
-# target/conformance/CONF/, 2025-11-25 in target/conformance/2025-11-25/CONF/)
+# Output: target/conformance/{results.md, CONF/..., 2025-11-25/CONF/...,
+# tasks.md, tasks/CONF/...}, where CONF/ holds suite.log, server.log and
+# results/*/checks.json (2026-07-28 in target/conformance/CONF/, 2025-11-25 in
+# target/conformance/2025-11-25/CONF/, the tasks-* runs in
+# target/conformance/tasks/CONF/)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -85,14 +98,18 @@ dir_of() {
 
 SCENARIO=""
 ONLY=legacy
+TASKS_ONLY=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --scenario) SCENARIO="$2"; shift 2 ;;
         --config) ONLY="$2"; shift 2 ;;
-        *) echo "usage: $0 [--scenario NAME [--config native|redmark-native|legacy]]" >&2; exit 2 ;;
+        --tasks) TASKS_ONLY=1; shift ;;
+        *) echo "usage: $0 [--tasks | --scenario NAME [--config native|redmark-native|legacy|redmark-tasks]]" >&2; exit 2 ;;
     esac
 done
-case "$ONLY" in native|redmark-native|legacy) ;; *) echo "unknown --config $ONLY" >&2; exit 2 ;; esac
+case "$ONLY" in native|redmark-native|legacy|redmark-tasks) ;; *) echo "unknown --config $ONLY" >&2; exit 2 ;; esac
+# The configurations the tasks-* scenarios run against (step 5).
+TASKS_CONFIGS=(native redmark-native redmark-tasks)
 
 log() { printf '[conformance] %s\n' "$*" >&2; }
 started=$SECONDS
@@ -128,7 +145,11 @@ REDMARK="$TARGET/debug/redmark"
 FIXTURE="$TARGET/debug/examples/conformance_fixture"
 
 # --- 3. one configuration: its server, the suite, the server stopped ----------
-rm -rf "$OUT"
+if [[ -n "$TASKS_ONLY" ]]; then
+    rm -rf "$OUT/tasks" "$OUT/tasks.md"
+else
+    rm -rf "$OUT"
+fi
 mkdir -p "$OUT"
 PID=""
 stop_server() {
@@ -160,9 +181,10 @@ start_server() {
         native)
             "$FIXTURE" --native --http 127.0.0.1:0 >"$dir/server.log" 2>&1 &
             pattern='conformance-fixture listening on http://[0-9.:]*' ;;
-        redmark-native | legacy)
+        redmark-native | legacy | redmark-tasks)
             local toml=examples/conformance/redmark.toml
             [[ "$conf" == redmark-native ]] && toml=examples/conformance/native.toml
+            [[ "$conf" == redmark-tasks ]] && toml=examples/conformance/tasks.toml
             config_for "$toml" "$dir/redmark.toml"
             "$REDMARK" serve --config "$dir/redmark.toml" --listen 127.0.0.1:0 >"$dir/server.log" 2>&1 &
             pattern='redmark listening on http://[0-9.:]*' ;;
@@ -179,6 +201,41 @@ start_server() {
     URL="${addr%/mcp}/mcp"
     log "$conf: server (pid $PID) listening on $URL"
 }
+
+# --- 5. the tasks extension's scenarios, unscored ------------------------------
+# Every tasks-* scenario, forced, against each of TASKS_CONFIGS; the table in
+# $OUT/tasks.md. Returns non-zero only when the suite could not run.
+run_tasks() {
+    local started=$SECONDS list="$OUT/tasks/scenarios.txt" conf dir scenario
+    mkdir -p "$OUT/tasks"
+    node22 "$SUITE" list --server | awk '/^  - tasks-/ {print $2}' > "$list"
+    if [[ ! -s "$list" ]]; then
+        log "tasks: the suite lists no tasks-* scenarios"
+        return 1
+    fi
+    local report_args=(--out "$OUT/tasks.md" --scenarios "$list")
+    for conf in "${TASKS_CONFIGS[@]}"; do
+        dir="$OUT/tasks/$conf"
+        start_server "$conf" "$dir"
+        while read -r scenario; do
+            # A scenario's failed checks give a non-zero exit: that is what
+            # the table reports, not an error.
+            node22 "$SUITE" server --url "$URL" --scenario "$scenario" --spec-version 2026-07-28 \
+                --force -o "$dir/results" >>"$dir/suite.log" 2>&1 || true
+        done < "$list"
+        stop_server
+        log "tasks $conf: done"
+        report_args+=(--column "$conf=$dir/results")
+    done
+    local seconds=$((SECONDS - started))
+    node22 "$SRC/tasks-report.mjs" "${report_args[@]}" --seconds "$seconds" || return 1
+    log "tasks-* scenarios ${seconds}s; table in ${OUT#"$ROOT"/}/tasks.md, suite output in ${OUT#"$ROOT"/}/tasks/*/suite.log"
+}
+
+if [[ -n "$TASKS_ONLY" ]]; then
+    run_tasks
+    exit $?
+fi
 
 if [[ -n "$SCENARIO" ]]; then
     set="${CONFORMANCE_REQUIREMENTS:-2026-07-28}"
@@ -233,8 +290,15 @@ set +e
 node22 "$SRC/report.mjs" "${report_args[@]}" --seconds "$suite_seconds"
 report_rc=$?
 set -e
-log "suites ${suite_seconds}s, total $((SECONDS - started))s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/{,2025-11-25/}*/suite.log"
-if [[ $legacy_rc -ne 0 || $report_rc -ne 0 ]]; then
-    log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc)"
+log "suites ${suite_seconds}s; table in ${OUT#"$ROOT"/}/results.md, suite output in ${OUT#"$ROOT"/}/{,2025-11-25/}*/suite.log"
+
+# --- 5. the tasks-* scenarios, unscored (about 45 s) -----------------------------
+set +e
+run_tasks
+tasks_rc=$?
+set -e
+log "total $((SECONDS - started))s"
+if [[ $legacy_rc -ne 0 || $report_rc -ne 0 || $tasks_rc -ne 0 ]]; then
+    log "FAILED (legacy suite exit $legacy_rc, report exit $report_rc, tasks-* run exit $tasks_rc)"
     exit 1
 fi

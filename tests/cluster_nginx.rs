@@ -924,7 +924,8 @@ async fn a_relayed_native_task_is_served_through_every_replica_and_outlives_its_
     })
     .await;
     assert_eq!(
-        done["result"]["content"][0]["text"], "got ada and bob",
+        done["result"]["content"][0]["text"],
+        r#"answers: Some(String("ada")) and Some(String("bob"))"#,
         "{done}"
     );
 }
