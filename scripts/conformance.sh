@@ -11,7 +11,10 @@
 #                   fixture's legacy, push-style mode (what CI held at 37/37);
 #   redmark-tasks   redmark (examples/conformance/tasks.toml) in front of the
 #                   same legacy mode with gateway-made tasks ([route.tasks]):
-#                   for the tasks extension's scenarios only (step 5).
+#                   for the tasks extension's scenarios only (step 5);
+#   redmark-native-tasks  redmark (examples/conformance/native-tasks.toml) in
+#                   front of the native server, relaying its own tasks
+#                   ([route.tasks]): step 5 only.
 #
 #   2026-07-28      `--requirements 2026-07-28`: 2026-07-28 clients; all three;
 #   2025-11-25      `--requirements 2025-11-25`: 2025-era clients (initialize,
@@ -31,8 +34,8 @@
 #   4. prints one table (scenario x set and configuration) and writes it to
 #      target/conformance/results.md;
 #   5. runs the tasks extension's scenarios (tasks-*, on no spec timeline, so
-#      unscored and forced one by one) against native, redmark-native and
-#      redmark-tasks (not legacy: without [route.tasks] its task tools run
+#      unscored and forced one by one) against native, redmark-native,
+#      redmark-native-tasks and redmark-tasks (not legacy: without [route.tasks] its task tools run
 #      synchronously, and the 60 s ones only time the suite out), prints a table (scenario x configuration, checks
 #      passed/total) and writes it, with every failed check, to
 #      target/conformance/tasks.md (docs/src/guides/tasks.md explains each
@@ -51,7 +54,8 @@
 #   scripts/conformance.sh                                  everything above
 #   scripts/conformance.sh --tasks                          step 5 only
 #   scripts/conformance.sh --scenario NAME [--config CONF]  one scenario, verbose,
-#       against CONF (native, redmark-native, legacy or redmark-tasks; default
+#       against CONF (native, redmark-native, legacy, redmark-tasks or
+#       redmark-native-tasks; default
 #       legacy); the tasks extension's scenarios (tasks-*) are forced to run
 #   CONFORMANCE_REQUIREMENTS=SET scripts/conformance.sh ... one set only (and
 #       the set --scenario runs; default 2026-07-28 there)
@@ -104,12 +108,12 @@ while [[ $# -gt 0 ]]; do
         --scenario) SCENARIO="$2"; shift 2 ;;
         --config) ONLY="$2"; shift 2 ;;
         --tasks) TASKS_ONLY=1; shift ;;
-        *) echo "usage: $0 [--tasks | --scenario NAME [--config native|redmark-native|legacy|redmark-tasks]]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--tasks | --scenario NAME [--config native|redmark-native|legacy|redmark-tasks|redmark-native-tasks]]" >&2; exit 2 ;;
     esac
 done
-case "$ONLY" in native|redmark-native|legacy|redmark-tasks) ;; *) echo "unknown --config $ONLY" >&2; exit 2 ;; esac
+case "$ONLY" in native|redmark-native|legacy|redmark-tasks|redmark-native-tasks) ;; *) echo "unknown --config $ONLY" >&2; exit 2 ;; esac
 # The configurations the tasks-* scenarios run against (step 5).
-TASKS_CONFIGS=(native redmark-native redmark-tasks)
+TASKS_CONFIGS=(native redmark-native redmark-native-tasks redmark-tasks)
 
 log() { printf '[conformance] %s\n' "$*" >&2; }
 started=$SECONDS
@@ -181,10 +185,11 @@ start_server() {
         native)
             "$FIXTURE" --native --http 127.0.0.1:0 >"$dir/server.log" 2>&1 &
             pattern='conformance-fixture listening on http://[0-9.:]*' ;;
-        redmark-native | legacy | redmark-tasks)
+        redmark-native | legacy | redmark-tasks | redmark-native-tasks)
             local toml=examples/conformance/redmark.toml
             [[ "$conf" == redmark-native ]] && toml=examples/conformance/native.toml
             [[ "$conf" == redmark-tasks ]] && toml=examples/conformance/tasks.toml
+            [[ "$conf" == redmark-native-tasks ]] && toml=examples/conformance/native-tasks.toml
             config_for "$toml" "$dir/redmark.toml"
             "$REDMARK" serve --config "$dir/redmark.toml" --listen 127.0.0.1:0 >"$dir/server.log" 2>&1 &
             pattern='redmark listening on http://[0-9.:]*' ;;

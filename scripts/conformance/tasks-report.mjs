@@ -37,8 +37,9 @@ if (!outMd || !scenariosFile) throw new Error('--out and --scenarios are require
 const scenarios = readFileSync(scenariosFile, 'utf8').split('\n').map((s) => s.trim()).filter(Boolean);
 
 const ABOUT = {
-  native: 'the fixture with `--native --http` alone: rmcp 3.11 serving the extension itself (`TaskManager`) for `slow_compute` and `failing_job`',
+  native: 'the fixture with `--native --http` alone: rmcp 3.11 serving the extension itself (`TaskManager`)',
   'redmark-native': 'redmark (`examples/conformance/native.toml`) in front of the same native server, on a route without `[route.tasks]`: tasks are withheld, not relayed',
+  'redmark-native-tasks': 'redmark (`examples/conformance/native-tasks.toml`) in front of the same native server, on a route with `[route.tasks]`: the server\'s own tasks relayed under wrapped ids',
   legacy: 'redmark (`examples/conformance/redmark.toml`) in front of the legacy fixture, on a route without `[route.tasks]`: no tasks',
   'redmark-tasks': 'redmark (`examples/conformance/tasks.toml`) in front of the legacy fixture with gateway-made tasks (`[route.tasks]`, `policies/conformance-tasks.toml`)',
 };
