@@ -51,6 +51,12 @@ pub struct Sealed {
     /// policy its questions and answers are held to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub o: Option<String>,
+    /// The W3C `traceparent` of the span that made the task, when traced:
+    /// a replica that forwards the task's `tasks/*` to its holder, or
+    /// serves a relayed task from its id alone, traces it in the task's
+    /// one trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<String>,
 }
 
 impl Sealed {
@@ -104,6 +110,8 @@ pub struct Issue<'a> {
     pub poll_ms: u64,
     /// For a relayed task: the server's own id and the target it runs.
     pub relayed: Option<(&'a str, &'a str)>,
+    /// The task's trace (`traceparent`), when traced.
+    pub traceparent: Option<&'a str>,
 }
 
 /// A fresh sealed id for a task.
@@ -121,6 +129,7 @@ pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
         b: Some(task.boot.to_owned()),
         u: task.relayed.map(|(id, _)| id.to_owned()),
         o: task.relayed.map(|(_, target)| target.to_owned()),
+        tp: task.traceparent.map(str::to_owned),
     };
     let plain = serde_json::to_vec(&sealed).unwrap_or_default();
     format!("{PREFIX}{}", keys.seal_payload(&plain))
@@ -169,6 +178,7 @@ mod tests {
             ttl_ms: 6,
             poll_ms: 7,
             relayed: None,
+            traceparent: None,
         };
         let id = issue(&keys, &task);
         let again = issue(&keys, &task);

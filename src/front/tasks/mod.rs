@@ -138,24 +138,6 @@ async fn start(
     let created = SystemTime::now();
     let since_epoch = created.duration_since(UNIX_EPOCH).unwrap_or_default();
     let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let task_id = id::issue(
-        &gw.engine.keys,
-        &id::Issue {
-            route: &route.name,
-            principal: &principal.name,
-            node: &gw.engine.node,
-            boot: gw.tasks.boot(),
-            advertise: gw.engine.advertise.as_deref(),
-            expires_unix: since_epoch
-                .saturating_add(limits.ttl)
-                .saturating_add(LINGER)
-                .as_secs(),
-            created_ms: millis(since_epoch),
-            ttl_ms: millis(limits.ttl),
-            poll_ms: millis(limits.poll_interval),
-            relayed: None,
-        },
-    );
     // One trace for the whole task: this span (under the caller's trace)
     // is the parent of the call's operation, its retries, and every
     // `tasks/*` request on the task.
@@ -176,6 +158,25 @@ async fn start(
     if traceparent.is_some() {
         req.ctx.traceparent.clone_from(&traceparent);
     }
+    let task_id = id::issue(
+        &gw.engine.keys,
+        &id::Issue {
+            route: &route.name,
+            principal: &principal.name,
+            node: &gw.engine.node,
+            boot: gw.tasks.boot(),
+            advertise: gw.engine.advertise.as_deref(),
+            expires_unix: since_epoch
+                .saturating_add(limits.ttl)
+                .saturating_add(LINGER)
+                .as_secs(),
+            created_ms: millis(since_epoch),
+            ttl_ms: millis(limits.ttl),
+            poll_ms: millis(limits.poll_interval),
+            relayed: None,
+            traceparent: traceparent.as_deref(),
+        },
+    );
     let task = Arc::new(
         Task::new(
             task_id,
@@ -269,7 +270,7 @@ pub fn owner_elsewhere(
         node: sealed.n.clone(),
         addr: sealed.a.clone()?,
         operation: format!("task {}", req.method),
-        tc: None,
+        tc: sealed.tp.clone(),
         task: Some(crate::front::pipeline::owner::TaskAt {
             method: req.method,
             id: task_id.to_owned(),
@@ -352,7 +353,10 @@ fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    let sealed = id::open(&gw.engine.keys, task_id, &route.name, &principal.name, now).ok();
+    // A relayed task's id is no gateway-made task's.
+    let sealed = id::open(&gw.engine.keys, task_id, &route.name, &principal.name, now)
+        .ok()
+        .filter(|s| !s.is_relayed());
     let ack = || Reply::result(&req.id, json!({"resultType": "complete"}));
     if let Some(sealed) = &sealed
         && let Some(read) = restarted(gw, task_id, sealed, req.method)

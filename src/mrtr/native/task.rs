@@ -248,7 +248,7 @@ impl Relays {
             target: sealed.o.clone().unwrap_or_default(),
             arguments: Value::Null,
             operation: super::super::operation::operation_id(),
-            traceparent: None,
+            traceparent: sealed.tp.clone(),
             live: false,
             remove_at: Instant::now() + left + LINGER,
             state: Mutex::new(Overlay::default()),

@@ -85,6 +85,7 @@ impl Run {
                 ttl_ms,
                 poll_ms,
                 relayed: Some((&server_id, &self.target)),
+                traceparent: self.tc.as_deref(),
             },
         );
         let task = Arc::new(Relayed {
