@@ -764,6 +764,34 @@ async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_throu
             asked["inputRequests"]
         );
     }
+    // A listen for the task on any replica is sent it: the one holding it
+    // as it changes, the others read it from there.
+    let mut streams = Vec::new();
+    for replica in cluster.running() {
+        let direct = McpClient::new(replica.process().url("/tasks"));
+        let mut params = json!({"notifications": {"taskIds": [id]}});
+        params["_meta"] = meta(caps.clone());
+        let mut stream = SseReader::new(
+            direct
+                .send(direct.request("subscriptions/listen", params))
+                .await,
+        );
+        let ack = stream.next(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([id]),
+            "{}: {ack}",
+            replica.node
+        );
+        let note = stream.next(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(note["method"], "notifications/tasks", "{note}");
+        assert_eq!(
+            note["params"]["inputRequests"], asked["inputRequests"],
+            "{}: {note}",
+            replica.node
+        );
+        streams.push((replica.node, stream));
+    }
     let answer =
         json!({"inputResponses": {"room": {"action": "accept", "content": {"room_id": "nook"}}}});
     let ack = task_rpc("tasks/update", id.clone(), answer).await;
@@ -792,6 +820,15 @@ async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_throu
             .contains("nook"),
         "{done}"
     );
+    for (node, mut stream) in streams {
+        let completed = loop {
+            let n = stream.next(Duration::from_secs(30)).await.unwrap();
+            if n["params"]["status"] == "completed" {
+                break n;
+            }
+        };
+        assert_eq!(completed["params"]["result"], done["result"], "{node}");
+    }
 
     let made = client.rpc("tools/call", call, caps.clone()).await;
     let id = made.result()["taskId"].as_str().unwrap().to_owned();

@@ -381,3 +381,70 @@ async fn a_relayed_task_that_asks_once_completes_with_the_answer() {
     assert_eq!(said(&done), "deleted", "{done}");
     gw.stop().await;
 }
+
+/// `notifications/tasks` for relayed tasks on `subscriptions/listen`: served
+/// by redmark (the server does not know the wrapped ids), the listener's
+/// own tasks only, each read at its poll interval and sent when it reads
+/// differently, guarded as `tasks/get` is, until it ends.
+#[tokio::test]
+async fn a_listen_is_sent_each_change_of_a_relayed_task() {
+    use std::time::Duration;
+    let fx = Fixture::new();
+    let gw = gateway(&fx, "").await;
+    let id = created(&call(&gw, "confirm_delete", json!({"filename": "n.txt"})).await);
+    let bobs = {
+        let params = json!({"name": "slow_compute", "arguments": {"seconds": 30}});
+        created(&rpc_as(&gw, BOB, "tools/call", params, declaring()).await)
+    };
+    let mut params = json!({"notifications": {"taskIds": [id, bobs, "redmark-task.forged"]}});
+    params["_meta"] = meta(declaring());
+    let rb = gw
+        .request("subscriptions/listen", params)
+        .bearer_auth(ALICE);
+    let mut stream = SseReader::new(gw.send(rb).await);
+    let ack = stream.next(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "{ack}"
+    );
+
+    let next = async |stream: &mut SseReader| {
+        let n = stream
+            .next(Duration::from_secs(30))
+            .await
+            .expect("a notification");
+        assert_eq!(n["method"], "notifications/tasks", "{n}");
+        assert_eq!(n["params"]["taskId"], id.as_str(), "{n}");
+        assert!(n["params"].get("resultType").is_none(), "{n}");
+        n["params"].clone()
+    };
+    let asking = loop {
+        let p = next(&mut stream).await;
+        if p["status"] == "input_required" {
+            break p;
+        }
+    };
+    assert_eq!(
+        asking["inputRequests"]["confirm"]["method"], "elicitation/create",
+        "{asking}"
+    );
+    update(
+        &gw,
+        &id,
+        json!({"confirm": {"action": "accept", "content": {"confirm": true}}}),
+    )
+    .await;
+    let done = loop {
+        let p = next(&mut stream).await;
+        if p["status"] == "completed" {
+            break p;
+        }
+    };
+    assert_eq!(said(&done), "deleted", "{done}");
+    gw.stop().await;
+}

@@ -81,7 +81,6 @@ pub async fn dispatch(
     // declaring client's listen is served with the named tasks'
     // `notifications/tasks` (`notify`).
     if req.method == Method::SubscriptionsListen
-        && !route.native.is_native().await
         && let Some(ids) = req
             .params
             .get("notifications")
@@ -97,8 +96,19 @@ pub async fn dispatch(
         }
         let tasks = notify::watched(gw, &route, &principal, ids);
         let subscription = req.id.clone();
-        let reply = dispatch::dispatch(gw, route, principal, req, verified).await;
-        return notify::merge(reply, &subscription, tasks);
+        let watcher = notify::Watcher {
+            gw: gw.clone(),
+            route: route.clone(),
+            principal: principal.clone(),
+            ctx: req.ctx.clone(),
+        };
+        let reply = match dispatch::dispatch(gw, route, principal, req, verified).await {
+            // The server serves no listen (a native one may not): the
+            // tasks are redmark's to watch all the same.
+            Reply::Json(_) if !tasks.is_empty() => notify::own_listen(gw, &subscription),
+            reply => reply,
+        };
+        return notify::merge(reply, &subscription, tasks, watcher);
     }
     if req.method != Method::ToolsCall || req.is_retry() || req.is_2025_era() {
         return dispatch::dispatch(gw, route, principal, req, verified).await;
@@ -327,7 +337,12 @@ fn restarted(
 }
 
 /// `tasks/get`, `tasks/update`, `tasks/cancel` on a route that serves tasks.
-fn serve(gw: &Gateway, route: &Route, principal: &Principal, req: &ClientRequest) -> Reply {
+pub(super) fn serve(
+    gw: &Gateway,
+    route: &Route,
+    principal: &Principal,
+    req: &ClientRequest,
+) -> Reply {
     // ext-tasks "Error Handling": "Servers MUST return this error
     // [-32021] for non-declaring clients issuing `tasks/get`,
     // `tasks/update`, and `tasks/cancel` requests."
