@@ -175,6 +175,16 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
         "{}",
         r.raw
     );
+    // `Mcp-Name` that is not the task id (ext-tasks "Streamable HTTP:
+    // Routing Headers"): -32020, as for any mirrored header.
+    let mut params = json!({"taskId": id});
+    params["_meta"] = meta(declaring());
+    let rb = gw
+        .request("tasks/get", params)
+        .bearer_auth(ALICE)
+        .header("mcp-name", "redmark-task.other");
+    let r = read_resp(gw.send(rb).await).await;
+    assert_error(&r, 400, -32020, "header_mismatch");
     // Gone from the extension.
     for method in ["tasks/result", "tasks/list"] {
         let r = rpc_as(&gw, ALICE, method, json!({}), declaring()).await;
