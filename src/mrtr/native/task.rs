@@ -11,6 +11,7 @@
 //!   remembers beyond the server ([`Relayed`]: red marks, when each question
 //!   was asked, an ending of redmark's own);
 //! - [`create`]: a server's `CreateTaskResult` turned into redmark's;
+//! - [`account`]: its end counted once, its questions audited;
 //! - [`read`]: `tasks/get`, the server's questions guarded;
 //! - [`update`]: `tasks/update` answers judged, and `tasks/cancel`.
 //!
@@ -37,9 +38,12 @@ use crate::route::Route;
 use crate::telemetry::traces;
 use crate::upstream::native::NativeRequest;
 
+mod account;
 mod create;
 mod read;
 mod update;
+
+use account::count_end;
 
 use super::super::outgoing::Outgoing;
 
@@ -267,23 +271,6 @@ impl Relays {
 /// lost): beyond it they are served without remembering red marks.
 const ADOPT_MAX: usize = 65_536;
 
-/// Counts a relayed task's end once (`redmark_tasks_total`), and takes it
-/// out of `redmark_tasks_live` when this replica counted it in.
-fn count_end(engine: &Engine, task: &Relayed, outcome: &str) {
-    let mut state = task.state();
-    if state.counted {
-        return;
-    }
-    state.counted = true;
-    drop(state);
-    engine
-        .metrics
-        .record_task(&task.route, &task.target, outcome);
-    if task.live {
-        engine.metrics.add_live_tasks(-1);
-    }
-}
-
 /// `tasks/get`, `tasks/update` or `tasks/cancel` for a relayed task on a
 /// route with `[route.tasks]` whose server speaks 2026-07-28.
 pub async fn serve(
@@ -444,84 +431,6 @@ impl Relay<'_> {
         if let Heard::Error(e) = self.upstream(Method::TasksCancel, Map::new()).await {
             tracing::warn!(task = %self.task.operation, code = e.code, "the server refused to cancel a task redmark ended");
         }
-    }
-}
-
-impl Relay<'_> {
-    /// The task ended (`outcome`): counted once, and each question it
-    /// showed that was never answered audited `cancelled`, as a call's
-    /// abandoned questions are.
-    fn finished(&self, outcome: &str) {
-        if self.task.state().counted {
-            return;
-        }
-        count_end(self.engine, self.task, outcome);
-        let unanswered: Vec<(String, Seen)> = {
-            let state = self.task.state();
-            state
-                .seen
-                .iter()
-                .filter(|(k, _)| !state.answered.contains(*k))
-                .map(|(k, s)| (k.clone(), s.clone()))
-                .collect()
-        };
-        for (key, seen) in unanswered {
-            let method = seen
-                .request
-                .get("method")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let params = seen.request.get("params").cloned();
-            if let Ok(mut q) =
-                crate::mrtr::convert::question(crate::jsonrpc::Id::Number(0), method, params)
-            {
-                q.key = key;
-                self.audit(
-                    &q,
-                    crate::telemetry::audit::Outcome::Cancelled,
-                    outcome,
-                    Some(seen.at),
-                    None,
-                    None,
-                );
-            }
-        }
-    }
-
-    /// One audit line for a question of the task, as for a native call's.
-    fn audit(
-        &self,
-        q: &crate::mrtr::convert::Question,
-        outcome: crate::telemetry::audit::Outcome,
-        verdict: &str,
-        asked_at_ms: Option<u64>,
-        answer: Option<&Value>,
-        reask_rule: Option<&str>,
-    ) {
-        let answer_ms = asked_at_ms
-            .filter(|_| answer.is_some() || reask_rule.is_some())
-            .map(|at| self.engine.clock.unix_now_ms().saturating_sub(at));
-        let asker = crate::mrtr::account::Asker {
-            route: &self.route.name,
-            tool: &self.task.target,
-            principal: &self.principal.name,
-            operation: &self.task.operation,
-            arguments: &self.task.arguments,
-            // `00-{trace id}-{span id}-{flags}`.
-            trace_id: self.task.traceparent.as_deref().and_then(|t| t.get(3..35)),
-        };
-        self.engine.account(
-            &asker,
-            q,
-            &crate::mrtr::account::Answered {
-                outcome,
-                verdict,
-                answer_ms,
-                answer,
-                reask_rule,
-            },
-            Some(crate::telemetry::audit::Origin::Native),
-        );
     }
 }
 

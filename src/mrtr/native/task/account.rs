@@ -1,0 +1,103 @@
+//! How a relayed task is accounted for: its end counted once
+//! (`redmark_tasks_total`, `redmark_tasks_live`), and one audit line per
+//! question (`origin: native`), as a native call's questions are.
+
+use serde_json::Value;
+
+use super::{Relay, Relayed, Seen};
+use crate::mrtr::Engine;
+
+/// Counts a relayed task's end once (`redmark_tasks_total`), and takes it
+/// out of `redmark_tasks_live` when this replica counted it in.
+pub(super) fn count_end(engine: &Engine, task: &Relayed, outcome: &str) {
+    let mut state = task.state();
+    if state.counted {
+        return;
+    }
+    state.counted = true;
+    drop(state);
+    engine
+        .metrics
+        .record_task(&task.route, &task.target, outcome);
+    if task.live {
+        engine.metrics.add_live_tasks(-1);
+    }
+}
+
+impl Relay<'_> {
+    /// The task ended (`outcome`): counted once, and each question it
+    /// showed that was never answered audited `cancelled`, as a call's
+    /// abandoned questions are.
+    pub(super) fn finished(&self, outcome: &str) {
+        if self.task.state().counted {
+            return;
+        }
+        count_end(self.engine, self.task, outcome);
+        let unanswered: Vec<(String, Seen)> = {
+            let state = self.task.state();
+            state
+                .seen
+                .iter()
+                .filter(|(k, _)| !state.answered.contains(*k))
+                .map(|(k, s)| (k.clone(), s.clone()))
+                .collect()
+        };
+        for (key, seen) in unanswered {
+            let method = seen
+                .request
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let params = seen.request.get("params").cloned();
+            if let Ok(mut q) =
+                crate::mrtr::convert::question(crate::jsonrpc::Id::Number(0), method, params)
+            {
+                q.key = key;
+                self.audit(
+                    &q,
+                    crate::telemetry::audit::Outcome::Cancelled,
+                    outcome,
+                    Some(seen.at),
+                    None,
+                    None,
+                );
+            }
+        }
+    }
+
+    /// One audit line for a question of the task, as for a native call's.
+    pub(super) fn audit(
+        &self,
+        q: &crate::mrtr::convert::Question,
+        outcome: crate::telemetry::audit::Outcome,
+        verdict: &str,
+        asked_at_ms: Option<u64>,
+        answer: Option<&Value>,
+        reask_rule: Option<&str>,
+    ) {
+        let answer_ms = asked_at_ms
+            .filter(|_| answer.is_some() || reask_rule.is_some())
+            .map(|at| self.engine.clock.unix_now_ms().saturating_sub(at));
+        let asker = crate::mrtr::account::Asker {
+            route: &self.route.name,
+            tool: &self.task.target,
+            principal: &self.principal.name,
+            operation: &self.task.operation,
+            arguments: &self.task.arguments,
+            // `00-{trace id}-{span id}-{flags}`.
+            trace_id: self.task.traceparent.as_deref().and_then(|t| t.get(3..35)),
+        };
+        self.engine.account(
+            &asker,
+            q,
+            &crate::mrtr::account::Answered {
+                outcome,
+                verdict,
+                answer_ms,
+                answer,
+                reask_rule,
+            },
+            Some(crate::telemetry::audit::Origin::Native),
+        );
+    }
+}
