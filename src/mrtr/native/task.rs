@@ -463,3 +463,56 @@ fn fresh_key(server_key: &str, used: &HashSet<String>, current: &Map<String, Val
         .find(|k| !used.contains(k) && !current.contains_key(k))
         .unwrap_or_else(|| format!("{server_key}.x"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_red_marked_question_gets_a_key_the_task_never_used() {
+        let mut used = HashSet::new();
+        let current =
+            serde_json::from_value::<Map<String, Value>>(json!({"a": {}, "a.2": {}})).unwrap();
+        // The server's own `a.2` is outstanding: not that one.
+        assert_eq!(fresh_key("a", &used, &current), "a.3");
+        used.insert("a.3".to_owned());
+        assert_eq!(fresh_key("a", &used, &current), "a.4");
+        assert_eq!(fresh_key("b", &used, &current), "b.2");
+    }
+
+    #[test]
+    fn the_task_extension_is_declared_to_the_server_only_as_the_client_declared_it() {
+        use crate::protocol::ClientParams;
+        let declared = json!({"elicitation": {}, "extensions": {tasks::EXTENSION: {}}});
+        for (caps, expected) in [
+            (declared.clone(), declared),
+            (json!({}), json!("untouched")),
+        ] {
+            let ctx = crate::protocol::RequestContext {
+                protocol_version: "2026-07-28".into(),
+                capabilities: caps,
+                client_info: None,
+                log_level: None,
+                progress_token: None,
+                profile: crate::protocol::profile::Profile::default(),
+                traceparent: None,
+                tracestate: None,
+                access: Default::default(),
+            };
+            let req = ClientRequest::new(
+                crate::jsonrpc::Id::Number(1),
+                Method::TasksGet,
+                ClientParams::default(),
+                ctx,
+                Vec::new(),
+            );
+            let mut params = Map::new();
+            params.insert(
+                "_meta".into(),
+                json!({meta::CLIENT_CAPABILITIES: "untouched"}),
+            );
+            declare_tasks(&mut params, &req);
+            assert_eq!(params["_meta"][meta::CLIENT_CAPABILITIES], expected);
+        }
+    }
+}
