@@ -109,6 +109,45 @@ fn audit_lines(fx: &Fixture, tool: &str) -> Vec<Value> {
         .collect()
 }
 
+/// On a route whose server speaks 2026-07-28 the server decides which
+/// calls become tasks: `redmark check` refuses the settings that could only
+/// make a legacy server's call a task (they would silently do nothing).
+#[test]
+fn check_refuses_settings_a_native_route_cannot_use() {
+    let fx = Fixture::new();
+    let native = |policy: &str, tasks: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\nname = \"main\"\npath = \"/mcp\"\n{}\n\
+             [route.upstream]\nprotocol = \"2026-07-28\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n[route.tasks]\n{tasks}\n",
+            fx.policy(policy)
+        )
+    };
+    let check = |text: String| {
+        let file = fx.path("redmark.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
+            .args(["check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), said)
+    };
+    let (ok, said) = check(native("[tool.x]\ntask = \"required\"\n", ""));
+    assert!(
+        !ok && said.contains("it decides which calls become tasks"),
+        "{said}"
+    );
+    let (ok, said) = check(native("", "after = \"5s\""));
+    assert!(
+        !ok && said.contains("[route.tasks] after has no effect"),
+        "{said}"
+    );
+    let (ok, said) = check(native("", "ttl = \"5m\""));
+    assert!(ok, "{said}");
+}
+
 #[tokio::test]
 async fn a_native_servers_task_is_relayed_under_a_wrapped_id() {
     let fx = Fixture::new();

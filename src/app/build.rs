@@ -164,7 +164,17 @@ fn task_problems(
         column: 0,
         message,
     };
+    let native = route.upstream.get_ref().protocol == crate::config::UpstreamProtocol::Native;
     match &route.tasks {
+        // A native server decides itself which calls become tasks; redmark
+        // relays them (`mrtr::native::task`): a setting that could only
+        // make a task of a legacy server's call would silently do nothing.
+        Some(_) if native && policy.uses_tasks() => vec![at(
+            "the policy sets `task`, but the route's server speaks 2026-07-28 (protocol = \"2026-07-28\"): it decides which calls become tasks, and redmark relays them".to_owned(),
+        )],
+        Some(tasks) if native && tasks.get_ref().after.is_some() => vec![at(
+            "[route.tasks] after has no effect on a route whose server speaks 2026-07-28 (protocol = \"2026-07-28\"): the server decides which calls become tasks".to_owned(),
+        )],
         Some(tasks) => tasks.get_ref().problems().into_iter().map(at).collect(),
         None if policy.uses_tasks() => vec![at(
             "the policy sets `task` but the route has no [route.tasks] section, so it serves no tasks"
