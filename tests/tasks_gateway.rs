@@ -771,6 +771,12 @@ async fn tasks_on_another_replica_are_forwarded_to_the_owner_and_a_lost_one_read
     );
     let r = update(&b, ALICE, &id, json!({"room": {"action": "decline"}})).await;
     assert_error(&r, 503, -32603, "owner_unreachable");
+    // Counted once as lost, however often it is read so.
+    get(&b, ALICE, &id).await;
+    let lost = r#"redmark_tasks_total{route="main",tool="book_room",outcome="lost"}"#;
+    b.wait_metric(lost, 1.0).await;
+    get(&b, ALICE, &id).await;
+    assert_eq!(b.metric(lost).await, Some(1.0));
     b.stop().await;
 }
 
@@ -1191,6 +1197,10 @@ async fn a_restarted_replica_reads_its_lost_tasks_failed_saying_so() {
             r.raw
         );
     }
+    let counted = r#"redmark_tasks_total{route="main",tool="book_room",outcome="lost"}"#;
+    again.wait_metric(counted, 1.0).await;
+    get(&again, ALICE, &id).await;
+    assert_eq!(again.metric(counted).await, Some(1.0), "counted once");
     // This incarnation's tasks are its own; a forged id is still unknown.
     let fresh = created(&rpc_as(&again, ALICE, "tools/call", ambiguous(), declaring()).await);
     until(&again, ALICE, &fresh, "input_required").await;

@@ -113,6 +113,10 @@ pub async fn forward(
                 tracing::warn!(node = %to.node, error = %why, "the replica relaying a task is unreachable; serving it here");
                 return None;
             }
+            tokio::spawn(super::tasks::count_lost(
+                gw.engine.clone(),
+                task.sealed.clone(),
+            ));
             return Some(task_unreachable(task, id.as_ref(), &to.node, &why));
         }
         tracing::warn!(node = %to.node, addr = %to.addr, error = %why, "the owner of a hold-mode operation is unreachable");

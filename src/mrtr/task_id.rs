@@ -47,8 +47,9 @@ pub struct Sealed {
     /// for a gateway-made task): what the server hears in `tasks/*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub u: Option<String>,
-    /// The tool (or prompt, or resource) the relayed task runs: whose
-    /// policy its questions and answers are held to.
+    /// The tool (or prompt, or resource) the task runs: whose policy a
+    /// relayed task's questions and answers are held to, and the label a
+    /// lost task is counted under. Absent in ids issued before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub o: Option<String>,
     /// The W3C `traceparent` of the span that made the task, when traced:
@@ -108,8 +109,10 @@ pub struct Issue<'a> {
     pub created_ms: u64,
     pub ttl_ms: u64,
     pub poll_ms: u64,
-    /// For a relayed task: the server's own id and the target it runs.
-    pub relayed: Option<(&'a str, &'a str)>,
+    /// The tool (or prompt, or resource) the task runs.
+    pub target: &'a str,
+    /// For a relayed task: the server's own id.
+    pub server_id: Option<&'a str>,
     /// The task's trace (`traceparent`), when traced.
     pub traceparent: Option<&'a str>,
 }
@@ -127,8 +130,8 @@ pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
         i: task.poll_ms,
         x: hex::encode(rand::random::<[u8; 16]>()),
         b: Some(task.boot.to_owned()),
-        u: task.relayed.map(|(id, _)| id.to_owned()),
-        o: task.relayed.map(|(_, target)| target.to_owned()),
+        u: task.server_id.map(str::to_owned),
+        o: Some(task.target.to_owned()),
         tp: task.traceparent.map(str::to_owned),
     };
     let plain = serde_json::to_vec(&sealed).unwrap_or_default();
@@ -177,7 +180,8 @@ mod tests {
             created_ms: 5,
             ttl_ms: 6,
             poll_ms: 7,
-            relayed: None,
+            target: "t",
+            server_id: None,
             traceparent: None,
         };
         let id = issue(&keys, &task);

@@ -183,7 +183,8 @@ async fn start(
             created_ms: millis(since_epoch),
             ttl_ms: millis(limits.ttl),
             poll_ms: millis(limits.poll_interval),
-            relayed: None,
+            target: req.target(),
+            server_id: None,
             traceparent: traceparent.as_deref(),
         },
     );
@@ -257,6 +258,21 @@ pub(crate) fn account(gw: &Gateway, task: &Task, outcome: &str) {
     metrics.add_live_tasks(-1);
 }
 
+/// A task lost with its replica (unreachable, or restarted since), counted
+/// once in `redmark_tasks_total{outcome="lost"}` however many reads find it
+/// lost on however many replicas: the first marks it in the single-use
+/// store (`[state] store` when shared, else this replica's). Its live count
+/// went with the replica that held it.
+pub(crate) async fn count_lost(engine: Arc<crate::mrtr::Engine>, sealed: id::Sealed) {
+    let now = engine.clock.unix_now().as_secs();
+    let ttl = Duration::from_secs(sealed.e.saturating_sub(now).max(1));
+    let mark = format!("task-lost.{}", sealed.x);
+    if let Ok(true) = engine.single_use.first_use(&mark, ttl).await {
+        let tool = sealed.o.as_deref().unwrap_or("-");
+        engine.metrics.record_task(&sealed.r, tool, "lost");
+    }
+}
+
 /// The replica holding a task, when it is another one this replica can
 /// forward `tasks/*` to (the pipeline's `owner` step marks the request);
 /// `None` for this replica's own tasks and for ids that do not open (they
@@ -316,6 +332,7 @@ fn restarted(
     if sealed.n != gw.engine.node || boot == gw.tasks.boot() {
         return None;
     }
+    tokio::spawn(count_lost(gw.engine.clone(), sealed.clone()));
     if method != Method::TasksGet {
         return Some(None);
     }

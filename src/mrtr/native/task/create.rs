@@ -84,7 +84,8 @@ impl Run {
                 created_ms: millis(now),
                 ttl_ms,
                 poll_ms,
-                relayed: Some((&server_id, &self.target)),
+                target: &self.target,
+                server_id: Some(&server_id),
                 traceparent: self.tc.as_deref(),
             },
         );
