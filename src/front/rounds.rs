@@ -263,3 +263,59 @@ impl Next {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+    use serde_json::json;
+
+    use super::*;
+    use crate::mrtr::outgoing::{Body, Outcome};
+
+    fn final_of(result: Value) -> Reply {
+        Reply::Json(Outgoing::Final {
+            status: StatusCode::OK,
+            body: Body::Json(json!({"jsonrpc": "2.0", "id": 1, "result": result})),
+            outcome: Outcome::Ok,
+        })
+    }
+
+    #[test]
+    fn an_input_required_answer_is_a_round_to_gather() {
+        let asked = final_of(json!({
+            "resultType": "input_required",
+            "inputRequests": {"room": {"method": "elicitation/create", "params": {}}},
+            "requestState": "s1"
+        }));
+        let Next::Round(round) = Next::of(asked) else {
+            panic!("an input_required result is a round");
+        };
+        assert_eq!(round.requests.len(), 1);
+        assert_eq!(round.requests[0].0, "room");
+        assert_eq!(round.state.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_complete_answer_is_the_end_as_the_engine_wrote_it() {
+        let done = final_of(json!({"resultType": "complete", "content": []}));
+        let Next::Done(Outgoing::Final { body, .. }) = Next::of(done) else {
+            panic!("a complete result ends the call");
+        };
+        assert_eq!(
+            body,
+            Body::Json(
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}})
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lone_notification_is_a_stream_that_ends_without_an_answer() {
+        let lone = Reply::Json(Outgoing::Notification(json!({"method": "n"})));
+        let Next::Stream(Some(first), mut rx) = Next::of(lone) else {
+            panic!("a notification starts a stream");
+        };
+        assert_eq!(first["method"], "n");
+        assert!(rx.recv().await.is_none(), "nothing follows it");
+    }
+}

@@ -233,3 +233,63 @@ pub fn id_key(id: &Id) -> String {
         Id::String(s) => format!("\"{s}\""),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::mrtr::outgoing::{Body, Outcome};
+
+    fn answered(status: StatusCode) -> StatusCode {
+        let reject = Reject::new(Reason::RateLimited, "slow down");
+        let out = Outgoing::Final {
+            status,
+            body: Body::Json(reject.response(Some(&Id::Number(1)))),
+            outcome: Outcome::Error(reject.reason),
+        };
+        match final_for_2025(out) {
+            Outgoing::Final { status, .. } => status,
+            Outgoing::Notification(_) => panic!("a final answer stays final"),
+        }
+    }
+
+    #[test]
+    fn an_error_is_a_200_unless_its_status_says_when_to_come_back() {
+        assert_eq!(answered(StatusCode::BAD_REQUEST), StatusCode::OK);
+        assert_eq!(answered(StatusCode::FORBIDDEN), StatusCode::OK);
+        assert_eq!(
+            answered(StatusCode::TOO_MANY_REQUESTS),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            answered(StatusCode::SERVICE_UNAVAILABLE),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn a_final_result_loses_what_2026_adds() {
+        let out = Outgoing::Final {
+            status: StatusCode::OK,
+            body: Body::Json(
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}}),
+            ),
+            outcome: Outcome::Ok,
+        };
+        let Outgoing::Final {
+            body: Body::Json(v),
+            ..
+        } = final_for_2025(out)
+        else {
+            panic!("a JSON answer stays JSON");
+        };
+        assert_eq!(v["result"], json!({"content": []}));
+    }
+
+    #[test]
+    fn a_call_is_known_by_its_id_as_cancelled_names_it() {
+        assert_eq!(id_key(&Id::Number(7)), "7");
+        assert_eq!(id_key(&Id::String("7".into())), "\"7\"");
+    }
+}
