@@ -29,10 +29,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::answers::Expected;
 use super::session::{Session, Sessions};
-use super::shape::{self, Round};
+use super::shape;
 use crate::front::Gateway;
 use crate::front::dispatch::Reply;
-use crate::front::rounds::{Answers, Call, Grace, Next};
+use crate::front::rounds::{self, Answers, Call, Grace, Next, Round};
+
 use crate::jsonrpc::Id;
 use crate::mrtr::Outgoing;
 use crate::mrtr::start::STREAM_DEPTH;
@@ -142,7 +143,7 @@ impl Answers for Pushes {
                 Ok(Ok(result)) => {
                     answers.insert((*key).to_owned(), result);
                 }
-                Ok(Err(error)) => match shape::answer_to_error(request) {
+                Ok(Err(error)) => match rounds::answer_to_error(request) {
                     Some(cancel) => {
                         answers.insert((*key).to_owned(), cancel);
                     }

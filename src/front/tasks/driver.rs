@@ -20,8 +20,7 @@ use tokio::time::Instant;
 
 use super::task::{Status, Task};
 use crate::front::Gateway;
-use crate::front::era2025::shape::Round;
-use crate::front::rounds::{Answers, Call, Grace};
+use crate::front::rounds::{Answers, Call, Grace, Round};
 use crate::mrtr::Outgoing;
 use crate::protocol::{ClientRequest, Principal, Reason, Reject};
 use crate::route::Route;

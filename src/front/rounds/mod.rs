@@ -14,8 +14,10 @@
 //!
 //! A round given up (the client left or cancelled, nobody answered in
 //! time) is not left hanging on the server: the retry that gives it up
-//! answers `cancel` to every open elicitation (`Round::cancel_retry`), and
-//! what the server answers then is nobody's.
+//! answers `cancel` to every open elicitation ([`Round::cancel_retry`]),
+//! and what the server answers then is nobody's.
+//!
+//! - [`round`]: one round's questions, read back from the engine's answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,11 +27,14 @@ use tokio::sync::mpsc;
 
 use crate::front::Gateway;
 use crate::front::dispatch::{self, Reply};
-use crate::front::era2025::shape::{self, Round};
 use crate::mrtr::Outgoing;
 use crate::mrtr::state::Claims;
 use crate::protocol::{ClientRequest, Principal, Reason, Reject};
 use crate::route::Route;
+
+mod round;
+
+pub use self::round::{Round, answer_to_error};
 
 /// Everything a call's rounds share.
 pub struct Call {
@@ -248,7 +253,7 @@ impl Next {
                 status,
                 body,
                 outcome,
-            }) => match shape::round(&body) {
+            }) => match Round::asked(&body) {
                 Some(round) => Next::Round(round),
                 None => Next::Done(Outgoing::Final {
                     status,
