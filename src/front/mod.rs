@@ -12,6 +12,7 @@
 //! - [`response`]: JSON and SSE response bodies.
 //! - [`access`]: what a request's access-log line says.
 //! - [`era2025`]: 2025-era clients (`initialize`, sessions, pushed questions) on the same endpoint.
+//! - [`rounds`]: the loop of a call whose rounds redmark answers for its client (2025-era calls, [`tasks`]).
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics`; [`readiness`]: what `/readyz` reports.
 //! - [`cluster`]: the internal endpoint (retries forwarded by other replicas) and its signature.
 //! - [`forward`]: the client that forwards a hold-mode retry to the replica owning it.
@@ -33,6 +34,7 @@ pub mod oauth;
 pub mod pipeline;
 mod readiness;
 pub mod response;
+pub(crate) mod rounds;
 pub mod server;
 pub mod tasks;
 pub mod tls;

@@ -6,8 +6,8 @@
 //! by the engine; for a native server it is the server's
 //! `InputRequiredResult`, guarded and its state wrapped. Either way the
 //! client answers each pushed request by POSTing a JSON-RPC response;
-//! redmark gathers a round's answers and retries the call with them as
-//! `inputResponses` and the round's `requestState`, byte for byte. The
+//! redmark gathers a round's answers and retries the call with them
+//! (`front::rounds`, the loop this shares with gateway-made tasks). The
 //! engine validates the answers against the policy, and an invalid one
 //! comes back as the next round (the red mark), pushed again. So
 //! `input_required` never reaches a 2025-era client, and a call that asks
@@ -25,28 +25,29 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::answers::Expected;
 use super::session::{Session, Sessions};
-use super::shape::{self, Round};
+use super::shape;
 use crate::front::Gateway;
-use crate::front::dispatch::{self, Reply};
+use crate::front::dispatch::Reply;
+use crate::front::rounds::{self, Answers, Call, Grace, Next, Round};
+
 use crate::jsonrpc::Id;
-use crate::mrtr::outgoing::Body;
+use crate::mrtr::Outgoing;
 use crate::mrtr::start::STREAM_DEPTH;
-use crate::mrtr::{Outcome, Outgoing};
 use crate::protocol::{ClientRequest, Principal, Reason, Reject};
 use crate::route::Route;
 
-/// Everything a call's rounds share.
-struct Call {
-    gw: Arc<Gateway>,
+/// A call's questions pushed on its stream, and their answers POSTed back.
+struct Pushes {
     sessions: Arc<Sessions>,
-    route: Arc<Route>,
-    principal: Principal,
     session: Arc<Session>,
-    /// The call as first sent: each retry is this plus a round's answers.
-    template: ClientRequest,
+    /// The call's stream: its notifications, questions and final answer.
+    tx: mpsc::Sender<Outgoing>,
+    /// Cancelled by `notifications/cancelled`, `DELETE` or shutdown.
+    ended: CancellationToken,
 }
 
 /// How a round's wait ended without every answer.
@@ -69,25 +70,27 @@ pub async fn serve(
     verified: Option<Box<crate::mrtr::state::Claims>>,
 ) -> Reply {
     let guard = session.call(id_key(&req.id));
-    let template = (*req).clone();
-    let first = dispatch::dispatch(&gw, route.clone(), principal.clone(), req, verified).await;
-    let next = match Next::of(first) {
-        Ok(next) => next,
-        Err(done) => return Reply::Json(done),
-    };
-    let id = template.id.clone();
-    let (tx, mut out) = mpsc::channel(STREAM_DEPTH);
     let call = Call {
-        sessions: gw.sessions.clone(),
         gw,
         route,
         principal,
-        session,
-        template,
+        template: (*req).clone(),
     };
+    let next = match Next::of(call.dispatch(req, verified).await) {
+        Next::Done(done) => return Reply::Json(final_for_2025(done)),
+        next => next,
+    };
+    let id = call.template.id.clone();
+    let (tx, mut out) = mpsc::channel(STREAM_DEPTH);
     tokio::spawn(Box::pin(async move {
         let _guard = guard;
-        call.drive(next, tx, &_guard.token).await;
+        let pushes = Pushes {
+            sessions: call.gw.sessions.clone(),
+            session,
+            tx,
+            ended: _guard.token.clone(),
+        };
+        call.drive(&pushes, next).await;
     }));
     match out.recv().await {
         Some(Outgoing::Notification(first)) => Reply::Stream { first, rx: out },
@@ -99,137 +102,34 @@ pub async fn serve(
     }
 }
 
-/// What the call waits for next.
-enum Next {
-    Round(Round),
-    /// The engine's stream: notifications, then the final answer.
-    Stream(Option<Value>, mpsc::Receiver<Outgoing>),
-}
+impl Answers for Pushes {
+    type Stop = Abandoned;
 
-impl Call {
-    async fn drive(
-        &self,
-        mut next: Next,
-        tx: mpsc::Sender<Outgoing>,
-        ended: &tokio_util::sync::CancellationToken,
-    ) {
-        loop {
-            let round = match next {
-                Next::Round(round) => round,
-                Next::Stream(first, mut rx) => {
-                    if let Some(first) = first
-                        && tx.send(Outgoing::Notification(first)).await.is_err()
-                    {
-                        return;
-                    }
-                    match self.relay(&mut rx, &tx, ended).await {
-                        Some(round) => round,
-                        // Answered, or abandoned: dropping `rx` tells the
-                        // engine nobody listens, and it cancels upstream.
-                        None => return,
-                    }
-                }
-            };
-            let answers = match self.gather(&round, &tx, ended).await {
-                Ok(answers) => answers,
-                Err(abandoned) => {
-                    self.abandon(&round, abandoned, &tx).await;
-                    return;
-                }
-            };
-            let Some(state) = round.state else {
-                self.fail(
-                    &tx,
-                    Reject::new(
-                        Reason::UpstreamIncompatible,
-                        "the server asked for input without a requestState to retry with",
-                    ),
-                )
-                .await;
-                return;
-            };
-            let retry = self.template.retried_with(answers, state);
-            let reply = dispatch::dispatch(
-                &self.gw,
-                self.route.clone(),
-                self.principal.clone(),
-                Box::new(retry),
-                None,
-            )
-            .await;
-            next = match Next::of(reply) {
-                Ok(next) => next,
-                Err(done) => {
-                    let _ = tx.send(done).await;
-                    return;
-                }
-            };
+    async fn interrupted(&self) -> Abandoned {
+        tokio::select! {
+            () = self.tx.closed() => {}
+            () = self.ended.cancelled() => {}
         }
+        Abandoned::Gone
     }
 
-    /// Relays the engine's notifications until its final answer: that answer
-    /// sent on (`None`), or the round it asks.
-    async fn relay(
-        &self,
-        rx: &mut mpsc::Receiver<Outgoing>,
-        tx: &mpsc::Sender<Outgoing>,
-        ended: &tokio_util::sync::CancellationToken,
-    ) -> Option<Round> {
-        loop {
-            let out = tokio::select! {
-                out = rx.recv() => out,
-                () = tx.closed() => return None,
-                () = ended.cancelled() => return None,
-            };
-            match out {
-                Some(Outgoing::Notification(n)) => {
-                    if tx.send(Outgoing::Notification(n)).await.is_err() {
-                        return None;
-                    }
-                }
-                Some(Outgoing::Final {
-                    status,
-                    body,
-                    outcome,
-                }) => match round_or_final(status, body, outcome) {
-                    Ok(round) => return Some(round),
-                    Err(done) => {
-                        let _ = tx.send(done).await;
-                        return None;
-                    }
-                },
-                None => {
-                    self.fail(
-                        tx,
-                        Reject::new(
-                            Reason::InternalError,
-                            "the operation ended without an answer",
-                        ),
-                    )
-                    .await;
-                    return None;
-                }
-            }
-        }
+    async fn notify(&self, notification: Value) -> Result<(), Abandoned> {
+        self.tx
+            .send(Outgoing::Notification(notification))
+            .await
+            .map_err(|_| Abandoned::Gone)
     }
 
     /// Pushes a round's questions and waits for every answer.
-    async fn gather(
-        &self,
-        round: &Round,
-        tx: &mpsc::Sender<Outgoing>,
-        ended: &tokio_util::sync::CancellationToken,
-    ) -> Result<Map<String, Value>, Abandoned> {
+    async fn gather(&self, call: &Call, round: &Round) -> Result<Map<String, Value>, Abandoned> {
         let mut waiting: Vec<(&str, &Value, Expected)> = Vec::with_capacity(round.requests.len());
         for (key, request) in &round.requests {
             let expected = self.sessions.expect(&self.session);
             let pushed = shape::push(&expected.id, request, &self.session.version);
-            if tx.send(Outgoing::Notification(pushed)).await.is_err() {
-                return Err(Abandoned::Gone);
-            }
+            self.notify(pushed).await?;
             waiting.push((key, request, expected));
         }
-        let ttl = self.gw.engine.ttl;
+        let ttl = call.gw.engine.ttl;
         let deadline = tokio::time::sleep(ttl);
         tokio::pin!(deadline);
         let mut answers = Map::new();
@@ -237,14 +137,13 @@ impl Call {
             let answer = tokio::select! {
                 a = &mut expected.rx => a,
                 () = &mut deadline => return Err(Abandoned::Expired(ttl)),
-                () = tx.closed() => return Err(Abandoned::Gone),
-                () = ended.cancelled() => return Err(Abandoned::Gone),
+                why = self.interrupted() => return Err(why),
             };
             match answer {
                 Ok(Ok(result)) => {
                     answers.insert((*key).to_owned(), result);
                 }
-                Ok(Err(error)) => match shape::answer_to_error(request) {
+                Ok(Err(error)) => match rounds::answer_to_error(request) {
                     Some(cancel) => {
                         answers.insert((*key).to_owned(), cancel);
                     }
@@ -266,80 +165,56 @@ impl Call {
         Ok(answers)
     }
 
-    /// Ends a call whose round will not be answered: the client hears why
-    /// (if it still listens), and the server hears `cancel` for every
-    /// elicitation still open, as a good client would say it. What the
-    /// server answers then goes nowhere.
-    async fn abandon(&self, round: &Round, why: Abandoned, tx: &mpsc::Sender<Outgoing>) {
-        let reject = match &why {
-            Abandoned::Gone => None,
-            Abandoned::Expired(ttl) => Some(Reject::new(
+    async fn answer(&self, _call: &Call, out: Outgoing) {
+        let _ = self.tx.send(final_for_2025(out)).await;
+    }
+
+    async fn fail(&self, call: &Call, reject: Reject) {
+        let out = Outgoing::reject(Some(&call.template.id), &reject);
+        let _ = self.tx.send(out).await;
+    }
+
+    /// The client hears why the call ends, if it still listens (the driver
+    /// then tells the server `cancel`).
+    async fn stop(&self, call: &Call, why: Abandoned) {
+        let reject = match why {
+            Abandoned::Gone => return,
+            Abandoned::Expired(ttl) => Reject::new(
                 Reason::OperationExpired,
                 format!(
                     "nobody answered the question within {}s ([mrtr] ttl); the server was told `cancel`",
                     ttl.as_secs()
                 ),
-            )),
-            Abandoned::ClientError { method, message } => Some(Reject::new(
+            ),
+            Abandoned::ClientError { method, message } => Reject::new(
                 Reason::MalformedInputResponse,
                 format!("the client answered `{method}` with an error ({message}); the call ends"),
-            )),
+            ),
         };
-        if let Some(reject) = reject {
-            self.fail(tx, reject).await;
-        }
-        let Some(retry) = round.cancel_retry(&self.template) else {
-            return;
-        };
-        let (gw, route, principal) = (self.gw.clone(), self.route.clone(), self.principal.clone());
-        // Bounded: the server's answer to a cancelled call is nobody's, and
-        // the engine's own TTL ends whatever is still waiting then.
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(
-                gw.engine.ttl,
-                dispatch::dispatch(&gw, route, principal, Box::new(retry), None),
-            )
-            .await;
-        });
+        self.fail(call, reject).await;
     }
 
-    async fn fail(&self, tx: &mpsc::Sender<Outgoing>, reject: Reject) {
-        let out = Outgoing::reject(Some(&self.template.id), &reject);
-        let _ = tx.send(out).await;
+    /// Bounded: the server's answer to a cancelled call is nobody's, and
+    /// the engine's own TTL ends whatever is still waiting then.
+    fn grace(&self, call: &Call) -> Grace {
+        Grace::FirstOutput(call.gw.engine.ttl)
     }
 }
 
-impl Next {
-    /// What a dispatched call or retry leads to next, or the final answer
-    /// it already is, written for the 2025-era client. (The answer is not
-    /// boxed: every plain 2025-era call takes this path.)
-    #[allow(clippy::result_large_err)]
-    fn of(reply: Reply) -> Result<Next, Outgoing> {
-        match reply {
-            Reply::Json(Outgoing::Final {
-                status,
-                body,
-                outcome,
-            }) => round_or_final(status, body, outcome).map(Next::Round),
-            // `dispatch` answers a notification with a stream; a lone one
-            // ends as a stream that ends without an answer would.
-            Reply::Json(Outgoing::Notification(n)) => Ok(Next::Stream(Some(n), mpsc::channel(1).1)),
-            Reply::Stream { first, rx } => Ok(Next::Stream(Some(first), rx)),
-        }
-    }
-}
-
-/// The round an engine's final answer asks, or that answer for a 2025-era client.
-#[allow(clippy::result_large_err)]
-fn round_or_final(status: StatusCode, body: Body, outcome: Outcome) -> Result<Round, Outgoing> {
-    shape::round(&body).ok_or_else(|| final_for_2025(status, body, outcome))
-}
-
-/// A final answer for a 2025-era client. Its HTTP status: a JSON-RPC error
-/// is a 200 with the error in the body, as 2025-era servers answer (a
-/// client that meets a 4xx reports the HTTP status and loses the error),
-/// except where the status tells the client when to come back (429, 503).
-fn final_for_2025(status: StatusCode, body: Body, outcome: Outcome) -> Outgoing {
+/// A final answer for a 2025-era client: without what 2026-07-28 adds
+/// (`shape::final_body`), and its HTTP status: a JSON-RPC error is a 200
+/// with the error in the body, as 2025-era servers answer (a client that
+/// meets a 4xx reports the HTTP status and loses the error), except where
+/// the status tells the client when to come back (429, 503).
+fn final_for_2025(out: Outgoing) -> Outgoing {
+    let Outgoing::Final {
+        status,
+        body,
+        outcome,
+    } = out
+    else {
+        return out;
+    };
     let status = match status {
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => status,
         _ => StatusCode::OK,
@@ -357,5 +232,65 @@ pub fn id_key(id: &Id) -> String {
     match id {
         Id::Number(n) => n.to_string(),
         Id::String(s) => format!("\"{s}\""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::mrtr::outgoing::{Body, Outcome};
+
+    fn answered(status: StatusCode) -> StatusCode {
+        let reject = Reject::new(Reason::RateLimited, "slow down");
+        let out = Outgoing::Final {
+            status,
+            body: Body::Json(reject.response(Some(&Id::Number(1)))),
+            outcome: Outcome::Error(reject.reason),
+        };
+        match final_for_2025(out) {
+            Outgoing::Final { status, .. } => status,
+            Outgoing::Notification(_) => panic!("a final answer stays final"),
+        }
+    }
+
+    #[test]
+    fn an_error_is_a_200_unless_its_status_says_when_to_come_back() {
+        assert_eq!(answered(StatusCode::BAD_REQUEST), StatusCode::OK);
+        assert_eq!(answered(StatusCode::FORBIDDEN), StatusCode::OK);
+        assert_eq!(
+            answered(StatusCode::TOO_MANY_REQUESTS),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            answered(StatusCode::SERVICE_UNAVAILABLE),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn a_final_result_loses_what_2026_adds() {
+        let out = Outgoing::Final {
+            status: StatusCode::OK,
+            body: Body::Json(
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "content": []}}),
+            ),
+            outcome: Outcome::Ok,
+        };
+        let Outgoing::Final {
+            body: Body::Json(v),
+            ..
+        } = final_for_2025(out)
+        else {
+            panic!("a JSON answer stays JSON");
+        };
+        assert_eq!(v["result"], json!({"content": []}));
+    }
+
+    #[test]
+    fn a_call_is_known_by_its_id_as_cancelled_names_it() {
+        assert_eq!(id_key(&Id::Number(7)), "7");
+        assert_eq!(id_key(&Id::String("7".into())), "\"7\"");
     }
 }

@@ -1,56 +1,11 @@
 //! 2026-07-28 answers as a 2025-era client reads them: a final result
-//! without what 2026-07-28 adds, an `input_required` round read back into
-//! its questions, and each question as the JSON-RPC request pushed on the
-//! call's stream.
+//! without what 2026-07-28 adds, and each question of a round
+//! (`front::rounds`) as the JSON-RPC request pushed on the call's stream.
 
 use serde_json::{Map, Value, json};
 
 use crate::mrtr::outgoing::Body;
-use crate::protocol::{ClientRequest, meta};
-
-/// One round of questions: each input request by its key, and the state the
-/// retry presents.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Round {
-    pub requests: Vec<(String, Value)>,
-    pub state: Option<String>,
-}
-
-/// The round a final answer asks, if it is an `input_required` result.
-pub fn round(body: &Body) -> Option<Round> {
-    match body {
-        Body::InputRequired { result, .. } => Some(Round {
-            requests: result
-                .requests
-                .iter()
-                .map(|(k, raw)| {
-                    (
-                        k.clone(),
-                        serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-                    )
-                })
-                .collect(),
-            state: Some(result.state.clone()),
-        }),
-        Body::Json(v) => {
-            let result = v.get("result")?;
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-                return None;
-            }
-            let requests = result
-                .get("inputRequests")
-                .and_then(Value::as_object)
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default();
-            let state = result
-                .get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            Some(Round { requests, state })
-        }
-        Body::Relayed { .. } => None,
-    }
-}
+use crate::protocol::meta;
 
 /// A final answer written for a 2025-era client: no `resultType`, caching
 /// hints or `serverInfo` (members its schema does not have).
@@ -115,28 +70,6 @@ pub fn push(id: &str, request: &Value, version: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-/// What a question's answer is when the client answered it with a JSON-RPC
-/// error: an elicitation is then cancelled (the user did not get to answer);
-/// other questions have no answer that says so, and end the call.
-pub fn answer_to_error(request: &Value) -> Option<Value> {
-    (request.get("method").and_then(Value::as_str) == Some("elicitation/create"))
-        .then(|| json!({"action": "cancel"}))
-}
-
-impl Round {
-    /// The retry that gives this round up: `cancel` for every open
-    /// elicitation, with the round's state; none for a round without state.
-    pub fn cancel_retry(&self, template: &ClientRequest) -> Option<ClientRequest> {
-        let state = self.state.clone()?;
-        let cancels: Map<String, Value> = self
-            .requests
-            .iter()
-            .filter_map(|(k, r)| answer_to_error(r).map(|c| (k.clone(), c)))
-            .collect();
-        Some(template.retried_with(cancels, state))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,24 +106,5 @@ mod tests {
             panic!()
         };
         assert_eq!(v["result"], json!({"tools": [], "_meta": {"x": 1}}));
-    }
-
-    #[test]
-    fn an_input_required_result_reads_back_as_a_round() {
-        let body = Body::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "resultType": "input_required", "inputRequests": {"a": form()}, "requestState": "s"
-        }}));
-        let r = round(&body).unwrap();
-        assert_eq!(r.requests, vec![("a".to_owned(), form())]);
-        assert_eq!(r.state.as_deref(), Some("s"));
-        let done =
-            Body::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}}));
-        assert!(round(&done).is_none());
-    }
-
-    #[test]
-    fn an_error_answer_cancels_an_elicitation_only() {
-        assert_eq!(answer_to_error(&form()), Some(json!({"action": "cancel"})));
-        assert_eq!(answer_to_error(&json!({"method": "roots/list"})), None);
     }
 }

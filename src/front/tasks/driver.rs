@@ -1,19 +1,16 @@
-//! A task's driver: the call made through the same engine, policy and
-//! audit as any call (`front::dispatch`), each `input_required` round
-//! turned into the task's `inputRequests`, and each complete set of
-//! `tasks/update` answers sent back as the call's retry. The engine judges
-//! those answers exactly as it judges an MRTR retry's (schema, field rules,
-//! CEL authz, model-owned fields): an invalid one comes back as the next
-//! round, with its red mark, and never reaches the server.
+//! A task's driver: the call driven by `front::rounds` (the loop it shares
+//! with a 2025-era client's call), with each `input_required` round turned
+//! into the task's `inputRequests`, and each complete set of `tasks/update`
+//! answers sent back as the call's retry. The engine judges those answers
+//! exactly as it judges an MRTR retry's (schema, field rules, CEL authz,
+//! model-owned fields): an invalid one comes back as the next round, with
+//! its red mark, and never reaches the server.
 //!
 //! Endings: the server's final result makes the task `completed` (an
 //! `isError: true` result too), a JSON-RPC error `failed`; `tasks/cancel`
 //! and the task's TTL end the call, and the server hears `cancel` for every
 //! question still open (and `notifications/cancelled` for a call still
 //! running, as the engine says it when nobody listens any more).
-//!
-//! This mirrors the 2025-era driver (`era2025::call`), whose answers come
-//! from a session's stream instead.
 
 use std::sync::Arc;
 
@@ -23,8 +20,7 @@ use tokio::time::Instant;
 
 use super::task::{Status, Task};
 use crate::front::Gateway;
-use crate::front::dispatch::{self, Reply};
-use crate::front::era2025::shape::{self, Round};
+use crate::front::rounds::{Answers, Call, Grace, Round};
 use crate::mrtr::Outgoing;
 use crate::protocol::{ClientRequest, Principal, Reason, Reject};
 use crate::route::Route;
@@ -51,11 +47,11 @@ pub struct Driver {
     pub early: mpsc::Sender<Early>,
 }
 
-/// What the call waits for next.
-enum Next {
-    Round(Round),
-    Stream(mpsc::Receiver<Outgoing>),
-    Done(Outgoing),
+/// A task's side of the call: its questions and `tasks/update` answers.
+struct TaskAnswers {
+    task: Arc<Task>,
+    deadline: Instant,
+    early: mpsc::Sender<Early>,
 }
 
 /// Why the driver stopped waiting.
@@ -70,98 +66,45 @@ enum Stop {
 
 impl Driver {
     pub async fn run(self, first: Box<ClientRequest>) {
-        let mut next = match self.call(first).await {
-            Ok(reply) => Next::of(reply),
-            Err(stop) => return self.stopped(stop, None),
+        let call = Call {
+            gw: self.gw,
+            route: self.route,
+            principal: self.principal,
+            template: self.template,
         };
-        loop {
-            let round = match next {
-                Next::Done(out) => return self.end(out).await,
-                Next::Round(round) => round,
-                Next::Stream(rx) => match self.relay(rx).await {
-                    Ok(Next::Round(round)) => round,
-                    Ok(Next::Done(out)) => return self.end(out).await,
-                    Ok(Next::Stream(_)) => return,
-                    Err(stop) => return self.stopped(stop, None),
-                },
-            };
-            self.task.ask(&round.requests);
-            if !self.task.handed_out() {
-                let _ = self.early.send(Early::Asked).await;
-            }
-            let answers = match self.gather().await {
-                Ok(answers) => answers,
-                Err(stop) => return self.stopped(stop, Some(&round)),
-            };
-            let Some(state) = round.state else {
-                if self.task.finish(
-                    Status::Failed,
-                    Some(error_of(&Reject::new(
-                        Reason::UpstreamIncompatible,
-                        "the server asked for input without a requestState to retry with",
-                    ))),
-                    None,
-                ) {
-                    super::account(&self.gw, &self.task, "failed");
-                }
-                return;
-            };
-            let retry = self.template.retried_with(answers, state);
-            next = match self.call(Box::new(retry)).await {
-                Ok(reply) => Next::of(reply),
-                Err(stop) => return self.stopped(stop, None),
-            };
-        }
+        let answers = TaskAnswers {
+            task: self.task,
+            deadline: self.deadline,
+            early: self.early,
+        };
+        call.run(&answers, first).await;
     }
+}
 
-    /// The call (or a retry) until its first output, unless the task is
-    /// cancelled or its TTL runs out first: then the call is dropped, and
-    /// the engine, hearing nobody listens, cancels the server's call
-    /// (`notifications/cancelled`).
-    async fn call(&self, req: Box<ClientRequest>) -> Result<Reply, Stop> {
-        let call = dispatch::dispatch(
-            &self.gw,
-            self.route.clone(),
-            self.principal.clone(),
-            req,
-            None,
-        );
+impl Answers for TaskAnswers {
+    type Stop = Stop;
+
+    async fn interrupted(&self) -> Stop {
         tokio::select! {
-            reply = call => Ok(reply),
-            () = self.task.cancel.cancelled() => Err(Stop::Cancelled),
-            () = tokio::time::sleep_until(self.deadline) => Err(Stop::Expired),
+            () = self.task.cancel.cancelled() => Stop::Cancelled,
+            () = tokio::time::sleep_until(self.deadline) => Stop::Expired,
         }
     }
 
-    /// The engine's stream until its final answer; its notifications are
-    /// not for a task (ext-tasks: "`notifications/progress` and
-    /// `notifications/message` ... are not supported on tasks").
-    async fn relay(&self, mut rx: mpsc::Receiver<Outgoing>) -> Result<Next, Stop> {
-        loop {
-            let out = tokio::select! {
-                out = rx.recv() => out,
-                () = self.task.cancel.cancelled() => return Err(Stop::Cancelled),
-                () = tokio::time::sleep_until(self.deadline) => return Err(Stop::Expired),
-            };
-            match out {
-                Some(Outgoing::Notification(_)) => {}
-                Some(done @ Outgoing::Final { .. }) => return Ok(Next::of(Reply::Json(done))),
-                None => {
-                    return Ok(Next::Done(Outgoing::reject(
-                        Some(&self.template.id),
-                        &Reject::new(
-                            Reason::InternalError,
-                            "the operation ended without an answer",
-                        ),
-                    )));
-                }
-            }
-        }
+    /// ext-tasks: "`notifications/progress` and `notifications/message`
+    /// ... are not supported on tasks": the engine's are dropped.
+    async fn notify(&self, _notification: Value) -> Result<(), Stop> {
+        Ok(())
     }
 
-    /// Waits until `tasks/update` has answered every question of the round.
-    async fn gather(&self) -> Result<Map<String, Value>, Stop> {
-        let round_deadline = Instant::now() + self.gw.engine.ttl;
+    /// Makes the round the task's questions, and waits until `tasks/update`
+    /// has answered every one.
+    async fn gather(&self, call: &Call, round: &Round) -> Result<Map<String, Value>, Stop> {
+        self.task.ask(&round.requests);
+        if !self.task.handed_out() {
+            let _ = self.early.send(Early::Asked).await;
+        }
+        let round_deadline = Instant::now() + call.gw.engine.ttl;
         loop {
             let answered = self.task.answered.notified();
             if let Some(answers) = self.task.answers() {
@@ -169,8 +112,7 @@ impl Driver {
             }
             tokio::select! {
                 () = answered => {}
-                () = self.task.cancel.cancelled() => return Err(Stop::Cancelled),
-                () = tokio::time::sleep_until(self.deadline) => return Err(Stop::Expired),
+                why = self.interrupted() => return Err(why),
                 () = tokio::time::sleep_until(round_deadline) => return Err(Stop::RoundExpired),
             }
         }
@@ -178,7 +120,7 @@ impl Driver {
 
     /// The call's final answer: the task's result or error, or, when the
     /// task was never handed out, the answer itself for the request.
-    async fn end(&self, out: Outgoing) {
+    async fn answer(&self, call: &Call, out: Outgoing) {
         let Outgoing::Final { ref body, .. } = out else {
             return;
         };
@@ -197,19 +139,25 @@ impl Driver {
         let settled = self.task.settle(status, payload);
         if settled.handed_out {
             if settled.ended {
-                super::account(&self.gw, &self.task, status.as_str());
+                super::account(&call.gw, &self.task, status.as_str());
             }
             return;
         }
         // Never handed out: the request that started it answers plainly.
-        self.gw.tasks.remove(&self.task.id);
+        call.gw.tasks.remove(&self.task.id);
         let _ = self.early.send(Early::Done(out)).await;
     }
 
-    /// Ends a task the client cancelled or nobody finished in time: the
-    /// server hears `cancel` for every question still open.
-    fn stopped(&self, stop: Stop, round: Option<&Round>) {
-        let (ended, outcome) = match stop {
+    /// The task fails with the refusal as its error.
+    async fn fail(&self, call: &Call, reject: Reject) {
+        self.answer(call, Outgoing::reject(Some(&call.template.id), &reject))
+            .await;
+    }
+
+    /// Ends a task the client cancelled or nobody finished in time (the
+    /// driver then tells the server `cancel` for every question still open).
+    async fn stop(&self, call: &Call, why: Stop) {
+        let (ended, outcome) = match why {
             // `tasks/cancel` already marked it cancelled (and accounted it).
             Stop::Cancelled => (self.task.finish(Status::Cancelled, None, None), "cancelled"),
             Stop::Expired => {
@@ -227,7 +175,7 @@ impl Driver {
                 (ended, "expired")
             }
             Stop::RoundExpired => {
-                let ttl = self.gw.engine.ttl.as_secs();
+                let ttl = call.gw.engine.ttl.as_secs();
                 let ended = self.task.finish(
                     Status::Failed,
                     Some(error_of(&Reject::new(
@@ -242,59 +190,14 @@ impl Driver {
             }
         };
         if ended {
-            super::account(&self.gw, &self.task, outcome);
+            super::account(&call.gw, &self.task, outcome);
         }
-        let Some(round) = round else {
-            // The call's stream is dropped with the driver: the engine
-            // hears nobody listens and cancels the server's call.
-            return;
-        };
-        let Some(retry) = round.cancel_retry(&self.template) else {
-            return;
-        };
-        let (gw, route, principal) = (self.gw.clone(), self.route.clone(), self.principal.clone());
-        // What the server answers a cancelled call is nobody's. A server
-        // that goes on past the grace is cancelled: dropping the retry's
-        // answer tells the engine nobody listens, and it sends
-        // `notifications/cancelled`.
-        tokio::spawn(async move {
-            let reply = tokio::time::timeout(
-                CANCEL_GRACE,
-                dispatch::dispatch(&gw, route, principal, Box::new(retry), None),
-            )
-            .await;
-            if let Ok(Reply::Stream { mut rx, .. }) = reply {
-                let _ = tokio::time::timeout(CANCEL_GRACE, async {
-                    while let Some(out) = rx.recv().await {
-                        if matches!(out, Outgoing::Final { .. }) {
-                            break;
-                        }
-                    }
-                })
-                .await;
-            }
-        });
     }
-}
 
-impl Next {
-    fn of(reply: Reply) -> Next {
-        match reply {
-            Reply::Json(Outgoing::Final {
-                status,
-                body,
-                outcome,
-            }) => match shape::round(&body) {
-                Some(round) => Next::Round(round),
-                None => Next::Done(Outgoing::Final {
-                    status,
-                    body,
-                    outcome,
-                }),
-            },
-            Reply::Json(Outgoing::Notification(_)) => Next::Stream(mpsc::channel(1).1),
-            Reply::Stream { rx, .. } => Next::Stream(rx),
-        }
+    /// The task is over either way; a server that goes on past the grace
+    /// is cancelled.
+    fn grace(&self, _call: &Call) -> Grace {
+        Grace::Final(CANCEL_GRACE)
     }
 }
 
