@@ -63,6 +63,7 @@ impl Replica {
     }
 }
 
+/// The running cluster: Redis, the shared servers, the replicas and nginx.
 pub struct Cluster {
     _dir: tempfile::TempDir,
     _redis: ChildGuard,
@@ -74,20 +75,25 @@ pub struct Cluster {
     pub base: String,
 }
 
+/// Rounds (or `tasks/*`) a replica forwarded to the owner on `route`.
 pub fn forwarded(route: &str) -> String {
     format!(r#"redmark_forwarded_retries_total{{route="{route}",outcome="forwarded"}}"#)
 }
 
+/// Replay-mode rounds a replica asked for `tool`.
 pub fn replayed(tool: &str) -> String {
     format!(r#"redmark_replay_rounds_total{{route="replay",tool="{tool}"}}"#)
 }
 
+/// Forwards a replica received on `route`'s internal endpoint.
 pub fn received(route: &str) -> String {
     format!(r#"redmark_forwards_received_total{{route="{route}"}}"#)
 }
 
 pub const PENDING: &str = "redmark_pending_operations";
 
+/// One replica's config: every route above, `node` its node id, its
+/// internal endpoint on `internal`, the shared Redis, servers and keys.
 pub fn replica_config(node: &str, internal: u16, redis: u16, server: u16, native: u16) -> String {
     let py = legacy_python();
     let script = fixture_file("mrtr_server.py");
@@ -340,6 +346,7 @@ impl Cluster {
     }
 }
 
+/// A driver's output line for step `i`.
 pub fn step(lines: &[Value], i: u64) -> &Value {
     lines
         .iter()
@@ -352,6 +359,7 @@ pub fn tool_output(result: &Value) -> Value {
     serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
 }
 
+/// The names a fixture tool's output says it was answered.
 pub fn names(out: &Value) -> Vec<String> {
     out["answers"]
         .as_array()
