@@ -121,7 +121,7 @@ if [[ ! -x "$PROM_DIR/usr/bin/prometheus" ]]; then
     fi
 fi
 
-# Redis and nginx (tests/cluster_store.rs, tests/cluster_nginx.rs start their
+# Redis and nginx (tests/cluster_store.rs, tests/cluster_nginx*.rs start their
 # own on ephemeral ports). Installed from Debian, as their libraries are too
 # (libjemalloc2, liblzf1, libpcre2...), with no service started or enabled
 # (apt_install_without_services). Skipped whenever both are already there.
