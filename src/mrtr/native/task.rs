@@ -181,8 +181,8 @@ impl Relays {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops the tasks past their time; each that never reached an end
-    /// this replica saw is counted `expired`.
+    /// Drops the tasks past their time; each this replica relayed that
+    /// never reached an end it saw is counted `expired`.
     fn sweep(&self, engine: &Engine, now: Instant) {
         let mut gone = Vec::new();
         self.table().retain(|_, t| {
@@ -192,8 +192,10 @@ impl Relays {
             }
             keep
         });
-        for t in gone {
-            count_end(engine, &t, "expired");
+        // Only the replica that relayed a task counts it expired: one that
+        // adopted it from its id alone would count it a second time.
+        for t in gone.iter().filter(|t| t.live) {
+            count_end(engine, t, "expired");
         }
     }
 
@@ -259,6 +261,7 @@ impl Relays {
         });
         // Unbounded here would let ids alone fill the table: an adopted task
         // replaces nothing and is dropped when the table is full.
+        self.sweep(engine, Instant::now());
         let mut live = self.table();
         if live.len() < ADOPT_MAX {
             live.insert(id.to_owned(), adopted.clone());
