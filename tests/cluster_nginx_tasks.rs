@@ -225,7 +225,7 @@ async fn a_relayed_native_task_is_served_through_every_replica_and_outlives_its_
     for _ in 0..3 {
         let t = task_rpc("tasks/get", id.clone(), json!({})).await;
         let keys: Vec<&String> = t["inputRequests"].as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["first.2"], "{t}");
+        assert_eq!(keys, ["first.redmark-2"], "{t}");
     }
     assert!(cluster.sum(&forwarded("native-tasks")).await >= 2.0);
     let relayer = eventually("the relaying replica", || async {

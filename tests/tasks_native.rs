@@ -291,7 +291,7 @@ async fn a_relayed_tasks_answers_are_held_to_the_policy() {
     let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["first", "second"], "{asked}");
 
-    // One answer, breaking the rule: acked, then asked again under `first.2`.
+    // One answer, breaking the rule: acked, then asked again under `first.redmark-2`.
     update(
         &gw,
         &id,
@@ -301,8 +301,10 @@ async fn a_relayed_tasks_answers_are_held_to_the_policy() {
     let reasked = get(&gw, &id).await;
     let requests = reasked["inputRequests"].as_object().unwrap();
     let keys: Vec<&String> = requests.keys().collect();
-    assert_eq!(keys, ["first.2", "second"], "{reasked}");
-    let message = requests["first.2"]["params"]["message"].as_str().unwrap();
+    assert_eq!(keys, ["first.redmark-2", "second"], "{reasked}");
+    let message = requests["first.redmark-2"]["params"]["message"]
+        .as_str()
+        .unwrap();
     assert!(
         message.starts_with("First question") && message.contains('✗'),
         "{message}"
@@ -322,12 +324,15 @@ async fn a_relayed_tasks_answers_are_held_to_the_policy() {
     })
     .await;
     assert_eq!(partial["status"], "input_required", "{partial}");
-    assert!(partial["inputRequests"]["first.2"].is_object(), "{partial}");
+    assert!(
+        partial["inputRequests"]["first.redmark-2"].is_object(),
+        "{partial}"
+    );
 
     update(
         &gw,
         &id,
-        json!({"first.2": {"action": "accept", "content": {"name": "ada"}}}),
+        json!({"first.redmark-2": {"action": "accept", "content": {"name": "ada"}}}),
     )
     .await;
     let done = until(&gw, &id, "completed", |t| t["status"] == "completed").await;

@@ -133,15 +133,21 @@ async fn the_rmcp_client_drives_a_relayed_native_task() {
                "second": {"action": "accept", "content": {"name": "bob"}}}),
     )
     .await;
-    let reasked = until(&client, &id, "the red-marked question", asking("first.2")).await;
-    let message = reasked["inputRequests"]["first.2"]["params"]["message"]
+    let reasked = until(
+        &client,
+        &id,
+        "the red-marked question",
+        asking("first.redmark-2"),
+    )
+    .await;
+    let message = reasked["inputRequests"]["first.redmark-2"]["params"]["message"]
         .as_str()
         .unwrap();
     assert!(message.contains('✗'), "{message}");
     answer(
         &client,
         &id,
-        json!({"first.2": {"action": "accept", "content": {"name": "ada"}}}),
+        json!({"first.redmark-2": {"action": "accept", "content": {"name": "ada"}}}),
     )
     .await;
     let done = until(&client, &id, "completed", |t| t["status"] == "completed").await;

@@ -64,9 +64,11 @@ async fn listen(gw: &Gateway, route: &Route, req: &ClientRequest) -> Reply {
     let mut params = upstream_params(req, None);
     params.remove("name");
     // Task status notifications (ext-tasks "Task Status Notifications") are
-    // the tasks extension's, which no route serves: not asked of the server
-    // (which would refuse the whole listen, the declaration being withheld),
-    // and not acknowledged to the client (`subscription_notice`).
+    // never asked of the server: on a route without `[route.tasks]` the
+    // extension is withheld (the server would refuse the whole listen), and
+    // on one with it the client names redmark's wrapped ids, which
+    // `front::tasks::notify` serves itself. Not acknowledged from the
+    // server either (`subscription_notice`).
     if let Some(Value::Object(wanted)) = params.get_mut("notifications") {
         wanted.remove("taskIds");
     }

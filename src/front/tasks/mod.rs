@@ -102,10 +102,13 @@ pub async fn dispatch(
             principal: principal.clone(),
             ctx: req.ctx.clone(),
         };
+        let native = route.native.is_native().await;
         let reply = match dispatch::dispatch(gw, route, principal, req, verified).await {
-            // The server serves no listen (a native one may not): the
-            // tasks are redmark's to watch all the same.
-            Reply::Json(_) if !tasks.is_empty() => notify::own_listen(gw, &subscription),
+            // A native server that serves no listen (it answered -32601):
+            // the tasks are redmark's to watch all the same.
+            Reply::Json(out) if native && !tasks.is_empty() && not_found(&out) => {
+                notify::own_listen(gw, &subscription)
+            }
             reply => reply,
         };
         return notify::merge(reply, &subscription, tasks, watcher);
@@ -313,6 +316,17 @@ pub fn lost(task_id: &str, sealed: &id::Sealed, error: Value) -> Value {
         format!("the replica holding this task ({}) is lost", sealed.n),
         error,
     )
+}
+
+/// Whether a final answer is `-32601` (Method not found).
+fn not_found(out: &crate::mrtr::Outgoing) -> bool {
+    match out {
+        crate::mrtr::Outgoing::Final { body, .. } => {
+            body.to_value().pointer("/error/code")
+                == Some(&Value::from(crate::jsonrpc::code::METHOD_NOT_FOUND))
+        }
+        crate::mrtr::Outgoing::Notification(_) => false,
+    }
 }
 
 /// A task this node issued in an earlier incarnation (it restarted, and

@@ -96,7 +96,13 @@ pub fn watched(gw: &Gateway, route: &Route, principal: &Principal, ids: &Value) 
         if let Some(task) = held {
             tasks.push(Watched::Held(task));
         } else if sealed.is_relayed() || elsewhere {
-            let every = Duration::from_millis(sealed.i).clamp(POLL_MIN, POLL_MAX);
+            // Never more often than the route asks its clients to poll: a
+            // listen must not cost the server more than polling would.
+            let floor = route
+                .tasks
+                .as_ref()
+                .map_or(POLL_MIN, |t| t.poll_interval.max(POLL_MIN));
+            let every = Duration::from_millis(sealed.i).clamp(floor, POLL_MAX.max(floor));
             tasks.push(Watched::Polled {
                 id: task_id.to_owned(),
                 every,

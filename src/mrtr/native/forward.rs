@@ -124,7 +124,7 @@ impl Run {
         }
     }
     /// The call refused with `r`, counted as the operation's outcome.
-    fn reject_call(&self, req: &ClientRequest, r: &crate::protocol::Reject) -> Outgoing {
+    pub(super) fn reject_call(&self, req: &ClientRequest, r: &crate::protocol::Reject) -> Outgoing {
         self.engine
             .metrics
             .record_operation(&self.route.name, &self.target, r.reason.as_str());

@@ -77,6 +77,13 @@ enum Ended {
     Completed { result: Value },
 }
 
+/// An [`Ended`] and when redmark ended it (the task's `lastUpdatedAt`).
+#[derive(Debug, Clone)]
+struct EndedAt {
+    ended: Ended,
+    at: std::time::SystemTime,
+}
+
 /// A question of the server's the client was shown.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -103,7 +110,7 @@ struct Overlay {
     answered: HashSet<String>,
     /// Questions asked in all (the policy's `max_questions`).
     asked: u32,
-    ended: Option<Ended>,
+    ended: Option<EndedAt>,
     /// Whether the task's end was counted (`redmark_tasks_total`).
     counted: bool,
 }
@@ -127,6 +134,9 @@ pub struct Relayed {
     /// The `traceparent` of the call that made the task: its `tasks/*` are
     /// children of it, so a task is one trace across its polls and updates.
     pub traceparent: Option<String>,
+    /// The id's random part: the task's name in the single-use store,
+    /// where its end is counted once across replicas.
+    mark: String,
     /// Whether this replica counted it in `redmark_tasks_live`.
     live: bool,
     remove_at: Instant,
@@ -144,6 +154,8 @@ impl Relayed {
 /// expires.
 pub struct Relays {
     live: Mutex<HashMap<String, Arc<Relayed>>>,
+    /// When the table was last swept by a `tasks/*` request.
+    swept: Mutex<Instant>,
     /// This table's incarnation, sealed into the ids it issues.
     boot: String,
 }
@@ -169,6 +181,7 @@ impl Relays {
     pub fn new() -> Self {
         Self {
             live: Mutex::new(HashMap::new()),
+            swept: Mutex::new(Instant::now()),
             boot: hex::encode(rand::random::<[u8; 8]>()),
         }
     }
@@ -183,7 +196,7 @@ impl Relays {
 
     /// Drops the tasks past their time; each this replica relayed that
     /// never reached an end it saw is counted `expired`.
-    fn sweep(&self, engine: &Engine, now: Instant) {
+    fn sweep(&self, engine: &Arc<Engine>, now: Instant) {
         let mut gone = Vec::new();
         self.table().retain(|_, t| {
             let keep = t.remove_at > now;
@@ -195,14 +208,28 @@ impl Relays {
         // Only the replica that relayed a task counts it expired: one that
         // adopted it from its id alone would count it a second time.
         for t in gone.iter().filter(|t| t.live) {
-            count_end(engine, t, "expired");
+            let _ = count_end(engine, t, "expired");
         }
+    }
+
+    /// Sweeps at most once a second, so tasks that ended unseen are
+    /// counted and dropped on a replica that makes no new ones.
+    fn sweep_now_and_then(&self, engine: &Arc<Engine>) {
+        let now = Instant::now();
+        {
+            let mut swept = self.swept.lock().unwrap_or_else(PoisonError::into_inner);
+            if now.duration_since(*swept) < Duration::from_secs(1) {
+                return;
+            }
+            *swept = now;
+        }
+        self.sweep(engine, now);
     }
 
     /// Keeps `task`, within the route's bounds.
     fn insert(
         &self,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         task: Arc<Relayed>,
         limits: &crate::config::TasksConfig,
     ) -> Result<(), Full> {
@@ -234,7 +261,7 @@ impl Relays {
     /// replica lost or restarted) one served from the id alone.
     fn held_or_adopted(
         &self,
-        engine: &Engine,
+        engine: &Arc<Engine>,
         id: &str,
         sealed: &Sealed,
         principal: &Principal,
@@ -255,14 +282,19 @@ impl Relays {
             arguments: Value::Null,
             operation: super::super::operation::operation_id(),
             traceparent: sealed.tp.clone(),
+            mark: sealed.x.clone(),
             live: false,
             remove_at: Instant::now() + left + LINGER,
             state: Mutex::new(Overlay::default()),
         });
-        // Unbounded here would let ids alone fill the table: an adopted task
-        // replaces nothing and is dropped when the table is full.
+        // Unbounded here would let ids alone fill the table: past
+        // ADOPT_MAX an adopted task is served without being kept. Under one
+        // lock, so two requests adopting the same id share one overlay.
         self.sweep(engine, Instant::now());
         let mut live = self.table();
+        if let Some(t) = live.get(id) {
+            return t.clone();
+        }
         if live.len() < ADOPT_MAX {
             live.insert(id.to_owned(), adopted.clone());
         }
@@ -310,6 +342,7 @@ pub async fn serve(
     let Some(sealed) = sealed.ok().filter(Sealed::is_relayed) else {
         return Outgoing::reject(Some(&req.id), &tasks::unknown(task_id));
     };
+    engine.relayed_tasks.sweep_now_and_then(engine);
     let task = engine
         .relayed_tasks
         .held_or_adopted(engine, task_id, &sealed, principal);
@@ -428,11 +461,20 @@ impl Relay<'_> {
             if state.ended.is_some() {
                 return;
             }
-            state.ended = Some(ended);
+            state.ended = Some(EndedAt {
+                ended,
+                at: std::time::SystemTime::now(),
+            });
         }
         self.finished(outcome);
-        if let Heard::Error(e) = self.upstream(Method::TasksCancel, Map::new()).await {
-            tracing::warn!(task = %self.task.operation, code = e.code, "the server refused to cancel a task redmark ended");
+        match self.upstream(Method::TasksCancel, Map::new()).await {
+            Heard::Result(_) => {}
+            Heard::Error(e) => {
+                tracing::warn!(operation = %self.task.operation, code = e.code, "the server refused to cancel a task redmark ended");
+            }
+            Heard::Unreached(r) => {
+                tracing::warn!(operation = %self.task.operation, reason = %r.reason, "the server could not be told to cancel a task redmark ended");
+            }
         }
     }
 }
@@ -458,13 +500,15 @@ fn error_value(reject: &Reject) -> Value {
     serde_json::to_value(reject.error_object()).unwrap_or_default()
 }
 
-/// Keys redmark gives a question it asks again: the server's key and a
-/// count, never one the task used before (nor one the server uses now).
+/// Keys redmark gives a question it asks again: the server's key, then
+/// `.redmark-` and the asking's number (a form no server is likely to use;
+/// one that does anyway ends the task, see `read::guard`), never one the
+/// task used before nor one the server uses now.
 fn fresh_key(server_key: &str, used: &HashSet<String>, current: &Map<String, Value>) -> String {
     (2u32..)
-        .map(|n| format!("{server_key}.{n}"))
+        .map(|n| format!("{server_key}.redmark-{n}"))
         .find(|k| !used.contains(k) && !current.contains_key(k))
-        .unwrap_or_else(|| format!("{server_key}.x"))
+        .unwrap_or_else(|| format!("{server_key}.redmark"))
 }
 
 #[cfg(test)]
@@ -475,12 +519,13 @@ mod tests {
     fn a_red_marked_question_gets_a_key_the_task_never_used() {
         let mut used = HashSet::new();
         let current =
-            serde_json::from_value::<Map<String, Value>>(json!({"a": {}, "a.2": {}})).unwrap();
-        // The server's own `a.2` is outstanding: not that one.
-        assert_eq!(fresh_key("a", &used, &current), "a.3");
-        used.insert("a.3".to_owned());
-        assert_eq!(fresh_key("a", &used, &current), "a.4");
-        assert_eq!(fresh_key("b", &used, &current), "b.2");
+            serde_json::from_value::<Map<String, Value>>(json!({"a": {}, "a.redmark-2": {}}))
+                .unwrap();
+        // The server's own `a.redmark-2` is outstanding: not that one.
+        assert_eq!(fresh_key("a", &used, &current), "a.redmark-3");
+        used.insert("a.redmark-3".to_owned());
+        assert_eq!(fresh_key("a", &used, &current), "a.redmark-4");
+        assert_eq!(fresh_key("b", &used, &current), "b.redmark-2");
     }
 
     #[test]

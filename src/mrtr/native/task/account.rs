@@ -2,26 +2,40 @@
 //! (`redmark_tasks_total`, `redmark_tasks_live`), and one audit line per
 //! question (`origin: native`), as a native call's questions are.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::{Relay, Relayed, Seen};
 use crate::mrtr::Engine;
 
 /// Counts a relayed task's end once (`redmark_tasks_total`), and takes it
-/// out of `redmark_tasks_live` when this replica counted it in.
-pub(super) fn count_end(engine: &Engine, task: &Relayed, outcome: &str) {
-    let mut state = task.state();
-    if state.counted {
-        return;
+/// out of `redmark_tasks_live` when this replica counted it in. Once on
+/// this replica (the first caller claims it: true), and once across
+/// replicas where the single-use store is shared (`[state] store`): a
+/// replica that adopted the task after its relaying one was lost may see
+/// the same end.
+pub(super) fn count_end(engine: &Arc<Engine>, task: &Relayed, outcome: &str) -> bool {
+    {
+        let mut state = task.state();
+        if state.counted {
+            return false;
+        }
+        state.counted = true;
     }
-    state.counted = true;
-    drop(state);
-    engine
-        .metrics
-        .record_task(&task.route, &task.target, outcome);
     if task.live {
         engine.metrics.add_live_tasks(-1);
     }
+    let (engine, route, target) = (engine.clone(), task.route.clone(), task.target.clone());
+    let (outcome, mark) = (outcome.to_owned(), format!("task-end.{}", task.mark));
+    tokio::spawn(async move {
+        let ttl = Duration::from_secs(3600);
+        if !matches!(engine.single_use.first_use(&mark, ttl).await, Ok(false)) {
+            engine.metrics.record_task(&route, &target, &outcome);
+        }
+    });
+    true
 }
 
 impl Relay<'_> {
@@ -29,10 +43,10 @@ impl Relay<'_> {
     /// showed that was never answered audited `cancelled`, as a call's
     /// abandoned questions are.
     pub(super) fn finished(&self, outcome: &str) {
-        if self.task.state().counted {
+        // Whoever claims the count audits the unanswered questions, once.
+        if !count_end(self.engine, self.task, outcome) {
             return;
         }
-        count_end(self.engine, self.task, outcome);
         let unanswered: Vec<(String, Seen)> = {
             let state = self.task.state();
             state

@@ -89,6 +89,16 @@ impl Run {
                 traceparent: self.tc.as_deref(),
             },
         );
+        // The id's random part names the task in the single-use store.
+        let mark = task_id::open(
+            &self.engine.keys,
+            &id,
+            &self.route.name,
+            &self.principal.name,
+            now.as_secs(),
+        )
+        .map(|s| s.x)
+        .unwrap_or_default();
         let task = Arc::new(Relayed {
             id: id.clone(),
             server_id,
@@ -98,6 +108,7 @@ impl Run {
             arguments: self.arguments.clone(),
             operation: self.op_id.clone(),
             traceparent: self.tc.clone(),
+            mark,
             live: true,
             remove_at: Instant::now() + ttl + LINGER + LINGER,
             state: Mutex::new(Overlay::default()),
@@ -110,7 +121,7 @@ impl Run {
             // The server made a task nobody will poll: it hears `cancel`.
             self.cancel_unkept(req, &task).await;
             let r = Reject::new(Reason::TooManyPending, full.to_string());
-            return Outgoing::reject(Some(&req.id), &r);
+            return self.reject_call(req, &r);
         }
         self.engine.metrics.add_live_tasks(1);
         tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, "the server made a task; relayed under a wrapped id");

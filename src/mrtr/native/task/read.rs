@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Ended, Heard, Relay, Seen, error_value};
+use super::{Ended, EndedAt, Heard, Relay, Seen, error_value};
 use crate::config::MissingCapability;
 use crate::jsonrpc::Id;
 use crate::mrtr::convert::{self, Kind};
@@ -18,7 +18,7 @@ use crate::protocol::{Method, Reason, Reject};
 use crate::telemetry::audit::Outcome;
 
 /// What the guard made of the server's current questions.
-enum Guarded {
+pub(super) enum Guarded {
     /// The questions the client sees, by the key it sees.
     Ask(Map<String, Value>),
     /// The task ends here, as redmark says.
@@ -71,9 +71,10 @@ impl Relay<'_> {
                         task.insert("inputRequests".into(), Value::Object(shown));
                     }
                     Guarded::End(ended, outcome) => {
-                        let read = self.ended_read(&ended);
                         self.end(ended, outcome).await;
-                        return Outgoing::result(&self.req.id, read);
+                        if let Some(ended) = self.ended() {
+                            return Outgoing::result(&self.req.id, self.ended_read(&ended));
+                        }
                     }
                 }
             }
@@ -84,13 +85,13 @@ impl Relay<'_> {
         Outgoing::result(&self.req.id, Value::Object(task))
     }
 
-    pub(super) fn ended(&self) -> Option<Ended> {
+    pub(super) fn ended(&self) -> Option<EndedAt> {
         self.task.state().ended.clone()
     }
 
     /// How a task redmark ended reads.
-    fn ended_read(&self, ended: &Ended) -> Value {
-        match ended {
+    fn ended_read(&self, ended: &EndedAt) -> Value {
+        let mut read = match &ended.ended {
             Ended::Failed { message, error } => {
                 self.sealed
                     .failed_read(&self.task.id, message.clone(), error.clone())
@@ -107,12 +108,19 @@ impl Relay<'_> {
                 }
                 read
             }
-        }
+        };
+        let at = humantime::format_rfc3339_millis(ended.at).to_string();
+        read["lastUpdatedAt"] = Value::String(at);
+        read
     }
 
-    /// Guards the server's current questions: each new one once (and
-    /// audited if refused), then all shown under the keys the client sees.
-    async fn guard(&self, requests: &Map<String, Value>) -> Guarded {
+    /// Guards the server's current questions and says how the client sees
+    /// them (by the key it sees): each new question guarded once (and
+    /// audited if refused), a red-marked one under its new key, the ones
+    /// answered through redmark hidden while the server catches up. Used by
+    /// `tasks/get` and, before judging answers, by `tasks/update`: no answer
+    /// is taken for a question the guard has not passed.
+    pub(super) async fn guard(&self, requests: &Map<String, Value>) -> Guarded {
         let policy = self.route.policy.current();
         let now = self.engine.clock.unix_now_ms();
         let mut shown = Map::new();
@@ -137,6 +145,26 @@ impl Relay<'_> {
                     break;
                 };
                 q.key.clone_from(key);
+                // ext-tasks "Task Update Requests": a server "MUST NOT use the
+                // same key to refer to two distinct requests over a task's
+                // lifetime". A question changed under a key the guard passed
+                // would reach the client unguarded: the task ends instead.
+                // So does a key of the server's that is one redmark gave a
+                // red-marked question: answers to it would be ambiguous.
+                let reused = state.seen.get(key).is_some_and(|s| s.request != *request);
+                let taken = state.marks.values().any(|m| m.key == *key);
+                if reused || taken {
+                    let r = Reject::new(
+                        Reason::UpstreamInvalidResult,
+                        format!(
+                            "the server used inputRequests key `{}` for a second request; keys are unique over a task's life",
+                            key.chars().take(64).collect::<String>()
+                        ),
+                    )
+                    .with("key", key.clone());
+                    verdict = Some(failed(&r, "failed"));
+                    break;
+                }
                 if let Some(mark) = state.marks.get(key) {
                     shown.insert(mark.key.clone(), mark.request.clone());
                     continue;
@@ -179,13 +207,11 @@ impl Relay<'_> {
                         if q.kind == Kind::Elicitation
                             && self.route.on_missing_capability == MissingCapability::Decline
                         {
-                            state.seen.insert(
-                                key.clone(),
-                                Seen {
-                                    at: now,
-                                    request: request.clone(),
-                                },
-                            );
+                            let seen = Seen {
+                                at: now,
+                                request: request.clone(),
+                            };
+                            state.seen.insert(key.clone(), seen);
                             state.answered.insert(key.clone());
                             declined.insert(key.clone(), json!({"action": "decline"}));
                             continue;
@@ -195,13 +221,11 @@ impl Relay<'_> {
                             .map(|r| failed(&r, "failed"));
                         break;
                     }
-                    state.seen.insert(
-                        key.clone(),
-                        Seen {
-                            at: now,
-                            request: request.clone(),
-                        },
-                    );
+                    let seen = Seen {
+                        at: now,
+                        request: request.clone(),
+                    };
+                    state.seen.insert(key.clone(), seen);
                 }
                 if declined.contains_key(key) || state.answered.contains(key) {
                     continue;
@@ -214,12 +238,20 @@ impl Relay<'_> {
             return Guarded::End(ended, outcome);
         }
         if !declined.is_empty() {
+            let keys: Vec<String> = declined.keys().cloned().collect();
             let mut extra = Map::new();
             extra.insert("inputResponses".into(), Value::Object(declined));
             if let failure @ (Heard::Error(_) | Heard::Unreached(_)) =
                 self.upstream(Method::TasksUpdate, extra).await
             {
-                tracing::warn!(operation = %self.task.operation, "the server did not take redmark's declines: {}", describe(&failure));
+                tracing::warn!(operation = %self.task.operation, "the server did not take redmark's declines, which are sent again at the next read: {}", describe(&failure));
+                // Not taken: the next read declines them again.
+                let mut state = self.task.state();
+                for key in keys {
+                    state.seen.remove(&key);
+                    state.answered.remove(&key);
+                    state.asked = state.asked.saturating_sub(1);
+                }
             }
         }
         Guarded::Ask(shown)

@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::read::Guarded;
 use super::{Ended, Heard, Mark, Relay, error_value, fresh_key};
 use crate::jsonrpc::Id;
 use crate::mrtr::convert::{self, Question};
@@ -23,7 +24,8 @@ use crate::telemetry::audit::Outcome;
 enum Judged {
     Deliver(String, Value),
     Reask(String, Mark),
-    End(Ended, &'static str),
+    /// The task ends; the server's key of the question that ended it.
+    End(String, Ended, &'static str),
 }
 
 impl Relay<'_> {
@@ -57,23 +59,38 @@ impl Relay<'_> {
             },
             other => return self.relay_failure(other),
         };
-        let mut judged = Vec::new();
-        for (shown, given) in &responses {
-            let Some((server_key, q)) = self.question(shown, &outstanding) else {
+        // Only questions the guard passed take answers: one the client
+        // answers before any read (or that appeared since its last read)
+        // is guarded here first.
+        let shown = match self.guard(&outstanding).await {
+            Guarded::Ask(shown) => shown,
+            Guarded::End(ended, outcome) => {
+                self.end(ended, outcome).await;
+                return self.ack();
+            }
+        };
+        // Every answer well-formed before any is judged (and audited): a
+        // malformed one refuses the whole update, and nothing of it counts.
+        let mut answers = Vec::new();
+        for (key, given) in &responses {
+            if !shown.contains_key(key) {
+                continue;
+            }
+            let Some((server_key, q)) = self.question(key, &outstanding) else {
                 continue;
             };
             match convert::answer(&q, given) {
-                Ok(answer) => judged.push(self.judge(server_key, q, answer, &outstanding)),
+                Ok(answer) => answers.push((server_key, q, answer)),
                 Err(e) => {
                     let r = Reject::new(Reason::MalformedInputResponse, e.to_string())
-                        .with("key", shown.clone());
+                        .with("key", key.clone());
                     return Outgoing::reject(Some(&self.req.id), &r);
                 }
             }
         }
         let mut deliver = Map::new();
-        for j in judged {
-            match j {
+        for (server_key, q, answer) in answers {
+            match self.judge(server_key, q, answer, &outstanding) {
                 Judged::Deliver(key, answer) => {
                     deliver.insert(key, answer);
                 }
@@ -82,26 +99,40 @@ impl Relay<'_> {
                     state.used.insert(mark.key.clone());
                     state.marks.insert(key, mark);
                 }
-                Judged::End(ended, outcome) => {
-                    // Nothing of this update reaches the server.
+                Judged::End(key, ended, outcome) => {
+                    // Audited with its verdict already: not again as
+                    // unanswered when the task ends. Nothing of this update
+                    // reaches the server.
+                    self.task.state().answered.insert(key);
                     self.end(ended, outcome).await;
                     return self.ack();
                 }
             }
         }
         if !deliver.is_empty() {
-            {
+            let superseded: Vec<(String, Mark)> = {
                 let mut state = self.task.state();
-                for key in deliver.keys() {
-                    state.marks.remove(key);
-                    state.answered.insert(key.clone());
-                }
-            }
+                deliver
+                    .keys()
+                    .filter_map(|key| {
+                        state.answered.insert(key.clone());
+                        state.marks.remove(key).map(|m| (key.clone(), m))
+                    })
+                    .collect()
+            };
+            let keys: Vec<String> = deliver.keys().cloned().collect();
             let mut extra = Map::new();
             extra.insert("inputResponses".into(), Value::Object(deliver));
             if let failure @ (Heard::Error(_) | Heard::Unreached(_)) =
                 self.upstream(Method::TasksUpdate, extra).await
             {
+                // Not delivered: the questions stay open as they were, so
+                // the client can answer them again.
+                let mut state = self.task.state();
+                for key in keys {
+                    state.answered.remove(&key);
+                }
+                state.marks.extend(superseded);
                 return self.relay_failure(failure);
             }
         }
@@ -200,6 +231,7 @@ impl Relay<'_> {
                     Reject::new(Reason::PolicyInvalidAnswer, "the answer was refused")
                 });
                 Judged::End(
+                    server_key,
                     Ended::Failed {
                         message: r.message.clone(),
                         error: error_value(&r),
