@@ -391,6 +391,35 @@ async fn a_question_the_guard_refuses_ends_the_relayed_task() {
     )
     .await;
 
+    // Answered before any read: the update guards the server's questions
+    // first, so the answers are neither judged nor delivered, and the
+    // refusal is audited though nothing read the task.
+    let refused = |fx: &Fixture| {
+        audit_lines(fx, "multi_input")
+            .iter()
+            .filter(|l| l["verdict"] == "policy_too_many_questions")
+            .count()
+    };
+    let before = refused(&fx);
+    let id = created(&call(&gw, "multi_input", json!({})).await);
+    let answers = json!({"first": {"action": "accept", "content": {"name": "early"}}});
+    eventually("the update's guard to refuse", || async {
+        // Until the server has asked, nothing is outstanding (an empty ack).
+        update(&gw, &id, answers.clone()).await;
+        if refused(&fx) > before {
+            Ok(())
+        } else {
+            Err("not yet")
+        }
+    })
+    .await;
+    let t = get(&gw, &id).await;
+    assert_eq!(t["status"], "failed", "{t}");
+    assert_eq!(
+        t["error"]["data"]["reason"], "policy_too_many_questions",
+        "{t}"
+    );
+
     // Elicitation not declared: the client never sees the question.
     let params = json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}});
     let caps = json!({"extensions": {TASKS: {}}});
