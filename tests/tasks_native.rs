@@ -531,3 +531,47 @@ async fn a_listen_is_sent_each_change_of_a_relayed_task() {
     assert_eq!(said(&done), "deleted", "{done}");
     gw.stop().await;
 }
+
+/// A server that reuses a question's key for another question (ext-tasks:
+/// a key "MUST NOT" refer to two distinct requests; misbehaviour on purpose,
+/// tests/fixtures/native_hostile_server.py): the second question, a
+/// password, never reaches the client unguarded; the task fails, saying why.
+#[tokio::test]
+async fn a_key_the_server_reuses_for_another_question_fails_the_task() {
+    let fx = Fixture::new();
+    let config = format!(
+        "{}\n[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n\
+         [[route]]\nname = \"main\"\npath = \"/mcp\"\n\
+         [route.upstream]\nprotocol = \"2026-07-28\"\ncommand = [{}, {}]\n{}\n\n[route.tasks]\n",
+        api_key(ALICE, "alice", &[]),
+        toml_path(&client_python()),
+        toml_path(&fixture_file("native_hostile_server.py")),
+        fx.log_env(),
+    );
+    let gw = TestGateway::start(&config).await;
+    let made = call(&gw, "rogue_task", json!({})).await;
+    assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
+    let id = made.result()["taskId"].as_str().unwrap().to_owned();
+    assert!(!id.contains("rogue-task-1"), "{id}");
+    let first = get(&gw, &id).await;
+    assert_eq!(
+        first["inputRequests"]["k"]["params"]["message"], "Your name?",
+        "{first}"
+    );
+    let second = get(&gw, &id).await;
+    assert_eq!(second["status"], "failed", "{second}");
+    assert_eq!(
+        second["error"]["data"]["reason"], "upstream_invalid_result",
+        "{second}"
+    );
+    assert!(!second.to_string().contains("password"), "{second}");
+    // The server heard tasks/cancel.
+    let methods: Vec<Value> = fx
+        .log
+        .events()
+        .into_iter()
+        .map(|e| e["method"].clone())
+        .collect();
+    assert!(methods.contains(&json!("tasks/cancel")), "{methods:?}");
+    gw.stop().await;
+}
