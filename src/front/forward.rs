@@ -105,26 +105,18 @@ pub async fn forward(
     to: ForwardTo,
 ) -> Option<(Response<Body>, RequestOutcome)> {
     let id = cx.id.clone();
-    // `sent`: the request may have reached the owner before the failure
-    // (the connection broke mid-answer), so it is not served again here.
-    let unreachable = |why: String, sent: bool| {
+    // A relayed task is served here when its relaying replica fails, at
+    // connect or later (a pooled connection to a replica that died fails
+    // only when used): the server still holds the task, and an update the
+    // owner may have delivered before failing is not delivered twice, as
+    // answers are judged against the questions still outstanding.
+    let unreachable = |why: String| {
         gw.metrics
             .record_forward(&cx.route.name, "owner_unreachable");
         if let Some(task) = &to.task {
-            if task.sealed.is_relayed() && !sent {
+            if task.sealed.is_relayed() {
                 tracing::warn!(node = %to.node, error = %why, "the replica relaying a task is unreachable; serving it here");
                 return None;
-            }
-            if task.sealed.is_relayed() {
-                let reject = Reject::new(
-                    Reason::OwnerUnreachable,
-                    format!("the replica relaying this task ({}) broke off its answer: {why}; ask again", to.node),
-                )
-                .with("node", to.node.clone());
-                return Some((
-                    super::response::json(reject.status(), &reject.response(id.as_ref())),
-                    RequestOutcome::Done(Outcome::Error(reject.reason)),
-                ));
             }
             tokio::spawn(super::tasks::count_lost(
                 gw.engine.clone(),
@@ -145,10 +137,7 @@ pub async fn forward(
         ))
     };
     let Some(cluster) = &gw.cluster else {
-        return unreachable(
-            "this replica has no [cluster] to forward with".into(),
-            false,
-        );
+        return unreachable("this replica has no [cluster] to forward with".into());
     };
     let client = &cluster.client;
     let uri = format!("{}{}", to.addr.trim_end_matches('/'), cx.route.path);
@@ -168,7 +157,7 @@ pub async fn forward(
     builder = builder.header(super::cluster::FROM, client.node.as_str());
     let request = match builder.body(Full::new(cx.body.clone())) {
         Ok(r) => r,
-        Err(e) => return unreachable(format!("`{uri}` is not a usable address ({e})"), false),
+        Err(e) => return unreachable(format!("`{uri}` is not a usable address ({e})")),
     };
     let span = tracing::info_span!(
         "redmark.forward",
@@ -183,7 +172,7 @@ pub async fn forward(
     let sent = client.http.request(request).instrument(span).await;
     let resp = match sent {
         Ok(resp) => resp,
-        Err(e) => return unreachable(error_chain(&e), !e.is_connect()),
+        Err(e) => return unreachable(error_chain(&e)),
     };
     gw.metrics.record_forward(&cx.route.name, "forwarded");
     Some((passthrough(resp), RequestOutcome::Forwarded))
