@@ -65,6 +65,12 @@ pub enum Ending {
     StateTooLarge { len: usize, max: usize },
 }
 
+/// The tool result a model-owned field ends a `tools/call` with: a tool
+/// error whose text tells the model what to pass (seed 003).
+pub fn model_owned_result(guidance: &str) -> Value {
+    json!({"content": [{"type": "text", "text": guidance}], "isError": true})
+}
+
 impl Ending {
     /// The ending of an operation whose call reported `e` (the session
     /// lost, most often): its message says the server went away, so it
@@ -143,9 +149,9 @@ impl Ending {
                 })
             }
             // A tool's model-owned value is a tool error the model can act on (seed 003).
-            Ending::ModelOwned { guidance, .. } if method == Method::ToolsCall => Some(complete(
-                json!({"content": [{"type": "text", "text": guidance}], "isError": true}).into(),
-            )),
+            Ending::ModelOwned { guidance, .. } if method == Method::ToolsCall => {
+                Some(complete(model_owned_result(guidance).into()))
+            }
             other => other.reject().map(|r| Outgoing::reject(Some(id), &r)),
         }
     }

@@ -30,6 +30,7 @@ mod end;
 mod forward;
 mod params;
 mod retry;
+mod screen;
 pub mod task;
 
 pub use params::upstream_params;

@@ -6,17 +6,16 @@
 use serde_json::{Map, Value, json};
 
 use super::Run;
-use crate::config::MissingCapability;
-use crate::jsonrpc::{Id, code};
-use crate::mrtr::convert::{self, Kind, Question};
+use super::screen::{Screen, Screened};
+use crate::jsonrpc::code;
+use crate::mrtr::convert::{Kind, Question};
 use crate::mrtr::ending::Ending;
 use crate::mrtr::outgoing::Outgoing;
 use crate::mrtr::remember::Remembering;
 use crate::mrtr::state::{
     CLAIMS_VERSION, Claims, NATIVE, Wrapped, WrappedAsk, principal_digest, request_digest,
 };
-use crate::policy::guard::{self, Verdict};
-use crate::protocol::{ClientRequest, Reason, Reject};
+use crate::protocol::{ClientRequest, Reason};
 use crate::telemetry::audit::Outcome;
 
 impl Run {
@@ -40,58 +39,22 @@ impl Run {
         // Declined on the user's behalf (`on_missing_capability = "decline"`).
         let mut declined = Map::new();
         let now = self.engine.clock.unix_now_ms();
+        let (policy, target, op_id) =
+            (self.policy.clone(), self.target.clone(), self.op_id.clone());
+        let trace_id = self.trace_id.clone();
+        let screen = Screen {
+            policy: &policy,
+            target: &target,
+            profile: &req.ctx.profile,
+            on_missing_capability: self.route.on_missing_capability,
+            operation: &op_id,
+            trace_id: trace_id.as_deref(),
+        };
         for (key, request) in requests {
-            let method = request
-                .get("method")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let params = request.get("params").cloned();
-            let Ok(mut q) = convert::question(Id::Number(0), method, params.clone()) else {
-                let r = Reject::new(
-                    Reason::NotRelayed,
-                    format!(
-                        "the server asked `{method}`, which is not an input request redmark relays"
-                    ),
-                )
-                .with("key", key.clone());
-                self.engine.metrics.record_operation(
-                    &self.route.name,
-                    &self.target,
-                    r.reason.as_str(),
-                );
-                return Outgoing::reject(Some(&req.id), &r);
-            };
-            q.key.clone_from(&key);
             asked += 1;
-            let params = params.unwrap_or(Value::Null);
-            match guard::check(&self.policy, &self.target, method, &params, asked as usize) {
-                Verdict::Ask => {}
-                Verdict::Refuse(r) => {
-                    tracing::warn!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), tool = %self.target, key = %key, reason = %r.reason, "a native server's question refused by policy");
-                    self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None, None);
-                    return self.end(
-                        req,
-                        &Ending::PolicyRefused {
-                            reason: r.reason,
-                            field: r.field,
-                            message: r.message,
-                        },
-                    );
-                }
-                Verdict::ModelOwned { field, guidance } => {
-                    // Never put to a person: `refused`, so it costs no attention.
-                    let verdict = Reason::PolicyModelOwned.as_str();
-                    self.audit(&q, Outcome::Refused, verdict, None, None, None);
-                    return self.end(req, &Ending::ModelOwned { field, guidance });
-                }
-            }
-            // spec 2026-07-28 mrtr.mdx "Server Requirements": never send an input
-            // request the client has not declared support for.
-            if !convert::covered(&req.ctx.profile, &q) {
-                if q.kind == Kind::Elicitation
-                    && self.route.on_missing_capability == MissingCapability::Decline
-                {
-                    tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), key = %key, "client lacks the capability; declined on the user's behalf as configured (native)");
+            let mut q = match screen.screen(&key, &request, asked) {
+                Screened::Ask(q) => q,
+                Screened::Decline(q) => {
                     self.declined = true;
                     // As a converted question's: never put to a person.
                     let verdict = Reason::MissingCapability.as_str();
@@ -99,10 +62,23 @@ impl Run {
                     declined.insert(key, json!({"action": "decline"}));
                     continue;
                 }
-                let verdict = Reason::MissingCapability.as_str();
-                self.audit(&q, Outcome::Refused, verdict, None, None, None);
-                return self.end(req, &Ending::MissingCapability(q.needs.to_value()));
-            }
+                Screened::Refused {
+                    question,
+                    verdict,
+                    ending,
+                } => {
+                    self.audit(&question, Outcome::Refused, verdict, None, None, None);
+                    return self.end(req, &ending);
+                }
+                Screened::NotRelayed(r) => {
+                    self.engine.metrics.record_operation(
+                        &self.route.name,
+                        &self.target,
+                        r.reason.as_str(),
+                    );
+                    return Outgoing::reject(Some(&req.id), &r);
+                }
+            };
             let mut request = request.clone();
             if q.kind == Kind::Elicitation && !q.url_mode {
                 self.remembering().offer(&mut q).await;

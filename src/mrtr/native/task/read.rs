@@ -8,12 +8,9 @@
 use serde_json::{Map, Value, json};
 
 use super::{Ended, EndedAt, Heard, Relay, Seen, error_value};
-use crate::config::MissingCapability;
-use crate::jsonrpc::Id;
-use crate::mrtr::convert::{self, Kind};
-use crate::mrtr::ending::Ending;
+use crate::mrtr::ending::{Ending, model_owned_result};
+use crate::mrtr::native::screen::{Screen, Screened};
 use crate::mrtr::outgoing::Outgoing;
-use crate::policy::guard::{self, Verdict};
 use crate::protocol::{Method, Reason, Reject};
 use crate::telemetry::audit::Outcome;
 
@@ -123,6 +120,14 @@ impl Relay<'_> {
     pub(super) async fn guard(&self, requests: &Map<String, Value>) -> Guarded {
         let policy = self.route.policy.current();
         let now = self.engine.clock.unix_now_ms();
+        let screen = Screen {
+            policy: &policy,
+            target: &self.task.target,
+            profile: &self.req.ctx.profile,
+            on_missing_capability: self.route.on_missing_capability,
+            operation: &self.task.operation,
+            trace_id: None,
+        };
         let mut shown = Map::new();
         // Declined on the user's behalf (`on_missing_capability = "decline"`).
         let mut declined = Map::new();
@@ -130,21 +135,6 @@ impl Relay<'_> {
         {
             let mut state = self.task.state();
             for (key, request) in requests {
-                let method = request
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let params = request.get("params").cloned();
-                let Ok(mut q) = convert::question(Id::Number(0), method, params.clone()) else {
-                    let r = Reject::new(
-                        Reason::NotRelayed,
-                        format!("the server asked `{method}`, which is not an input request redmark relays"),
-                    )
-                    .with("key", key.clone());
-                    verdict = Some(failed(&r, "failed"));
-                    break;
-                };
-                q.key.clone_from(key);
                 // ext-tasks "Task Update Requests": a server "MUST NOT use the
                 // same key to refer to two distinct requests over a task's
                 // lifetime". A question changed under a key the guard passed
@@ -171,61 +161,42 @@ impl Relay<'_> {
                 }
                 if !state.seen.contains_key(key) {
                     state.asked += 1;
-                    let params = params.unwrap_or(Value::Null);
-                    match guard::check(
-                        &policy,
-                        &self.task.target,
-                        method,
-                        &params,
-                        state.asked as usize,
-                    ) {
-                        Verdict::Ask => {}
-                        Verdict::Refuse(r) => {
-                            tracing::warn!(operation = %self.task.operation, tool = %self.task.target, key = %key, reason = %r.reason, "a native server's task question refused by policy");
-                            self.audit(&q, Outcome::Refused, r.reason.as_str(), None, None, None);
-                            let ending = Ending::PolicyRefused {
-                                reason: r.reason,
-                                field: r.field,
-                                message: r.message,
-                            };
-                            verdict = ending.reject().map(|r| failed(&r, "failed"));
-                            break;
+                    let seen = Seen {
+                        at: now,
+                        request: request.clone(),
+                    };
+                    match screen.screen(key, request, state.asked) {
+                        Screened::Ask(_) => {
+                            state.seen.insert(key.clone(), seen);
                         }
-                        Verdict::ModelOwned { guidance, .. } => {
-                            let why = Reason::PolicyModelOwned.as_str();
+                        Screened::Decline(q) => {
+                            let why = Reason::MissingCapability.as_str();
                             self.audit(&q, Outcome::Refused, why, None, None, None);
-                            let result = json!({"content": [{"type": "text", "text": guidance}], "isError": true});
-                            verdict = Some((Ended::Completed { result }, "completed"));
-                            break;
-                        }
-                    }
-                    // spec 2026-07-28 mrtr.mdx "Server Requirements": never send
-                    // an input request the client has not declared support for.
-                    if !convert::covered(&self.req.ctx.profile, &q) {
-                        let why = Reason::MissingCapability.as_str();
-                        self.audit(&q, Outcome::Refused, why, None, None, None);
-                        if q.kind == Kind::Elicitation
-                            && self.route.on_missing_capability == MissingCapability::Decline
-                        {
-                            let seen = Seen {
-                                at: now,
-                                request: request.clone(),
-                            };
                             state.seen.insert(key.clone(), seen);
                             state.answered.insert(key.clone());
                             declined.insert(key.clone(), json!({"action": "decline"}));
                             continue;
                         }
-                        verdict = Ending::MissingCapability(q.needs.to_value())
-                            .reject()
-                            .map(|r| failed(&r, "failed"));
-                        break;
+                        Screened::Refused {
+                            question,
+                            verdict: why,
+                            ending,
+                        } => {
+                            self.audit(&question, Outcome::Refused, why, None, None, None);
+                            verdict = match ending {
+                                Ending::ModelOwned { guidance, .. } => {
+                                    let result = model_owned_result(&guidance);
+                                    Some((Ended::Completed { result }, "completed"))
+                                }
+                                other => other.reject().map(|r| failed(&r, "failed")),
+                            };
+                            break;
+                        }
+                        Screened::NotRelayed(r) => {
+                            verdict = Some(failed(&r, "failed"));
+                            break;
+                        }
                     }
-                    let seen = Seen {
-                        at: now,
-                        request: request.clone(),
-                    };
-                    state.seen.insert(key.clone(), seen);
                 }
                 if declined.contains_key(key) || state.answered.contains(key) {
                     continue;
