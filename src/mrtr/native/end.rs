@@ -98,9 +98,6 @@ impl Run {
         answer: Option<&Value>,
         reask_rule: Option<&str>,
     ) {
-        let answer_ms = asked_at_ms
-            .filter(|_| answer.is_some() || reask_rule.is_some())
-            .map(|at| self.engine.clock.unix_now_ms().saturating_sub(at));
         let asker = Asker {
             route: &self.route.name,
             tool: &self.target,
@@ -109,17 +106,29 @@ impl Run {
             arguments: &self.arguments,
             trace_id: self.trace_id.as_deref(),
         };
-        self.engine.account(
-            &asker,
-            q,
-            &Answered {
-                outcome,
-                verdict,
-                answer_ms,
-                answer,
-                reask_rule,
-            },
-            Some(Origin::Native),
-        );
+        let answered = Answered {
+            outcome,
+            verdict,
+            answer_ms: None,
+            answer,
+            reask_rule,
+        };
+        account_native(&self.engine, &asker, q, answered, asked_at_ms);
     }
+}
+
+/// One audit line for a native server's question (`origin: native`), a
+/// call's or a relayed task's: `answered`, timed from `asked_at_ms` when a
+/// person answered (or an attempt was re-asked).
+pub(super) fn account_native(
+    engine: &crate::mrtr::Engine,
+    asker: &Asker<'_>,
+    q: &Question,
+    mut answered: Answered<'_>,
+    asked_at_ms: Option<u64>,
+) {
+    answered.answer_ms = asked_at_ms
+        .filter(|_| answered.answer.is_some() || answered.reask_rule.is_some())
+        .map(|at| engine.clock.unix_now_ms().saturating_sub(at));
+    engine.account(asker, q, &answered, Some(Origin::Native));
 }

@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use super::{Relay, Relayed, Seen};
 use crate::mrtr::Engine;
+use crate::mrtr::account::{Answered, Asker};
+use crate::mrtr::native::end::account_native;
 
 /// Counts a relayed task's end once (`redmark_tasks_total`), and takes it
 /// out of `redmark_tasks_live` when this replica counted it in. Once on
@@ -89,10 +91,7 @@ impl Relay<'_> {
         answer: Option<&Value>,
         reask_rule: Option<&str>,
     ) {
-        let answer_ms = asked_at_ms
-            .filter(|_| answer.is_some() || reask_rule.is_some())
-            .map(|at| self.engine.clock.unix_now_ms().saturating_sub(at));
-        let asker = crate::mrtr::account::Asker {
+        let asker = Asker {
             route: &self.route.name,
             tool: &self.task.target,
             principal: &self.principal.name,
@@ -101,17 +100,13 @@ impl Relay<'_> {
             // `00-{trace id}-{span id}-{flags}`.
             trace_id: self.task.traceparent.as_deref().and_then(|t| t.get(3..35)),
         };
-        self.engine.account(
-            &asker,
-            q,
-            &crate::mrtr::account::Answered {
-                outcome,
-                verdict,
-                answer_ms,
-                answer,
-                reask_rule,
-            },
-            Some(crate::telemetry::audit::Origin::Native),
-        );
+        let answered = Answered {
+            outcome,
+            verdict,
+            answer_ms: None,
+            answer,
+            reask_rule,
+        };
+        account_native(self.engine, &asker, q, answered, asked_at_ms);
     }
 }
