@@ -24,21 +24,12 @@ use serde_json::{Value, json};
 /// task the same.
 #[tokio::test]
 async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_through_the_others() {
-    const TASKS: &str = "io.modelcontextprotocol/tasks";
     let cluster = Cluster::start().await;
     let client = McpClient::new(cluster.url("/tasks"));
-    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let caps = declaring_tasks();
     let task_rpc = |method: &'static str, id: String, params: Value| {
-        let (client, caps) = (&client, caps.clone());
-        async move {
-            let mut params = params;
-            params["taskId"] = json!(id);
-            params["_meta"] = meta(caps);
-            let rb = client
-                .request(method, params)
-                .header("mcp-name", id.as_str());
-            read_resp(client.send(rb).await).await
-        }
+        let client = &client;
+        async move { task_request(client, method, &id, params).await }
     };
     let call = json!({"name": "book_room", "arguments": {"day": "2026-12-10", "hour": 11, "room_hint": "the big one"}});
     let status_of = |id: String| async move {
@@ -172,23 +163,12 @@ async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_throu
 /// its id alone (the server still holds the task).
 #[tokio::test]
 async fn a_relayed_native_task_is_served_through_every_replica_and_outlives_its_relayer() {
-    const TASKS: &str = "io.modelcontextprotocol/tasks";
     let mut cluster = Cluster::start().await;
     let client = McpClient::new(cluster.url("/native-tasks"));
-    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let caps = declaring_tasks();
     let task_rpc = |method: &'static str, id: String, params: Value| {
-        let (client, caps) = (&client, caps.clone());
-        async move {
-            let mut params = params;
-            params["taskId"] = json!(id);
-            params["_meta"] = meta(caps);
-            let rb = client
-                .request(method, params)
-                .header("mcp-name", id.as_str());
-            let r = read_resp(client.send(rb).await).await;
-            assert_eq!(r.status, 200, "{}", r.raw);
-            r.result().clone()
-        }
+        let client = &client;
+        async move { task_result(client, method, &id, params).await }
     };
     let made = client
         .rpc(

@@ -113,35 +113,6 @@ async fn two_replicas(fx: &Fixture, receiver: &Receiver, route: &str) -> Vec<Red
     replicas
 }
 
-const TASKS: &str = "io.modelcontextprotocol/tasks";
-
-/// A `tasks/*` request on `client` for task `id`, declaring the extension.
-async fn task_rpc(
-    client: &McpClient,
-    method: &str,
-    id: &str,
-    mut params: serde_json::Value,
-) -> serde_json::Value {
-    params["taskId"] = json!(id);
-    params["_meta"] = meta(json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}}));
-    let rb = client.request(method, params).header("mcp-name", id);
-    let r = read_resp(client.send(rb).await).await;
-    assert_eq!(r.status, 200, "{}", r.raw);
-    r.result().clone()
-}
-
-async fn until(
-    client: &McpClient,
-    id: &str,
-    ready: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    eventually("the task", || async {
-        let t = task_rpc(client, "tasks/get", id, json!({})).await;
-        if ready(&t) { Ok(t) } else { Err(t.to_string()) }
-    })
-    .await
-}
-
 /// A task made on `a`, polled and answered through `b` (forwarded to `a`).
 async fn task_through(
     a: &McpClient,
@@ -150,17 +121,19 @@ async fn task_through(
     arguments: serde_json::Value,
     answers: serde_json::Value,
 ) {
-    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
     let mut params = json!({"name": tool, "arguments": arguments});
-    params["_meta"] = meta(caps);
+    params["_meta"] = meta(declaring_tasks());
     params["_meta"]["traceparent"] = json!(observability_support::client_traceparent());
     let made = read_resp(a.send(a.request("tools/call", params)).await).await;
     assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
     let id = made.result()["taskId"].as_str().unwrap().to_owned();
-    until(b, &id, |t| t["status"] == "input_required").await;
-    let ack = task_rpc(b, "tasks/update", &id, json!({"inputResponses": answers})).await;
+    until_task(b, &id, "input_required", |t| {
+        t["status"] == "input_required"
+    })
+    .await;
+    let ack = task_result(b, "tasks/update", &id, json!({"inputResponses": answers})).await;
     assert_eq!(ack, json!({"resultType": "complete"}));
-    until(b, &id, |t| t["status"] == "completed").await;
+    until_task(b, &id, "completed", |t| t["status"] == "completed").await;
 }
 
 /// Every span named `name` is in `trace` under `parent`; there is one at least.

@@ -25,6 +25,7 @@ pub mod fixture_log;
 pub mod gateway;
 pub mod peers;
 pub mod schema;
+pub mod tasks;
 pub mod walker;
 
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ pub use gateway::*;
 pub use peers::*;
 #[allow(unused_imports)]
 pub use schema::*;
+#[allow(unused_imports)]
+pub use tasks::*;
 #[allow(unused_imports)]
 pub use walker::*;
 
