@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::Gateway;
 use super::dispatch::Reply;
+use super::pipeline::known_tool;
 use crate::jsonrpc::{Id, Message};
 use crate::mrtr::native::{self, upstream_params};
 use crate::mrtr::outgoing::Outgoing;
@@ -306,9 +307,6 @@ fn remember_tools(
     );
 }
 
-/// Most pages read when collecting every tool definition.
-const MAX_TOOL_PAGES: usize = 20;
-
 /// Every tool a native server lists for this caller, by name; `None` when it
 /// cannot list them (the call is then left to the server).
 pub async fn tools(
@@ -317,7 +315,7 @@ pub async fn tools(
 ) -> Result<Option<HashMap<String, Value>>, Reject> {
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
-    for _ in 0..MAX_TOOL_PAGES {
+    for _ in 0..known_tool::MAX_TOOL_PAGES {
         let mut list = req.clone();
         list.method = Method::ToolsList;
         let mut params = upstream_params(&list, None);
@@ -342,20 +340,7 @@ pub async fn tools(
             Ok(Err(_)) => return Ok(None),
             Err(e) => return Err(e.into_reject()),
         };
-        for tool in page
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(name) = tool.get("name").and_then(Value::as_str) {
-                tools.insert(name.to_owned(), tool.clone());
-            }
-        }
-        cursor = page
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        cursor = known_tool::take_tools_page(&mut tools, &page);
         if cursor.is_none() {
             break;
         }

@@ -117,7 +117,25 @@ fn catalog_key(principal: &Principal, req: &ClientRequest) -> PoolKey {
 }
 
 /// Most pages read when collecting every tool definition.
-const MAX_TOOL_PAGES: usize = 20;
+pub(crate) const MAX_TOOL_PAGES: usize = 20;
+
+/// Adds the tools of one `tools/list` page to `tools`, by name, and returns
+/// the page's `nextCursor`.
+pub(crate) fn take_tools_page(tools: &mut HashMap<String, Value>, page: &Value) -> Option<String> {
+    for tool in page
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(name) = tool.get("name").and_then(Value::as_str) {
+            tools.insert(name.to_owned(), tool.clone());
+        }
+    }
+    page.get("nextCursor")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
 
 /// Every tool definition the route's server lists for this caller, by name;
 /// `None` when the server cannot list its tools. `fresh` skips the cache.
@@ -167,20 +185,7 @@ async fn list_tools(
             Ok(Err(_)) => return Ok(None),
             Err(e) => return Err(e.into_reject()),
         };
-        for tool in page
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(name) = tool.get("name").and_then(Value::as_str) {
-                tools.insert(name.to_owned(), tool.clone());
-            }
-        }
-        cursor = page
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        cursor = take_tools_page(&mut tools, &page);
         if cursor.is_none() {
             break;
         }
