@@ -400,23 +400,7 @@ impl RoutePool {
         self.closed.store(true, Ordering::Release);
         let idle: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
-            let mut out = Vec::new();
-            let keys: Vec<PoolKey> = st.sessions.keys().cloned().collect();
-            for key in keys {
-                let Some(list) = st.sessions.get_mut(&key) else {
-                    continue;
-                };
-                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| s.ops == 0);
-                *list = kept;
-                if list.is_empty() {
-                    st.sessions.remove(&key);
-                }
-                for s in gone {
-                    st.slot_gone(&s);
-                    st.forget(&key.principal);
-                    out.push(s.session);
-                }
-            }
+            let out = st.remove_where(|s| s.ops == 0);
             self.publish(&st);
             out
         };
@@ -446,27 +430,11 @@ impl RoutePool {
         let now = Instant::now();
         let expired: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
-            let mut out = Vec::new();
-            let keys: Vec<PoolKey> = st.sessions.keys().cloned().collect();
-            for key in keys {
-                let Some(list) = st.sessions.get_mut(&key) else {
-                    continue;
-                };
-                let (gone, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| {
-                    s.ops == 0
-                        && (!s.session.is_reusable()
-                            || now.duration_since(s.since) >= self.limits.idle_timeout)
-                });
-                *list = kept;
-                if list.is_empty() {
-                    st.sessions.remove(&key);
-                }
-                for s in gone {
-                    st.slot_gone(&s);
-                    st.forget(&key.principal);
-                    out.push(s.session);
-                }
-            }
+            let out = st.remove_where(|s| {
+                s.ops == 0
+                    && (!s.session.is_reusable()
+                        || now.duration_since(s.since) >= self.limits.idle_timeout)
+            });
             if !out.is_empty() {
                 self.publish(&st);
             }

@@ -70,6 +70,29 @@ impl PoolState {
         self.counts.leased
     }
 
+    /// Takes out every slot `gone` picks, the counts kept, and returns their
+    /// sessions for the caller to close outside the lock.
+    pub(super) fn remove_where(&mut self, gone: impl Fn(&Slot) -> bool) -> Vec<Arc<Session>> {
+        let mut out = Vec::new();
+        let keys: Vec<PoolKey> = self.sessions.keys().cloned().collect();
+        for key in keys {
+            let Some(list) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            let (left, kept): (Vec<_>, Vec<_>) = list.drain(..).partition(&gone);
+            *list = kept;
+            if list.is_empty() {
+                self.sessions.remove(&key);
+            }
+            for s in left {
+                self.slot_gone(&s);
+                self.forget(&key.principal);
+                out.push(s.session);
+            }
+        }
+        out
+    }
+
     /// A slot left the pool (closed, evicted, reaped).
     pub(super) fn slot_gone(&mut self, slot: &Slot) {
         self.counts.slots = self.counts.slots.saturating_sub(1);
