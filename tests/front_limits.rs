@@ -3,6 +3,7 @@
 //! timeouts: trickled heads and bodies, bodies over `max_body_bytes`, more
 //! connections than `max_connections`, and a client that never reads its SSE
 //! response while the server behind redmark floods it with notifications.
+//! Bodies held in memory across HTTP/2 streams: tests/front_limits_h2.rs.
 //!
 //! Real sockets cannot use paused time: every wait here is bounded by a
 //! deadline, and each timing assertion leaves room for a loaded machine.
@@ -18,7 +19,6 @@
 mod common;
 mod mrtr_support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
@@ -31,15 +31,6 @@ use tokio::time::Instant;
 /// A gateway whose route never needs its upstream (nothing here reaches it).
 async fn gateway(server: &str) -> TestGateway {
     TestGateway::start(&stdio_config(&["false"], server)).await
-}
-
-fn addr(gw: &TestGateway) -> SocketAddr {
-    let hostport = gw
-        .url
-        .strip_prefix("http://")
-        .and_then(|r| r.split('/').next())
-        .unwrap();
-    hostport.parse().unwrap()
 }
 
 /// The head of a well-formed 2026-07-28 POST to `/mcp` (no blank line yet).
@@ -131,27 +122,12 @@ async fn closed_within(s: &mut (impl AsyncRead + Unpin), within: Duration, what:
     }
 }
 
-/// A JSON-RPC notification over reqwest: answered 202 by the pipeline's
-/// parse step, nothing upstream.
-async fn notify(url: &str) -> Resp {
-    let rb = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    let resp = tokio::time::timeout(PATIENCE, rb.send())
-        .await
-        .expect("answered in time")
-        .expect("POST");
-    read_resp(resp).await
-}
-
 // --- Slowloris: heads and bodies trickled ---
 
 #[tokio::test]
 async fn a_trickled_request_head_is_cut_off_at_header_read_timeout() {
     let gw = gateway("header_read_timeout = \"1s\"").await;
-    let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut s = TcpStream::connect(gw.addr()).await.unwrap();
     let started = Instant::now();
     s.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\nx-slow: ")
         .await
@@ -193,7 +169,7 @@ async fn a_trickled_or_short_body_gets_408_body_timeout() {
     let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     // A body trickled one byte every 200 ms.
     let trickled = async {
-        let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+        let mut s = TcpStream::connect(gw.addr()).await.unwrap();
         let h = head("notifications/initialized", None);
         s.write_all(format!("{h}content-length: {}\r\n\r\n", body.len()).as_bytes())
             .await
@@ -215,7 +191,7 @@ async fn a_trickled_or_short_body_gets_408_body_timeout() {
     };
     // A `Content-Length` longer than what is sent.
     let short = async {
-        let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+        let mut s = TcpStream::connect(gw.addr()).await.unwrap();
         let h = head("notifications/initialized", None);
         s.write_all(format!("{h}content-length: {}\r\n\r\n{}", body.len() + 100, body).as_bytes())
             .await
@@ -252,7 +228,7 @@ async fn a_trickled_or_short_body_gets_408_body_timeout() {
 async fn a_body_over_max_body_bytes_is_refused_while_it_streams() {
     // The body timeout is long: an answer within seconds is the size bound's.
     let gw = gateway("max_body_bytes = 1024\nbody_read_timeout = \"60s\"").await;
-    let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut s = TcpStream::connect(gw.addr()).await.unwrap();
     let h = head("notifications/initialized", None);
     s.write_all(format!("{h}transfer-encoding: chunked\r\n\r\n").as_bytes())
         .await
@@ -278,7 +254,7 @@ async fn a_body_over_max_body_bytes_is_refused_while_it_streams() {
     .await;
 
     // A declared length over the bound is refused before any of it is sent.
-    let mut s = TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut s = TcpStream::connect(gw.addr()).await.unwrap();
     s.write_all(format!("{h}content-length: 1048576\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -294,7 +270,7 @@ const CONNECTIONS: &str = "redmark_client_connections";
 #[tokio::test]
 async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
     let gw = gateway("max_connections = 8\nheader_read_timeout = \"5s\"").await;
-    let to = addr(&gw);
+    let to = gw.addr();
     // Eight connections that send nothing fill the cap.
     let mut idle = Vec::new();
     for _ in 0..8 {
@@ -316,7 +292,7 @@ async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
         assert_eq!(r.headers["retry-after"], "1");
     }
     // A real client meanwhile hears the same, not a hang.
-    let r = notify(&gw.url).await;
+    let r = notify_on_new_connection(&gw.url).await;
     assert_error(&r, 503, -32603, "too_many_connections");
     // The cap holds only while the idle connections live (header_read_timeout
     // from their accept): 5 s leaves a loaded machine room for 32 refusals.
@@ -340,7 +316,7 @@ async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
     );
     gw.wait_metric(CONNECTIONS, 0.0).await;
     // ...and real clients are served again.
-    let r = notify(&gw.url).await;
+    let r = notify_on_new_connection(&gw.url).await;
     assert_eq!(r.status, 202, "{}", r.raw);
     gw.stop().await;
 }
@@ -389,7 +365,7 @@ async fn flood_unread_started(fx: &Fixture, cfg: String, tag: &str) -> (RedmarkP
     let path = fx.path("redmark.toml");
     std::fs::write(&path, cfg).unwrap();
     let gw = RedmarkProcess::start(&path, false, &[]).await;
-    let to: SocketAddr = gw.base.strip_prefix("http://").unwrap().parse().unwrap();
+    let to: std::net::SocketAddr = gw.base.strip_prefix("http://").unwrap().parse().unwrap();
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut s = socket.connect(to).await.unwrap();
@@ -482,145 +458,4 @@ async fn a_client_that_never_reads_is_cut_off_at_send_timeout() {
     .await;
     assert!(drain.is_ok(), "the stalled connection stayed open");
     released_and_quiet(&fx, gw, "unread-2", "client_disconnected").await;
-}
-
-// --- Request bodies held in memory: HTTP/2 streams, and all connections ---
-
-const BODY_BYTES: &str = "redmark_request_body_bytes";
-
-type Chunk = Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>;
-
-/// A body of one frame that never ends while its sender is kept.
-type Held = futures::channel::mpsc::Sender<Chunk>;
-
-/// Requests of one h2c connection, their bodies fed from a channel.
-type H2 = hyper::client::conn::http2::SendRequest<
-    http_body_util::StreamBody<futures::channel::mpsc::Receiver<Chunk>>,
->;
-
-/// One h2c connection (prior knowledge) to the gateway: its request sender,
-/// and the task driving it (aborting it closes the connection).
-async fn h2c(gw: &TestGateway) -> (H2, tokio::task::JoinHandle<()>) {
-    let tcp = TcpStream::connect(addr(gw)).await.unwrap();
-    let (send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .unwrap();
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    (send, driver)
-}
-
-/// Opens a stream on `send` whose body is `len` bytes and never ends (the
-/// returned sender holds it open); the task yields the status and body of
-/// the answer, if one comes.
-async fn unfinished(
-    send: &mut H2,
-    len: usize,
-) -> (Held, tokio::task::JoinHandle<(u16, serde_json::Value)>) {
-    use futures::SinkExt;
-    use http_body_util::BodyExt;
-    let (mut tx, rx) = futures::channel::mpsc::channel(4);
-    tx.send(Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![
-        b'x';
-        len
-    ]))))
-    .await
-    .unwrap();
-    let req = http::Request::post("http://127.0.0.1/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(http_body_util::StreamBody::new(rx))
-        .unwrap();
-    send.ready().await.unwrap();
-    let answer = send.send_request(req);
-    let task = tokio::spawn(async move {
-        let resp = answer.await.unwrap();
-        let status = resp.status().as_u16();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, serde_json::from_slice(&body).unwrap_or_default())
-    });
-    (tx, task)
-}
-
-/// Issue 42: one HTTP/2 connection's unfinished bodies were each buffered
-/// up to `max_body_bytes`, 200 streams at once (one connection pinned
-/// ~450 MiB). Now a connection holds at most 4 x `max_body_bytes`: with 12
-/// streams of 60 KiB under a 64 KiB limit, at least 8 are refused at once
-/// with 503 `body_memory_exhausted` (scope `connection`), the bytes held
-/// (`redmark_request_body_bytes`) stay within 256 KiB, other connections
-/// are served, and closing the connection gives everything back.
-#[tokio::test]
-async fn one_h2_connection_holds_at_most_its_share_of_body_memory() {
-    let gw = gateway("max_body_bytes = 65536\nbody_read_timeout = \"60s\"").await;
-    let (mut send, driver) = h2c(&gw).await;
-    let mut held = Vec::new();
-    let mut answers = futures::stream::FuturesUnordered::new();
-    for _ in 0..12 {
-        let (tx, task) = unfinished(&mut send, 60 * 1024).await;
-        held.push(tx);
-        answers.push(task);
-    }
-    use futures::StreamExt;
-    for _ in 0..8 {
-        let (status, body) = tokio::time::timeout(PATIENCE, answers.next())
-            .await
-            .expect("refused at once, not at body_read_timeout")
-            .unwrap()
-            .unwrap();
-        assert_eq!(status, 503, "{body}");
-        assert_eq!(
-            body["error"]["data"]["reason"], "body_memory_exhausted",
-            "{body}"
-        );
-        assert_eq!(body["error"]["data"]["scope"], "connection", "{body}");
-        assert_eq!(body["error"]["code"], -32603, "{body}");
-    }
-    let held_now = gw.metric(BODY_BYTES).await.unwrap();
-    assert!(
-        held_now <= (4 * 65536) as f64,
-        "one connection holds {held_now} bytes of bodies"
-    );
-    // The budget is the connection's: another one is served meanwhile.
-    assert_eq!(notify(&gw.url).await.status, 202);
-    driver.abort();
-    drop((send, held));
-    gw.wait_metric(BODY_BYTES, 0.0).await;
-    gw.stop().await;
-}
-
-/// The listener's total (`max_body_memory`) bounds all connections
-/// together: two connections cannot hold more than it, whatever their own
-/// shares allow.
-#[tokio::test]
-async fn all_connections_together_hold_at_most_max_body_memory() {
-    let gw =
-        gateway("max_body_bytes = 65536\nmax_body_memory = 131072\nbody_read_timeout = \"60s\"")
-            .await;
-    let (mut first, first_driver) = h2c(&gw).await;
-    let (a, a_answer) = unfinished(&mut first, 60 * 1024).await;
-    let (b, b_answer) = unfinished(&mut first, 60 * 1024).await;
-    gw.wait_metric(BODY_BYTES, (120 * 1024) as f64).await;
-    let (mut second, second_driver) = h2c(&gw).await;
-    let (c, c_answer) = unfinished(&mut second, 60 * 1024).await;
-    let (status, body) = tokio::time::timeout(PATIENCE, c_answer)
-        .await
-        .expect("refused at once")
-        .unwrap();
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(
-        body["error"]["data"]["reason"], "body_memory_exhausted",
-        "{body}"
-    );
-    assert_eq!(body["error"]["data"]["scope"], "total", "{body}");
-    assert_eq!(gw.metric(BODY_BYTES).await, Some((120 * 1024) as f64));
-    assert!(!a_answer.is_finished() && !b_answer.is_finished());
-    first_driver.abort();
-    second_driver.abort();
-    drop((first, second, a, b, c));
-    gw.wait_metric(BODY_BYTES, 0.0).await;
-    gw.stop().await;
 }

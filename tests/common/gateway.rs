@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use super::{VERSION, eventually, repo};
+use super::{PATIENCE, VERSION, eventually, repo};
 
 /// `_meta` of a 2026-07-28 request with these client capabilities.
 pub fn meta(capabilities: Value) -> Value {
@@ -131,6 +131,22 @@ pub fn mcp_post(
         rb = rb.header("mcp-name", name);
     }
     rb.body(body.to_string())
+}
+
+/// A JSON-RPC notification POSTed on a connection of its own (a new
+/// reqwest client): the pipeline's parse step answers it 202 without
+/// reaching the server.
+pub async fn notify_on_new_connection(url: &str) -> Resp {
+    let rb = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let resp = tokio::time::timeout(PATIENCE, rb.send())
+        .await
+        .expect("answered in time")
+        .expect("POST");
+    read_resp(resp).await
 }
 
 /// A 2026-07-28 client of one endpoint: numbered requests, each sent within

@@ -35,6 +35,19 @@ use crate::common::{
 pub const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 pub const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
+/// A ticket title no span, event or log line may contain.
+pub const TITLE: &str = "zebra-quokka printer fire 4417";
+
+/// The environment that points redmark's OTLP export at `receiver`,
+/// batches flushed every 100 ms.
+pub fn otel_env(receiver: &Receiver) -> Vec<(&'static str, String)> {
+    vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+        ("OTEL_SERVICE_NAME", "redmark-traces-test".into()),
+    ]
+}
+
 pub fn client_traceparent() -> String {
     format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")
 }
