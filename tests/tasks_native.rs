@@ -479,22 +479,29 @@ async fn a_listen_is_sent_each_change_of_a_relayed_task() {
         let params = json!({"name": "slow_compute", "arguments": {"seconds": 30}});
         created(&rpc_as(&gw, BOB, "tools/call", params, declaring()).await)
     };
-    let mut params = json!({"notifications": {"taskIds": [id, bobs, "redmark-task.forged"]}});
-    params["_meta"] = meta(declaring());
-    let rb = gw
-        .request("subscriptions/listen", params)
-        .bearer_auth(ALICE);
-    let mut stream = SseReader::new(gw.send(rb).await);
-    let ack = stream.next(Duration::from_secs(30)).await.unwrap();
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
-    assert_eq!(
-        ack["params"]["notifications"]["taskIds"],
-        json!([id]),
-        "{ack}"
-    );
+    let listen = async |task_ids: Value| {
+        let mut params = json!({"notifications": {"taskIds": task_ids}});
+        params["_meta"] = meta(declaring());
+        let rb = gw
+            .request("subscriptions/listen", params)
+            .bearer_auth(ALICE);
+        let mut stream = SseReader::new(gw.send(rb).await);
+        let ack = stream.next(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([id]),
+            "{ack}"
+        );
+        stream
+    };
+    let mut stream = listen(json!([id, bobs, "redmark-task.forged"])).await;
+    // A second listen on the same task shares the first one's reader
+    // (front/tasks/polls.rs) and hears the same changes.
+    let mut second = listen(json!([id])).await;
 
     let next = async |stream: &mut SseReader| {
         let n = stream
@@ -516,6 +523,13 @@ async fn a_listen_is_sent_each_change_of_a_relayed_task() {
         asking["inputRequests"]["confirm"]["method"], "elicitation/create",
         "{asking}"
     );
+    let also_asking = loop {
+        let p = next(&mut second).await;
+        if p["status"] == "input_required" {
+            break p;
+        }
+    };
+    assert_eq!(also_asking["inputRequests"], asking["inputRequests"]);
     update(
         &gw,
         &id,
@@ -529,6 +543,13 @@ async fn a_listen_is_sent_each_change_of_a_relayed_task() {
         }
     };
     assert_eq!(said(&done), "deleted", "{done}");
+    let also_done = loop {
+        let p = next(&mut second).await;
+        if p["status"] == "completed" {
+            break p;
+        }
+    };
+    assert_eq!(said(&also_done), "deleted", "{also_done}");
     gw.stop().await;
 }
 

@@ -9,7 +9,8 @@
 //! - [`table`]: the tasks a replica holds, bounded, until their TTL;
 //! - [`id`]: task ids, sealed (route, principal digest, owner, expiry);
 //! - [`driver`]: the call, its rounds and retries through the engine;
-//! - [`notify`]: `notifications/tasks` on `subscriptions/listen`.
+//! - [`notify`]: `notifications/tasks` on `subscriptions/listen`;
+//! - [`polls`]: one shared reader per task a listen reads from elsewhere.
 //!
 //! On such a route whose server speaks 2026-07-28 itself, the server's own
 //! tasks are relayed instead (`mrtr::native::task`). Every other route is
@@ -19,6 +20,7 @@
 pub mod driver;
 pub use crate::mrtr::task_id as id;
 pub mod notify;
+pub mod polls;
 pub mod table;
 pub mod task;
 

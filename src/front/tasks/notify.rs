@@ -19,9 +19,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::id;
+use super::polls::{PollKey, Reading};
 use super::task::Task;
 use crate::front::Gateway;
 use crate::front::dispatch::Reply;
@@ -142,8 +143,17 @@ pub fn merge(reply: Reply, subscription: &Id, tasks: Vec<Watched>, watcher: Watc
                 tokio::spawn(watch(task, subscription.clone(), tx.clone()));
             }
             Watched::Polled { id, every } => {
-                let poll = poll(watcher.clone(), id, every, subscription.clone(), tx.clone());
-                tokio::spawn(poll);
+                let key = PollKey {
+                    route: watcher.route.name.clone(),
+                    principal: watcher.principal.name.clone(),
+                    task_id: id.clone(),
+                };
+                let reader = watcher.clone();
+                let readings = watcher.gw.tasks.polls.subscribe(key, every, move || {
+                    let (reader, id) = (reader.clone(), id.clone());
+                    async move { read(&reader, &id).await }
+                });
+                tokio::spawn(relay(readings, subscription.clone(), tx.clone()));
             }
         }
     }
@@ -222,40 +232,29 @@ pub fn own_listen(gw: &Gateway, subscription: &Id) -> Reply {
     Reply::Stream { first: ack, rx }
 }
 
-/// Reads a task every `every` and sends it when it reads differently, until
-/// it ends, can no longer be read, or the client leaves.
-async fn poll(
-    watcher: Arc<Watcher>,
-    task_id: String,
-    every: Duration,
+/// Sends a polled task's reading (shared with every listen watching it,
+/// [`super::polls`]) each time it reads differently, until it ends, can no
+/// longer be read, or the client leaves.
+async fn relay(
+    mut readings: watch::Receiver<Reading>,
     subscription: Id,
     tx: mpsc::Sender<Outgoing>,
 ) {
-    let mut last = None;
     loop {
-        let Some(mut read) = read(&watcher, &task_id).await else {
-            return;
-        };
-        if let Some(p) = read.as_object_mut() {
-            p.remove("resultType");
-        }
-        let ended = matches!(
-            read.get("status").and_then(Value::as_str),
-            Some("completed" | "failed" | "cancelled")
-        );
-        if last.as_ref() != Some(&read) {
-            let params = crate::front::listen::tag(&subscription, Some(read.clone()));
-            let out = notification("notifications/tasks", Some(params));
-            if tx.send(Outgoing::Notification(out)).await.is_err() {
-                return;
+        let reading = readings.borrow_and_update().clone();
+        match &reading {
+            Reading::Pending => {}
+            Reading::Gone => return,
+            Reading::Read(task) => {
+                let params = crate::front::listen::tag(&subscription, Some(Value::clone(task)));
+                let out = notification("notifications/tasks", Some(params));
+                if tx.send(Outgoing::Notification(out)).await.is_err() || reading.is_final() {
+                    return;
+                }
             }
-            last = Some(read);
-        }
-        if ended {
-            return;
         }
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            changed = readings.changed() => if changed.is_err() { return },
             () = tx.closed() => return,
         }
     }

@@ -33,6 +33,8 @@ pub struct Tasks {
     /// naming this node but another incarnation is a task lost in a
     /// restart.
     boot: String,
+    /// The shared readers of tasks that listens here read from elsewhere.
+    pub polls: super::polls::Polls,
 }
 
 impl Default for Tasks {
@@ -46,6 +48,7 @@ impl Tasks {
         Tasks {
             live: Mutex::new(HashMap::new()),
             boot: hex::encode(rand::random::<[u8; 8]>()),
+            polls: super::polls::Polls::default(),
         }
     }
 
