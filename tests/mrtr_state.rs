@@ -313,3 +313,42 @@ async fn two_retries_with_one_state_resume_the_operation_once() {
     settled(&gw).await;
     gw.stop().await;
 }
+
+/// Replicas of two versions share states mid-upgrade: a state carrying a
+/// field this build does not know (as a newer build might add) is read
+/// without it and resumes the operation; one in a newer claims format is
+/// refused with `state_newer_format`, and the operation waits untouched
+/// for its own state.
+#[tokio::test]
+async fn a_state_from_a_newer_replica_is_read_when_it_can_be_and_refused_when_not() {
+    let fx = Fixture::new();
+    let gw = fx.gateway().await;
+    let op = Op::tool("ask", json!({"tag": "newer-1"}));
+    let asked = input_required("tools/call", &op.start(&gw).await);
+    let reseal = |edit: &dyn Fn(&mut Value)| {
+        let mut claims = serde_json::to_value(claims(&asked.state)).unwrap();
+        edit(&mut claims);
+        keyring("k1", TEST_SECRET).seal_payload(&serde_json::to_vec(&claims).unwrap())
+    };
+
+    let newer = reseal(&|c| c["v"] = json!(redmark::mrtr::state::CLAIMS_VERSION + 1));
+    let r = op
+        .retry(&gw, &newer, json!({"elicitation-1": accept("too new")}))
+        .await;
+    let err = assert_error(&r, 200, -32602, "state_newer_format");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("newer"),
+        "{err}"
+    );
+
+    let extended = reseal(&|c| c["zz_added_later"] = json!({"any": ["shape"]}));
+    let done = op
+        .retry(&gw, &extended, json!({"elicitation-1": accept("extended")}))
+        .await;
+    assert_eq!(output(&done)["content"]["name"], "extended");
+    settled(&gw).await;
+    gw.stop().await;
+}

@@ -32,6 +32,12 @@ use crate::protocol::{IntoReject, Reason, Reject};
 pub const MAX_STATE_LEN: usize = 16 * 1024;
 
 /// The claims format this build seals and accepts.
+///
+/// Across versions (replicas of two versions share states mid-upgrade):
+/// fields this build does not know are ignored, so a newer build may add a
+/// field an older one can do without; a change an older build would misread
+/// by ignoring it raises this number, and a build refuses a number above its
+/// own (`state_newer_format`) rather than misread it.
 pub const CLAIMS_VERSION: u8 = 2;
 
 const NONCE_LEN: usize = 24;
@@ -39,7 +45,6 @@ const TAG_LEN: usize = 16;
 
 /// What a sealed state says. Short field names keep the token small.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Claims {
     /// Format version.
     pub v: u8,
@@ -78,7 +83,6 @@ pub struct Claims {
 /// A native server's `InputRequiredResult`, as redmark's state carries it
 /// between rounds: any replica can validate the retry from it alone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Wrapped {
     /// The server's own `requestState`, restored on the retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,7 +101,6 @@ pub struct Wrapped {
 /// message, re-asks so far, when it was asked (Unix milliseconds), and the
 /// fields redmark offered a remembered answer as their `default`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct WrappedAsk {
     pub k: String,
     pub r: Value,
@@ -136,7 +139,6 @@ impl Claims {
 /// One answer replay mode gives again: for the question with fingerprint
 /// `f` (see [`fingerprint`]), the answer `a` (already held to the policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Answered {
     pub f: String,
     pub a: Value,
@@ -146,7 +148,6 @@ pub struct Answered {
 /// (`elicitation`, `sampling`, `roots`; `url` for URL-mode elicitation),
 /// re-asks so far and when the server asked it (Unix milliseconds).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Asking {
     pub k: String,
     pub f: String,
@@ -168,6 +169,10 @@ pub enum StateError {
     TooLarge,
     #[error("requestState is malformed")]
     Malformed,
+    #[error(
+        "requestState was sealed by a newer redmark, in a format this one cannot read (format {0}; this one reads {CLAIMS_VERSION})"
+    )]
+    NewerFormat(u8),
     #[error("requestState was sealed under a key this gateway does not have")]
     UnknownKey,
     #[error("requestState failed verification (tampered, or sealed under another secret)")]
@@ -185,6 +190,7 @@ impl StateError {
         match self {
             StateError::TooLarge => Reason::StateTooLarge,
             StateError::Malformed => Reason::StateMalformed,
+            StateError::NewerFormat(_) => Reason::StateNewerFormat,
             StateError::UnknownKey => Reason::StateUnknownKey,
             StateError::BadSignature => Reason::StateBadSignature,
             StateError::Expired => Reason::StateExpired,
@@ -417,6 +423,9 @@ impl Keyring {
     pub fn unseal(&self, token: &str) -> Result<Claims, StateError> {
         let plain = self.open_payload(token)?;
         let claims: Claims = serde_json::from_slice(&plain).map_err(|_| StateError::Malformed)?;
+        if claims.v > CLAIMS_VERSION {
+            return Err(StateError::NewerFormat(claims.v));
+        }
         if claims.v != CLAIMS_VERSION {
             return Err(StateError::Malformed);
         }

@@ -317,3 +317,43 @@ fn a_wrapped_ask_names_the_offered_fields_only_when_there_are_some() {
     let text = serde_json::to_string(&offered).unwrap();
     assert_eq!(serde_json::from_str::<WrappedAsk>(&text).unwrap(), offered);
 }
+
+/// Mid-upgrade, replicas of two versions open each other's states: fields
+/// this build does not know are ignored; a newer claims format is refused
+/// as such, an older one as malformed.
+#[test]
+fn unknown_fields_are_ignored_and_a_newer_format_is_refused() {
+    let r = ring();
+    let with = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = serde_json::to_value(claims()).unwrap();
+        edit(&mut v);
+        r.seal_payload(&serde_json::to_vec(&v).unwrap())
+    };
+    let extended = with(&|v| {
+        v["later"] = json!({"a": 1});
+        v["ask"] = json!([{"k": "q", "f": "ff", "kd": "elicitation", "at": 1, "new": true}]);
+    });
+    let opened = r.open(&extended, SystemTime::now()).unwrap();
+    assert_eq!(opened.ask.len(), 1);
+    assert_eq!(
+        Claims {
+            ask: Vec::new(),
+            ..opened
+        },
+        claims()
+    );
+    let newer = with(&|v| v["v"] = json!(CLAIMS_VERSION + 1));
+    assert_eq!(
+        r.open(&newer, SystemTime::now()),
+        Err(StateError::NewerFormat(CLAIMS_VERSION + 1))
+    );
+    assert_eq!(
+        StateError::NewerFormat(3).reason(),
+        Reason::StateNewerFormat
+    );
+    let older = with(&|v| v["v"] = json!(CLAIMS_VERSION - 1));
+    assert_eq!(
+        r.open(&older, SystemTime::now()),
+        Err(StateError::Malformed)
+    );
+}

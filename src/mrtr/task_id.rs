@@ -16,10 +16,18 @@ use crate::mrtr::state::{SharedKeyring, principal_digest};
 /// How every task id begins.
 pub const PREFIX: &str = "redmark-task.";
 
+/// The task id format this build issues and reads up to. As for a
+/// `requestState` ([`crate::mrtr::state::CLAIMS_VERSION`]): fields this
+/// build does not know are ignored, and a change an older build would
+/// misread by ignoring them raises this number.
+pub const TASK_ID_FORMAT: u8 = 0;
+
 /// What a task id says, sealed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Sealed {
+    /// The format ([`TASK_ID_FORMAT`]); absent in the first.
+    #[serde(default, skip_serializing_if = "is_first_format")]
+    pub v: u8,
     /// The route's name.
     pub r: String,
     /// The principal's digest on that route.
@@ -60,6 +68,11 @@ pub struct Sealed {
     pub tp: Option<String>,
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_first_format(v: &u8) -> bool {
+    *v == 0
+}
+
 impl Sealed {
     /// Whether this is a native server's task, relayed.
     pub fn is_relayed(&self) -> bool {
@@ -95,6 +108,10 @@ pub enum IdError {
     Expired,
     #[error("the task belongs to another route or principal")]
     NotYours,
+    #[error(
+        "the task id was issued by a newer redmark, in a format this one cannot read (format {0}; this one reads up to {TASK_ID_FORMAT})"
+    )]
+    NewerFormat(u8),
 }
 
 /// Where and whose a task is, and its times, before it is sealed.
@@ -120,6 +137,7 @@ pub struct Issue<'a> {
 /// A fresh sealed id for a task.
 pub fn issue(keys: &SharedKeyring, task: &Issue<'_>) -> String {
     let sealed = Sealed {
+        v: TASK_ID_FORMAT,
         r: task.route.to_owned(),
         p: principal_digest(task.route, task.principal),
         n: task.node.to_owned(),
@@ -149,6 +167,14 @@ pub fn open(
     let token = id.strip_prefix(PREFIX).ok_or(IdError::Forged)?;
     let plain = keys.open_payload(token).map_err(|_| IdError::Forged)?;
     let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| IdError::Forged)?;
+    if sealed.v > TASK_ID_FORMAT {
+        // Sealed with our key, so a replica of a newer version issued it:
+        // the client is told the task is unknown (nothing else is safe to
+        // say), and the operator why.
+        let error = IdError::NewerFormat(sealed.v);
+        tracing::warn!(route, %error, "a task id from a newer replica was refused: finish the upgrade");
+        return Err(error);
+    }
     if sealed.r != route || sealed.p != principal_digest(route, principal) {
         return Err(IdError::NotYours);
     }
@@ -210,5 +236,53 @@ mod tests {
             Err(IdError::Forged)
         );
         assert_eq!(open(&keys, "t-1", "main", "alice", 1), Err(IdError::Forged));
+    }
+
+    /// Mid-upgrade, replicas of two versions read each other's ids: a field
+    /// this build does not know is ignored, a newer format refused.
+    #[test]
+    fn unknown_fields_are_ignored_and_a_newer_format_is_refused() {
+        let keys = keys();
+        let id = issue(
+            &keys,
+            &Issue {
+                route: "main",
+                principal: "alice",
+                node: "node-a",
+                boot: "b1",
+                advertise: None,
+                expires_unix: 1_000,
+                created_ms: 5,
+                ttl_ms: 6,
+                poll_ms: 7,
+                target: "t",
+                server_id: None,
+                traceparent: None,
+            },
+        );
+        let sealed = open(&keys, &id, "main", "alice", 1).unwrap();
+        let plain = keys.open_payload(id.strip_prefix(PREFIX).unwrap()).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&plain).contains("\"v\""),
+            "the first format writes no v"
+        );
+        let reissue = |edit: &dyn Fn(&mut Value)| {
+            let mut v = serde_json::to_value(&sealed).unwrap();
+            edit(&mut v);
+            format!(
+                "{PREFIX}{}",
+                keys.seal_payload(&serde_json::to_vec(&v).unwrap())
+            )
+        };
+        let extended = reissue(&|v| v["later"] = json!([1, 2]));
+        assert_eq!(
+            open(&keys, &extended, "main", "alice", 1),
+            Ok(sealed.clone())
+        );
+        let newer = reissue(&|v| v["v"] = json!(TASK_ID_FORMAT + 1));
+        assert_eq!(
+            open(&keys, &newer, "main", "alice", 1),
+            Err(IdError::NewerFormat(TASK_ID_FORMAT + 1))
+        );
     }
 }

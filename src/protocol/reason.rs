@@ -123,6 +123,9 @@ reasons! {
     StateNotAllowed => "state_not_allowed", BAD_REQUEST, code::INVALID_PARAMS, Client;
     // requestState, checked in this order (DESIGN "requestState").
     StateMalformed => "state_malformed", OK, code::INVALID_PARAMS, Client;
+    /// A requestState sealed by a newer redmark in a format this one cannot
+    /// read (replicas of two versions mid-upgrade): the client calls again.
+    StateNewerFormat => "state_newer_format", OK, code::INVALID_PARAMS, Gateway;
     StateUnknownKey => "state_unknown_key", OK, code::INVALID_PARAMS, Client;
     StateBadSignature => "state_bad_signature", OK, code::INVALID_PARAMS, Client;
     StateExpired => "state_expired", OK, code::INVALID_PARAMS, Client;
