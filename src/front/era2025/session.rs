@@ -50,8 +50,12 @@ pub fn negotiate(requested: Option<&str>) -> &'static str {
 const MAX_CLIENT_INFO_BYTES: usize = 1024;
 
 /// What a session id says, sealed. Short names keep the id short.
+///
+/// Across versions, as for a `requestState` (`mrtr::state::CLAIMS_VERSION`):
+/// fields this build does not know are ignored, and a change an older build
+/// would misread raises [`SEALED_FORMAT`]; a newer format is an unknown
+/// session (404: the client initializes again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Sealed {
     /// Marks a session id (a `requestState` never has it), and its format.
     sid: u8,
@@ -408,6 +412,13 @@ impl Sessions {
             .open_payload(token)
             .map_err(|_| SessionError::Unknown)?;
         let sealed: Sealed = serde_json::from_slice(&plain).map_err(|_| SessionError::Unknown)?;
+        if sealed.sid > SEALED_FORMAT {
+            tracing::warn!(
+                route,
+                format = sealed.sid,
+                "a session id from a newer replica was refused: finish the upgrade"
+            );
+        }
         if sealed.sid != SEALED_FORMAT
             || sealed.rt != route
             || sealed.pr != principal_digest(route, principal)

@@ -60,6 +60,35 @@ async fn an_id_is_visible_ascii_and_opens_only_for_its_principal_and_route() {
     );
 }
 
+/// Replicas of two versions adopt each other's sessions mid-upgrade: a
+/// field this build does not know is ignored; a newer format is unknown.
+#[tokio::test]
+async fn a_session_id_from_a_newer_replica_is_adopted_when_it_can_be() {
+    let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
+    let table = |node: &str| {
+        Sessions::new(
+            keys.clone(),
+            SessionsConfig::default(),
+            node.into(),
+            None,
+            Default::default(),
+        )
+    };
+    let (id, _) = table("a").open(opening("alice")).unwrap();
+    let mut sealed: serde_json::Value =
+        serde_json::from_slice(&keys.open_payload(&id).unwrap()).unwrap();
+    sealed["added_later"] = json!({"x": 1});
+    let extended = keys.seal_payload(&serde_json::to_vec(&sealed).unwrap());
+    let adopted = table("b").find(&extended, "r", "alice").unwrap();
+    assert_eq!(adopted.version, "2025-11-25");
+    sealed["sid"] = json!(SEALED_FORMAT + 1);
+    let newer = keys.seal_payload(&serde_json::to_vec(&sealed).unwrap());
+    assert_eq!(
+        table("c").find(&newer, "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+}
+
 #[tokio::test]
 async fn an_ended_session_stays_ended_and_its_calls_end_with_it() {
     let s = sessions(SessionsConfig::default());
