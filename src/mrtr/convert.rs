@@ -246,6 +246,16 @@ pub fn question(
     question_and_params(upstream_id, method, params).map(|(q, _)| q)
 }
 
+/// A native server's input request (`{"method", "params"}`, as an
+/// `InputRequiredResult` or a task's `inputRequests` carries it) as the
+/// question under `key` that answers to it are judged against.
+pub fn input_request(key: &str, request: &Value) -> Option<Question> {
+    let method = request.get("method").and_then(Value::as_str)?;
+    let mut q = question(Id::Number(0), method, request.get("params").cloned()).ok()?;
+    key.clone_into(&mut q.key);
+    Some(q)
+}
+
 /// [`question`], and the params it will be asked with (for the policy's
 /// checks, without reading the question's text back).
 pub fn question_and_params(

@@ -241,3 +241,18 @@ fn offered_defaults_are_read_back_from_the_question_as_asked() {
     again.recall_offered(&[]);
     assert!(again.offered.is_empty());
 }
+
+#[test]
+fn a_native_input_request_is_the_question_under_its_key() {
+    let request = json!({"method": "elicitation/create",
+        "params": {"message": "Sure?", "requestedSchema": {"type": "object", "properties": {}}}});
+    let q = input_request("confirm", &request).unwrap();
+    assert_eq!(q.key, "confirm");
+    assert_eq!(q.request(), request);
+    assert!(
+        input_request("k", &json!({"params": {}})).is_none(),
+        "no method"
+    );
+    assert!(input_request("k", &json!({"method": "tools/call", "params": {}})).is_none());
+    assert!(input_request("k", &json!({"method": "elicitation/create", "params": 3})).is_none());
+}

@@ -5,7 +5,6 @@
 use serde_json::{Value, json};
 
 use super::Run;
-use crate::jsonrpc::Id;
 use crate::mrtr::Engine;
 use crate::mrtr::convert::{self, Question};
 use crate::mrtr::ending::Ending;
@@ -161,9 +160,7 @@ impl Run {
 
 /// A wrapped question as a [`Question`] the policy can hold answers to.
 fn question(ask: &WrappedAsk) -> Option<Question> {
-    let method = ask.r.get("method").and_then(Value::as_str)?;
-    let mut q = convert::question(Id::Number(0), method, ask.r.get("params").cloned()).ok()?;
-    q.key.clone_from(&ask.k);
+    let mut q = convert::input_request(&ask.k, &ask.r)?;
     q.reasks = ask.rk;
     // The defaults offered are in the question as asked; `of` names ours.
     q.recall_offered(&ask.of);

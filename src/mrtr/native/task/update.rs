@@ -12,7 +12,6 @@ use serde_json::{Map, Value, json};
 
 use super::read::Guarded;
 use super::{Ended, Heard, Mark, Relay, error_value, fresh_key};
-use crate::jsonrpc::Id;
 use crate::mrtr::convert::{self, Question};
 use crate::mrtr::operation::questions::{Checked, check_answer};
 use crate::mrtr::outgoing::Outgoing;
@@ -156,12 +155,9 @@ impl Relay<'_> {
             None => (shown.to_owned(), 0),
         };
         let original = outstanding.get(&server_key)?;
-        let method = original.get("method").and_then(Value::as_str)?;
         // Judged against the server's question; the red mark only changes
         // its message.
-        let mut q =
-            convert::question(Id::Number(0), method, original.get("params").cloned()).ok()?;
-        q.key = server_key.clone();
+        let mut q = convert::input_request(&server_key, original)?;
         q.reasks = reasks;
         q.base_message = original
             .pointer("/params/message")
