@@ -251,3 +251,85 @@ async fn a_relayed_native_task_is_served_through_every_replica_and_outlives_its_
         "{done}"
     );
 }
+
+/// A relayed task's answers are held to rules over the call's arguments
+/// even once the replica that relayed it is gone: the arguments are kept,
+/// sealed, in the shared store (`[state] store`), and the replica that
+/// takes the task over reads them there. `confirm_delete` confirms
+/// `notes.txt` (allowed; without the arguments the rule could not be
+/// evaluated and the task failed `policy_error`) and `/etc/hosts` (the
+/// rule refuses it: `policy_denied`).
+#[tokio::test]
+async fn rules_over_a_relayed_tasks_arguments_hold_after_its_relayer_is_gone() {
+    let mut cluster = Cluster::start().await;
+    let client = McpClient::new(cluster.url("/native-tasks"));
+    let create = async |filename: &str| {
+        let made = client
+            .rpc(
+                "tools/call",
+                json!({"name": "confirm_delete", "arguments": {"filename": filename}}),
+                declaring_tasks(),
+            )
+            .await;
+        assert_eq!(made.result()["resultType"], "task", "{}", made.raw);
+        made.result()["taskId"].as_str().unwrap().to_owned()
+    };
+    let notes = create("notes.txt").await;
+    let hosts = create("/etc/hosts").await;
+    let asking = async |id: &str| {
+        eventually("the confirmation", || async {
+            let t = task_result(&client, "tasks/get", id, json!({})).await;
+            match t["inputRequests"].as_object() {
+                Some(r) if !r.is_empty() => Ok(r.keys().cloned().collect::<Vec<_>>()),
+                _ => Err(t.to_string()),
+            }
+        })
+        .await
+    };
+    assert_eq!(asking(&notes).await, ["confirm"]);
+    assert_eq!(asking(&hosts).await, ["confirm"]);
+    // Every replica that relayed one of them is killed (two at most of three).
+    let mut relayers = Vec::new();
+    for r in cluster.running() {
+        if r.metric("redmark_tasks_live").await >= 1.0 {
+            relayers.push(r.node);
+        }
+    }
+    assert!(!relayers.is_empty() && relayers.len() < 3, "{relayers:?}");
+    for node in relayers {
+        drop(cluster.replica_mut(node).process.take());
+    }
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    for id in [&notes, &hosts] {
+        let ack = task_result(
+            &client,
+            "tasks/update",
+            id,
+            json!({"inputResponses": {"confirm": yes}}),
+        )
+        .await;
+        assert_eq!(ack, json!({"resultType": "complete"}));
+    }
+    let done = eventually("notes.txt deleted", || async {
+        let t = task_result(&client, "tasks/get", &notes, json!({})).await;
+        if t["status"] == "completed" {
+            Ok(t)
+        } else {
+            Err(t.to_string())
+        }
+    })
+    .await;
+    assert_eq!(done["result"]["content"][0]["text"], "deleted", "{done}");
+    // An authz refusal ends the task (as it ends a call): the answer never
+    // reached the server, which hears `tasks/cancel`.
+    let refused = task_result(&client, "tasks/get", &hosts, json!({})).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["reason"], "policy_denied",
+        "{refused}"
+    );
+    assert_eq!(
+        refused["statusMessage"], "nothing under /etc is deleted",
+        "{refused}"
+    );
+}

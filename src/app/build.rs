@@ -353,6 +353,7 @@ pub fn build_at(
     if let Some(store) = &store {
         engine.single_use = store.clone();
         engine.remembered.share_with(store.clone());
+        engine.relayed_tasks.share_with(store.clone());
     }
     let engine = Arc::new(engine);
     upstream_tokens(config)?;

@@ -10,7 +10,8 @@
 //!
 //! The same store keeps what a 2025-era session changes after `initialize`
 //! and every replica must see ([`Redis::session`]): its log level, and
-//! whether it was ended by `DELETE` (`front::era2025`).
+//! whether it was ended by `DELETE` (`front::era2025`); and what a replica
+//! taking over a relayed task needs beyond its id: the call's arguments.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,6 +184,33 @@ impl Redis {
     ) -> Result<(), StoreError> {
         let mut cmd = redis::cmd("SET");
         cmd.arg(format!("{REMEMBER_PREFIX}{digest}"))
+            .arg(sealed)
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        self.run::<()>(&cmd).await
+    }
+}
+
+/// A relayed task's call arguments (`mrtr::native::task::shared`):
+/// `redmark:task-arguments:{task mark}`, sealed with the state key,
+/// expiring with the task.
+const TASK_ARGUMENTS_PREFIX: &str = "redmark:task-arguments:";
+
+impl Redis {
+    pub async fn task_arguments(&self, mark: &str) -> Result<Option<String>, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(format!("{TASK_ARGUMENTS_PREFIX}{mark}"));
+        self.run(&cmd).await
+    }
+
+    pub async fn keep_task_arguments(
+        &self,
+        mark: &str,
+        sealed: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{TASK_ARGUMENTS_PREFIX}{mark}"))
             .arg(sealed)
             .arg("PX")
             .arg(ttl_ms(ttl));

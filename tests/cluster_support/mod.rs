@@ -253,7 +253,10 @@ impl Cluster {
         .unwrap();
         std::fs::write(
             dir.path().join("native-tasks.toml"),
-            "[tool.multi_input.fields.name]\npattern = \"^[a-z]+$\"\n",
+            "[tool.multi_input.fields.name]\npattern = \"^[a-z]+$\"\n\n\
+             [tool.confirm_delete.fields.confirm]\n\
+             authz = 'value != true || !tool.arguments.filename.startsWith(\"/etc/\")'\n\
+             authz_message = \"nothing under /etc is deleted\"\n",
         )
         .unwrap();
         let mut replicas = Vec::new();

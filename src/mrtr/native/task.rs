@@ -13,7 +13,9 @@
 //! - [`create`]: a server's `CreateTaskResult` turned into redmark's;
 //! - [`account`]: its end counted once, its questions audited;
 //! - [`read`]: `tasks/get`, the server's questions guarded;
-//! - [`update`]: `tasks/update` answers judged, and `tasks/cancel`.
+//! - [`update`]: `tasks/update` answers judged, and `tasks/cancel`;
+//! - [`shared`]: the call's arguments kept in the shared store for a
+//!   replica that takes the task over.
 //!
 //! What a relayed task remembers lives on the replica that relayed its
 //! creation (its id names it; other replicas forward `tasks/*` there). When
@@ -22,7 +24,7 @@
 //! forgotten (the server's question is then asked again as it was).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -31,6 +33,7 @@ use tokio::time::Instant;
 use super::params::upstream_params;
 use crate::jsonrpc::ErrorObject;
 use crate::mrtr::Engine;
+use crate::mrtr::redis_store::Redis;
 use crate::mrtr::task_id::Sealed;
 use crate::protocol::shape::upstream_error_reply;
 use crate::protocol::{ClientRequest, IntoReject, Method, Principal, Reason, Reject, meta, tasks};
@@ -41,6 +44,7 @@ use crate::upstream::native::NativeRequest;
 mod account;
 mod create;
 mod read;
+mod shared;
 mod update;
 
 use account::count_end;
@@ -126,8 +130,9 @@ pub struct Relayed {
     pub principal: Arc<str>,
     /// The tool (or prompt, or resource) it runs.
     pub target: String,
-    /// The call's arguments (for the policy's CEL rules); `null` for a task
-    /// served from its id alone (its relaying replica lost).
+    /// The call's arguments (for the policy's CEL rules); for a task served
+    /// from its id alone (its relaying replica lost), what the shared store
+    /// kept ([`shared`]), else `null`.
     arguments: Value,
     /// The call's operation id (the audit's `operation`).
     pub operation: String,
@@ -158,6 +163,9 @@ pub struct Relays {
     swept: Mutex<Instant>,
     /// This table's incarnation, sealed into the ids it issues.
     boot: String,
+    /// The replicas' shared store (`[state] store`), where a task's
+    /// arguments are kept for a replica that takes it over ([`shared`]).
+    store: OnceLock<Arc<Redis>>,
 }
 
 impl Default for Relays {
@@ -183,11 +191,21 @@ impl Relays {
             live: Mutex::new(HashMap::new()),
             swept: Mutex::new(Instant::now()),
             boot: hex::encode(rand::random::<[u8; 8]>()),
+            store: OnceLock::new(),
         }
     }
 
     pub fn boot(&self) -> &str {
         &self.boot
+    }
+
+    /// Keeps relayed tasks' arguments in the replicas' shared store.
+    pub fn share_with(&self, store: Arc<Redis>) {
+        let _ = self.store.set(store);
+    }
+
+    fn store(&self) -> Option<&Arc<Redis>> {
+        self.store.get()
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Relayed>>> {
@@ -265,6 +283,7 @@ impl Relays {
         id: &str,
         sealed: &Sealed,
         principal: &Principal,
+        arguments: Value,
     ) -> Arc<Relayed> {
         if let Some(t) = self.get(id) {
             return t;
@@ -279,7 +298,7 @@ impl Relays {
             // against the digest when the id was opened.
             principal: principal.name.clone(),
             target: sealed.o.clone().unwrap_or_default(),
-            arguments: Value::Null,
+            arguments,
             operation: super::super::operation::operation_id(),
             traceparent: sealed.tp.clone(),
             mark: sealed.x.clone(),
@@ -343,9 +362,15 @@ pub async fn serve(
         return Outgoing::reject(Some(&req.id), &tasks::unknown(task_id));
     };
     engine.relayed_tasks.sweep_now_and_then(engine);
+    // A task this replica did not relay is taken over: its arguments are
+    // read from the shared store, if it keeps them.
+    let arguments = match engine.relayed_tasks.get(task_id) {
+        Some(_) => Value::Null,
+        None => shared::read(engine, &sealed.x).await,
+    };
     let task = engine
         .relayed_tasks
-        .held_or_adopted(engine, task_id, &sealed, principal);
+        .held_or_adopted(engine, task_id, &sealed, principal, arguments);
     let span = tracing::info_span!(
         "task_request",
         otel.name = %req.method,

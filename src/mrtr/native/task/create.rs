@@ -124,6 +124,15 @@ impl Run {
             return self.reject_call(req, &r);
         }
         self.engine.metrics.add_live_tasks(1);
+        // Before the client has the id: whichever replica it polls next may
+        // have to take the task over.
+        super::shared::keep(
+            &self.engine,
+            &task.mark,
+            &task.arguments,
+            ttl + LINGER + LINGER,
+        )
+        .await;
         tracing::info!(operation = %self.op_id, trace_id = self.trace_id.as_deref(), route = %self.route.name, tool = %self.target, "the server made a task; relayed under a wrapped id");
         let mut created = Map::new();
         created.insert("resultType".into(), tasks::RESULT_TYPE.into());
