@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::Gateway;
 use super::access;
-use super::dispatch::Reply;
+use super::dispatch::{self, Reply};
 use super::pipeline::{Halt, RequestBody, RequestCx};
 use super::response::{self, Body};
 use crate::mrtr::{Outcome, Outgoing};
@@ -190,7 +190,15 @@ async fn serve(
     };
     let principal = cx.principal.clone();
     let verified = cx.verified.take();
-    let reply = super::tasks::dispatch(gw, cx.route.clone(), principal, req, verified).await;
+    let route = cx.route.clone();
+    // Only a route with `[route.tasks]` goes through the tasks step: boxed,
+    // as the rare branches of `dispatch` are, so a plain call neither pays
+    // for its checks nor carries its future.
+    let reply = if route.tasks.is_some() {
+        Box::pin(super::tasks::dispatch(gw, route, principal, req, verified)).await
+    } else {
+        dispatch::dispatch(gw, route, principal, req, verified).await
+    };
     respond(gw, reply, pending)
 }
 
