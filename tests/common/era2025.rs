@@ -84,7 +84,7 @@ impl Session2025 {
     /// A call whose answer is a stream of pushes and, at the end, its response.
     pub async fn stream(&self, id: Value, method: &str, params: Value) -> SseReader {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        SseReader::new(self.post(&body).send().await.expect("request"))
+        SseReader::open(self.post(&body).send().await.expect("request")).await
     }
 
     /// POSTs the answer to a pushed request; returns the HTTP status.

@@ -321,6 +321,18 @@ pub struct SseReader {
 }
 
 impl SseReader {
+    /// [`SseReader::new`], but a response that is not SSE fails the test
+    /// with its body, which says why (an error's `data.reason`).
+    pub async fn open(resp: reqwest::Response) -> Self {
+        let ct = content_type(resp.headers());
+        if !ct.starts_with("text/event-stream") {
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            panic!("expected SSE, got {ct:?} (status {status}): {body}");
+        }
+        Self::new(resp)
+    }
+
     pub fn new(resp: reqwest::Response) -> Self {
         let ct = content_type(resp.headers());
         assert!(
