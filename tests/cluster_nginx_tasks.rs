@@ -65,14 +65,8 @@ async fn a_task_is_created_on_one_replica_and_polled_updated_and_cancelled_throu
     let mut streams = Vec::new();
     for replica in cluster.running() {
         let direct = McpClient::new(replica.process().url("/tasks"));
-        let mut params = json!({"notifications": {"taskIds": [id]}});
-        params["_meta"] = meta(caps.clone());
-        let mut stream = SseReader::new(
-            direct
-                .send(direct.request("subscriptions/listen", params))
-                .await,
-        );
-        let ack = stream.next(Duration::from_secs(30)).await.unwrap();
+        let params = json!({"notifications": {"taskIds": [id]}});
+        let (mut stream, ack) = listen_declaring_tasks(&direct, None, params).await;
         assert_eq!(
             ack["params"]["notifications"]["taskIds"],
             json!([id]),

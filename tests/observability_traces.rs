@@ -425,7 +425,6 @@ async fn the_sampler_variable_is_honoured() {
 /// call's operation root and of every `tasks/get` and `tasks/update`.
 #[tokio::test]
 async fn a_task_is_one_trace_across_its_polls_and_updates() {
-    const TASKS: &str = "io.modelcontextprotocol/tasks";
     let receiver = Receiver::start(false).await;
     let dir = tempfile::tempdir().unwrap();
     let config = rooms_example_config(dir.path(), "[route.tasks]\n");
@@ -448,7 +447,7 @@ async fn a_task_is_one_trace_across_its_polls_and_updates() {
     std::fs::write(&config, text).unwrap();
     let gw = RedmarkProcess::start(&config, false, &otel_env(&receiver)).await;
     let c = &client(gw.url("/mcp/rooms"));
-    let caps = json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}});
+    let caps = common::declaring_tasks();
     let with_meta = |mut params: Value| {
         params["_meta"] = common::meta(caps.clone());
         params

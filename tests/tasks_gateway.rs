@@ -23,13 +23,17 @@ use tasks_support::*;
 async fn only_a_route_with_tasks_offers_the_extension() {
     let fx = Fixture::new();
     let with = TestGateway::start(&config(&fx, "", Some(""))).await;
-    let discovered = with.rpc("server/discover", json!({}), declaring()).await;
+    let discovered = with
+        .rpc("server/discover", json!({}), declaring_tasks())
+        .await;
     let caps = &complete("server/discover", &discovered)["capabilities"];
-    assert_eq!(caps["extensions"][TASKS], json!({}), "{caps}");
+    assert_eq!(caps["extensions"][TASKS_EXTENSION], json!({}), "{caps}");
 
     let fx = Fixture::new();
     let without = TestGateway::start(&config(&fx, "", None)).await;
-    let discovered = without.rpc("server/discover", json!({}), declaring()).await;
+    let discovered = without
+        .rpc("server/discover", json!({}), declaring_tasks())
+        .await;
     let caps = &complete("server/discover", &discovered)["capabilities"];
     assert!(caps.get("extensions").is_none(), "{caps}");
 }
@@ -94,7 +98,7 @@ async fn optional_tasks_after_a_time_and_plain_calls_otherwise() {
     let fx = Fixture::new();
     let gw = gateway(&fx, "task = \"optional\"", "after = \"30s\"").await;
     let quick = json!({"name": "book_room", "arguments": {"day": "2026-12-09", "hour": 9, "room_hint": "nook"}});
-    let r = rpc_as(&gw, ALICE, "tools/call", quick, declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tools/call", quick, declaring_tasks()).await;
     assert_eq!(r.result()["resultType"], "complete", "{}", r.raw);
     assert!(
         r.result()["content"][0]["text"]
@@ -105,7 +109,7 @@ async fn optional_tasks_after_a_time_and_plain_calls_otherwise() {
         r.raw
     );
 
-    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring_tasks()).await;
     let id = created(&r);
     assert_eq!(
         r.result()["status"],
@@ -147,7 +151,7 @@ async fn a_call_still_running_after_the_set_time_becomes_a_working_task() {
     let gw = TestGateway::start(&text).await;
     let mut params =
         json!({"name": "trigger-long-running-operation", "arguments": {"duration": 2, "steps": 4}});
-    params["_meta"] = meta(declaring());
+    params["_meta"] = meta(declaring_tasks());
     params["_meta"]["progressToken"] = json!("p-1");
     let r = read_resp(gw.send(gw.request("tools/call", params)).await).await;
     assert_eq!(r.status, 200, "{}", r.raw);
@@ -162,7 +166,7 @@ async fn a_call_still_running_after_the_set_time_becomes_a_working_task() {
         "tasks/get",
         &id,
         json!({"taskId": id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     assert_eq!(
@@ -174,7 +178,15 @@ async fn a_call_still_running_after_the_set_time_becomes_a_working_task() {
     let done = eventually("the task to complete", || {
         let (gw, id) = (&gw, id.clone());
         async move {
-            let r = task_rpc(gw, "", "tasks/get", &id, json!({"taskId": id}), declaring()).await;
+            let r = task_rpc(
+                gw,
+                "",
+                "tasks/get",
+                &id,
+                json!({"taskId": id}),
+                declaring_tasks(),
+            )
+            .await;
             match r.result()["status"].as_str() {
                 Some("completed") => Ok(r.result().clone()),
                 Some("working") => Err(r.raw),
@@ -197,7 +209,7 @@ async fn a_call_still_running_after_the_set_time_becomes_a_working_task() {
 async fn a_task_asks_through_tasks_get_and_its_answers_are_held_to_the_policy() {
     let fx = Fixture::new();
     let gw = gateway(&fx, "task = \"required\"", "").await;
-    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring_tasks()).await;
     let id = created(&r);
 
     let asked = until(&gw, ALICE, &id, "input_required").await;
@@ -279,7 +291,7 @@ async fn results_with_is_error_complete_and_json_rpc_errors_fail() {
     let fx = Fixture::new();
     let gw = gateway(&fx, "task = \"required\"", "").await;
     let bad_slot = json!({"name": "book_room", "arguments": {"day": "2026-12-08", "hour": 30, "room_hint": "nook"}});
-    let id = created(&rpc_as(&gw, ALICE, "tools/call", bad_slot, declaring()).await);
+    let id = created(&rpc_as(&gw, ALICE, "tools/call", bad_slot, declaring_tasks()).await);
     let done = until(&gw, ALICE, &id, "completed").await;
     assert_eq!(done["result"]["isError"], true, "{done}");
 
@@ -308,7 +320,7 @@ async fn partial_answers_are_kept_until_the_round_is_complete() {
     let fx = Fixture::new();
     let gw = fastmcp_gateway(&fx).await;
     let call = json!({"name": "pair", "arguments": {"tag": "p-1"}});
-    let r = rpc_as(&gw, "", "tools/call", call, declaring()).await;
+    let r = rpc_as(&gw, "", "tools/call", call, declaring_tasks()).await;
     let id = r.result()["taskId"].as_str().unwrap().to_owned();
     let asked = until(&gw, "", &id, "input_required").await;
     let mut keys: Vec<String> = asked["inputRequests"]
@@ -380,7 +392,7 @@ async fn cancel_tells_the_server_cancel_and_notifications_cancelled() {
     let fx = Fixture::new();
     let gw = fastmcp_gateway(&fx).await;
     let call = json!({"name": "ask", "arguments": {"tag": "c-1", "linger": true}});
-    let id = rpc_as(&gw, "", "tools/call", call, declaring())
+    let id = rpc_as(&gw, "", "tools/call", call, declaring_tasks())
         .await
         .result()["taskId"]
         .as_str()
@@ -397,7 +409,7 @@ async fn cancel_tells_the_server_cancel_and_notifications_cancelled() {
         .await;
 
     let call = json!({"name": "hang", "arguments": {"tag": "h-1"}});
-    let id = rpc_as(&gw, "", "tools/call", call, declaring())
+    let id = rpc_as(&gw, "", "tools/call", call, declaring_tasks())
         .await
         .result()["taskId"]
         .as_str()

@@ -31,7 +31,7 @@ async fn tasks_errors_are_the_extensions() {
     let err = assert_error(&r, 400, -32021, "missing_capability");
     assert_eq!(
         err.data()["requiredCapabilities"],
-        json!({"extensions": {TASKS: {}}}),
+        json!({"extensions": {TASKS_EXTENSION: {}}}),
         "{}",
         r.raw
     );
@@ -44,7 +44,7 @@ async fn tasks_errors_are_the_extensions() {
         let r = task_rpc(&gw, ALICE, method, &id, params, json!({})).await;
         let err = assert_error(&r, 400, -32021, "missing_capability");
         assert_eq!(
-            err.data()["requiredCapabilities"]["extensions"][TASKS],
+            err.data()["requiredCapabilities"]["extensions"][TASKS_EXTENSION],
             json!({}),
             "{}",
             r.raw
@@ -57,7 +57,7 @@ async fn tasks_errors_are_the_extensions() {
         "tasks/get",
         &id,
         json!({"taskId": id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     let err = assert_error(&theirs, 200, -32602, "task_unknown");
@@ -68,7 +68,7 @@ async fn tasks_errors_are_the_extensions() {
         "tasks/get",
         unknown_id,
         json!({"taskId": unknown_id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     let other = assert_error(&unknown, 200, -32602, "task_unknown");
@@ -97,12 +97,12 @@ async fn tasks_errors_are_the_extensions() {
         "tasks/get",
         "someone-else",
         json!({"taskId": id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     assert_error(&r, 400, -32020, "header_mismatch");
     let mut params = json!({"taskId": id});
-    params["_meta"] = meta(declaring());
+    params["_meta"] = meta(declaring_tasks());
     let r = read_resp(
         gw.send(gw.request("tasks/get", params).bearer_auth(ALICE))
             .await,
@@ -112,7 +112,15 @@ async fn tasks_errors_are_the_extensions() {
 
     // tasks/result and tasks/list are not in the extension: -32601.
     for method in ["tasks/result", "tasks/list"] {
-        let r = task_rpc(&gw, ALICE, method, &id, json!({"taskId": id}), declaring()).await;
+        let r = task_rpc(
+            &gw,
+            ALICE,
+            method,
+            &id,
+            json!({"taskId": id}),
+            declaring_tasks(),
+        )
+        .await;
         assert_error(&r, 404, -32601, "method_not_found");
     }
     gw.stop().await;
@@ -131,7 +139,7 @@ async fn tasks_are_bounded_per_principal() {
     )
     .await;
     ambiguous_task(&gw, ALICE).await;
-    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring_tasks()).await;
     let err = assert_error(&r, 429, -32603, "too_many_pending");
     assert!(
         err.error["message"]
@@ -155,7 +163,7 @@ async fn a_task_nobody_answers_fails_at_its_ttl_with_a_diagnostic() {
         "ttl = \"2s\"\npoll_interval = \"100ms\"",
     )
     .await;
-    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tools/call", ambiguous(), declaring_tasks()).await;
     assert_eq!(r.result()["ttlMs"], 2_000, "{}", r.raw);
     let id = r.result()["taskId"].as_str().unwrap().to_owned();
     until(&gw, ALICE, &id, "input_required").await;

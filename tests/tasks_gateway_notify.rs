@@ -32,29 +32,13 @@ async fn a_listen_for_task_ids_needs_the_extension_and_acknowledges_only_its_own
     .await;
     let err = assert_error(&r, 400, -32021, "missing_capability");
     assert_eq!(
-        err.data()["requiredCapabilities"]["extensions"][TASKS],
+        err.data()["requiredCapabilities"]["extensions"][TASKS_EXTENSION],
         json!({}),
         "{}",
         r.raw
     );
 
-    let mut params = filter;
-    params["_meta"] = meta(declaring());
-    let resp = gw
-        .send(
-            gw.request("subscriptions/listen", params)
-                .bearer_auth(ALICE),
-        )
-        .await;
-    let mut stream = SseReader::new(resp);
-    let ack = stream
-        .next(std::time::Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    let (stream, ack) = listen_declaring_tasks(&gw, Some(ALICE), filter).await;
     assert!(ack["params"]["notifications"].is_object(), "{ack}");
     assert!(
         ack["params"]["notifications"].get("taskIds").is_none(),
@@ -79,18 +63,11 @@ async fn a_listen_with_task_ids_is_sent_each_change_of_its_tasks() {
     let bobs = ambiguous_task(&gw, BOB).await;
     until(&gw, ALICE, &id, "input_required").await;
 
-    let listen = |key: &'static str, ids: Value| {
-        let mut params = json!({"notifications": {"taskIds": ids}});
-        params["_meta"] = meta(declaring());
-        gw.send(gw.request("subscriptions/listen", params).bearer_auth(key))
+    let listen = async |key: &'static str, ids: Value| {
+        let params = json!({"notifications": {"taskIds": ids}});
+        listen_declaring_tasks(&gw, Some(key), params).await
     };
-    let mut stream =
-        SseReader::new(listen(ALICE, json!([id, bobs, "redmark-task.forged", id])).await);
-    let ack = stream.next(Duration::from_secs(30)).await.unwrap();
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    let (mut stream, ack) = listen(ALICE, json!([id, bobs, "redmark-task.forged", id])).await;
     assert_eq!(
         ack["params"]["notifications"]["taskIds"],
         json!([id]),
@@ -142,8 +119,7 @@ async fn a_listen_with_task_ids_is_sent_each_change_of_its_tasks() {
     drop(stream);
 
     // Bob may not watch Alice's task: acknowledged without it.
-    let mut stream = SseReader::new(listen(BOB, json!([id])).await);
-    let ack = stream.next(Duration::from_secs(30)).await.unwrap();
+    let (stream, ack) = listen(BOB, json!([id])).await;
     assert!(
         ack["params"]["notifications"].get("taskIds").is_none(),
         "{ack}"

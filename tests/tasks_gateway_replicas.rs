@@ -43,7 +43,7 @@ async fn tasks_on_another_replica_are_forwarded_to_the_owner_and_a_lost_one_read
         "tasks/get",
         &id,
         json!({"taskId": id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     assert_error(&theirs, 200, -32602, "task_unknown");
@@ -146,7 +146,7 @@ async fn a_restarted_replica_reads_its_lost_tasks_failed_saying_so() {
         ),
         ("tasks/cancel", json!({"taskId": id})),
     ] {
-        let r = task_rpc(&again, ALICE, method, &id, params, declaring()).await;
+        let r = task_rpc(&again, ALICE, method, &id, params, declaring_tasks()).await;
         assert_eq!(
             r.result(),
             &json!({"resultType": "complete"}),
@@ -167,7 +167,7 @@ async fn a_restarted_replica_reads_its_lost_tasks_failed_saying_so() {
         "tasks/get",
         forged,
         json!({"taskId": forged}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     assert_error(&r, 200, -32602, "task_unknown");

@@ -15,14 +15,8 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-const TASKS: &str = "io.modelcontextprotocol/tasks";
 const ALICE: &str = "alice-key";
 const BOB: &str = "bob-key";
-
-/// Client capabilities that declare the extension and form elicitation.
-fn declaring() -> Value {
-    json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}})
-}
 
 /// The native fixture behind a route with `[route.tasks]`, `policy` (a
 /// policy file's text), two principals and an audit log.
@@ -55,18 +49,25 @@ async fn rpc_as(gw: &TestGateway, key: &str, method: &str, mut params: Value, ca
 
 async fn call(gw: &TestGateway, tool: &str, arguments: Value) -> Resp {
     let params = json!({"name": tool, "arguments": arguments});
-    rpc_as(gw, ALICE, "tools/call", params, declaring()).await
+    rpc_as(gw, ALICE, "tools/call", params, declaring_tasks()).await
 }
 
 async fn get(gw: &TestGateway, id: &str) -> Value {
-    let r = rpc_as(gw, ALICE, "tasks/get", json!({"taskId": id}), declaring()).await;
+    let r = rpc_as(
+        gw,
+        ALICE,
+        "tasks/get",
+        json!({"taskId": id}),
+        declaring_tasks(),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.raw);
     r.result().clone()
 }
 
 async fn update(gw: &TestGateway, id: &str, answers: Value) -> Resp {
     let params = json!({"taskId": id, "inputResponses": answers});
-    let r = rpc_as(gw, ALICE, "tasks/update", params, declaring()).await;
+    let r = rpc_as(gw, ALICE, "tasks/update", params, declaring_tasks()).await;
     assert_eq!(r.status, 200, "{}", r.raw);
     assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.raw);
     r
@@ -153,9 +154,9 @@ async fn a_native_servers_task_is_relayed_under_a_wrapped_id() {
     let fx = Fixture::new();
     let gw = gateway(&fx, "").await;
     // Offered, as the server offers it.
-    let discovered = rpc_as(&gw, ALICE, "server/discover", json!({}), declaring()).await;
+    let discovered = rpc_as(&gw, ALICE, "server/discover", json!({}), declaring_tasks()).await;
     let caps = &complete("server/discover", &discovered)["capabilities"];
-    assert_eq!(caps["extensions"][TASKS], json!({}), "{caps}");
+    assert_eq!(caps["extensions"][TASKS_EXTENSION], json!({}), "{caps}");
 
     let made = call(&gw, "slow_compute", json!({"seconds": 0.2, "label": "x"})).await;
     let id = created(&made);
@@ -194,7 +195,14 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
     let id = created(&call(&gw, "slow_compute", json!({"seconds": 30})).await);
 
     // Another principal: the same answer as for an id never made.
-    let theirs = rpc_as(&gw, BOB, "tasks/get", json!({"taskId": id}), declaring()).await;
+    let theirs = rpc_as(
+        &gw,
+        BOB,
+        "tasks/get",
+        json!({"taskId": id}),
+        declaring_tasks(),
+    )
+    .await;
     assert_error(&theirs, 200, -32602, "task_unknown");
     let forged = format!("{id}x");
     let r = rpc_as(
@@ -202,7 +210,7 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
         ALICE,
         "tasks/get",
         json!({"taskId": forged}),
-        declaring(),
+        declaring_tasks(),
     )
     .await;
     assert_error(&r, 200, -32602, "task_unknown");
@@ -210,14 +218,14 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
     let r = rpc_as(&gw, ALICE, "tasks/get", json!({"taskId": id}), json!({})).await;
     let err = assert_error(&r, 400, -32021, "missing_capability");
     assert!(
-        err.error["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+        err.error["data"]["requiredCapabilities"]["extensions"][TASKS_EXTENSION].is_object(),
         "{}",
         r.raw
     );
     // `Mcp-Name` that is not the task id (ext-tasks "Streamable HTTP:
     // Routing Headers"): -32020, as for any mirrored header.
     let mut params = json!({"taskId": id});
-    params["_meta"] = meta(declaring());
+    params["_meta"] = meta(declaring_tasks());
     let rb = gw
         .request("tasks/get", params)
         .bearer_auth(ALICE)
@@ -226,12 +234,12 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
     assert_error(&r, 400, -32020, "header_mismatch");
     // Gone from the extension.
     for method in ["tasks/result", "tasks/list"] {
-        let r = rpc_as(&gw, ALICE, method, json!({}), declaring()).await;
+        let r = rpc_as(&gw, ALICE, method, json!({}), declaring_tasks()).await;
         assert_error(&r, 404, -32601, "method_not_found");
     }
     // Answers that are not an object of answers.
     let params = json!({"taskId": id, "inputResponses": ["yes"]});
-    let r = rpc_as(&gw, ALICE, "tasks/update", params, declaring()).await;
+    let r = rpc_as(&gw, ALICE, "tasks/update", params, declaring_tasks()).await;
     assert_error(&r, 200, -32602, "malformed_input_response");
     // A tool that runs only as a task, for a client without the extension:
     // the route relays tasks, so the client is told to declare it.
@@ -248,7 +256,7 @@ async fn relayed_task_ids_are_the_principals_own_and_errors_are_the_extensions()
             ALICE,
             "tasks/cancel",
             json!({"taskId": id}),
-            declaring(),
+            declaring_tasks(),
         )
         .await;
         assert_eq!(r.result(), &json!({"resultType": "complete"}), "{}", r.raw);
@@ -422,7 +430,7 @@ async fn a_question_the_guard_refuses_ends_the_relayed_task() {
 
     // Elicitation not declared: the client never sees the question.
     let params = json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}});
-    let caps = json!({"extensions": {TASKS: {}}});
+    let caps = json!({"extensions": {TASKS_EXTENSION: {}}});
     let id = created(&rpc_as(&gw, ALICE, "tools/call", params, caps.clone()).await);
     let failed = eventually("failed", || async {
         let r = rpc_as(&gw, ALICE, "tasks/get", json!({"taskId": id}), caps.clone()).await;
@@ -477,20 +485,11 @@ async fn a_listen_is_sent_each_change_of_a_relayed_task() {
     let id = created(&call(&gw, "confirm_delete", json!({"filename": "n.txt"})).await);
     let bobs = {
         let params = json!({"name": "slow_compute", "arguments": {"seconds": 30}});
-        created(&rpc_as(&gw, BOB, "tools/call", params, declaring()).await)
+        created(&rpc_as(&gw, BOB, "tools/call", params, declaring_tasks()).await)
     };
     let listen = async |task_ids: Value| {
-        let mut params = json!({"notifications": {"taskIds": task_ids}});
-        params["_meta"] = meta(declaring());
-        let rb = gw
-            .request("subscriptions/listen", params)
-            .bearer_auth(ALICE);
-        let mut stream = SseReader::new(gw.send(rb).await);
-        let ack = stream.next(Duration::from_secs(30)).await.unwrap();
-        assert_eq!(
-            ack["method"], "notifications/subscriptions/acknowledged",
-            "{ack}"
-        );
+        let params = json!({"notifications": {"taskIds": task_ids}});
+        let (stream, ack) = listen_declaring_tasks(&gw, Some(ALICE), params).await;
         assert_eq!(
             ack["params"]["notifications"]["taskIds"],
             json!([id]),

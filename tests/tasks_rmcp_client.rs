@@ -25,8 +25,6 @@ use serde_json::{Value, json};
 
 use common::*;
 
-const TASKS: &str = "io.modelcontextprotocol/tasks";
-
 /// A client that declares form elicitation and the tasks extension, and
 /// answers its tasks' questions itself (through `update_task`).
 #[derive(Clone, Default)]
@@ -34,9 +32,7 @@ struct Declaring;
 
 impl ClientHandler for Declaring {
     fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities =
-            serde_json::from_value(json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}}))
-                .unwrap();
+        let capabilities: ClientCapabilities = serde_json::from_value(declaring_tasks()).unwrap();
         ClientConfig::new(capabilities, Implementation::new("redmark-tasks-test", "0"))
     }
 }
@@ -117,7 +113,7 @@ async fn the_rmcp_client_drives_a_relayed_native_task() {
         info.capabilities
             .extensions
             .as_ref()
-            .is_some_and(|e| e.contains_key(TASKS)),
+            .is_some_and(|e| e.contains_key(TASKS_EXTENSION)),
         "{info:?}"
     );
 

@@ -20,11 +20,9 @@ use common::*;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-const TASKS: &str = "io.modelcontextprotocol/tasks";
-
 /// Client capabilities that declare the extension (and another one, kept).
 fn declaring() -> Value {
-    json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}, "com.example/other": {}}})
+    json!({"elicitation": {"form": {}}, "extensions": {TASKS_EXTENSION: {}, "com.example/other": {}}})
 }
 
 fn rmcp_config(fx: &Fixture) -> String {
@@ -77,7 +75,7 @@ async fn the_rmcp_fixture_alone_makes_a_task_for_a_declaring_client() {
     assert!(made.result()["taskId"].is_string(), "{}", made.raw);
     let discovered = ep.rpc("server/discover", json!({}), json!({})).await;
     assert!(
-        discovered.result()["capabilities"]["extensions"][TASKS].is_object(),
+        discovered.result()["capabilities"]["extensions"][TASKS_EXTENSION].is_object(),
         "{}",
         discovered.raw
     );
@@ -120,7 +118,7 @@ async fn a_route_that_serves_no_tasks_neither_offers_nor_forwards_the_extension(
         .await;
     let err = assert_error(&refused, 400, -32021, "missing_capability");
     assert!(
-        err.error["data"]["requiredCapabilities"]["extensions"][TASKS].is_object(),
+        err.error["data"]["requiredCapabilities"]["extensions"][TASKS_EXTENSION].is_object(),
         "{}",
         refused.raw
     );
@@ -206,7 +204,7 @@ async fn a_task_the_server_was_not_asked_for_is_an_invalid_answer() {
 #[tokio::test]
 async fn a_2025_era_session_neither_sees_nor_passes_on_tasks() {
     let declared = json!({"tasks": {"requests": {"tools": {"call": {}}}},
-        "extensions": {TASKS: {}}, "elicitation": {"form": {}}});
+        "extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}});
     let fx = Fixture::new();
     let gw = TestGateway::start(&rmcp_config(&fx)).await;
     let mut session = Session2025::new(&gw.url);

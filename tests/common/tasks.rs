@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{McpClient, Resp, eventually, meta, read_resp};
+use super::{McpClient, PATIENCE, Resp, SseReader, eventually, meta, read_resp};
 
 /// The extension's identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -41,4 +41,26 @@ pub async fn until_task(
         if ready(&t) { Ok(t) } else { Err(t.to_string()) }
     })
     .await
+}
+
+/// `subscriptions/listen` with `params` and a `_meta` declaring the
+/// extension, as `key`'s bearer when one is given: the listen's stream, and
+/// its first message, which must be the acknowledgement.
+pub async fn listen_declaring_tasks(
+    client: &McpClient,
+    key: Option<&str>,
+    mut params: Value,
+) -> (SseReader, Value) {
+    params["_meta"] = meta(declaring_tasks());
+    let mut rb = client.request("subscriptions/listen", params);
+    if let Some(key) = key {
+        rb = rb.bearer_auth(key);
+    }
+    let mut stream = SseReader::open(client.send(rb).await).await;
+    let ack = stream.next(PATIENCE).await.expect("the acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    (stream, ack)
 }

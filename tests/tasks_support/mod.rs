@@ -13,15 +13,8 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-pub const TASKS: &str = "io.modelcontextprotocol/tasks";
-
 pub const ALICE: &str = "alice-key";
 pub const BOB: &str = "bob-key";
-
-/// Client capabilities that declare the extension (and form elicitation).
-pub fn declaring() -> Value {
-    json!({"elicitation": {"form": {}}, "extensions": {TASKS: {}}})
-}
 
 /// The rooms server behind a route with `policy` (a policy file's text)
 /// and `[route.tasks]` (`tasks`: its keys; `None`: no section).
@@ -108,7 +101,15 @@ pub async fn task_rpc(
 
 /// `tasks/get` of `id` as `key`'s principal, which must succeed.
 pub async fn get(gw: &TestGateway, key: &str, id: &str) -> Value {
-    let r = task_rpc(gw, key, "tasks/get", id, json!({"taskId": id}), declaring()).await;
+    let r = task_rpc(
+        gw,
+        key,
+        "tasks/get",
+        id,
+        json!({"taskId": id}),
+        declaring_tasks(),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.raw);
     r.result().clone()
 }
@@ -116,7 +117,7 @@ pub async fn get(gw: &TestGateway, key: &str, id: &str) -> Value {
 /// `tasks/update` of `id` with `answers` as its `inputResponses`.
 pub async fn update(gw: &TestGateway, key: &str, id: &str, answers: Value) -> Resp {
     let params = json!({"taskId": id, "inputResponses": answers});
-    task_rpc(gw, key, "tasks/update", id, params, declaring()).await
+    task_rpc(gw, key, "tasks/update", id, params, declaring_tasks()).await
 }
 
 /// `tasks/cancel` of `id` as `key`'s principal.
@@ -127,7 +128,7 @@ pub async fn cancel(gw: &TestGateway, key: &str, id: &str) -> Resp {
         "tasks/cancel",
         id,
         json!({"taskId": id}),
-        declaring(),
+        declaring_tasks(),
     )
     .await
 }
@@ -194,7 +195,7 @@ pub fn created(r: &Resp) -> String {
 
 /// The [`ambiguous`] call as `key`'s principal, made a task ([`created`]).
 pub async fn ambiguous_task(gw: &TestGateway, key: &str) -> String {
-    created(&rpc_as(gw, key, "tools/call", ambiguous(), declaring()).await)
+    created(&rpc_as(gw, key, "tools/call", ambiguous(), declaring_tasks()).await)
 }
 
 /// An [`ambiguous_task`] once it reads `input_required` (the server asked
