@@ -193,15 +193,14 @@ mod tests {
         SharedKeyring::new(Keyring::new(Key::new("k1", vec![7u8; 32]), Vec::new()))
     }
 
-    #[test]
-    fn an_id_opens_for_its_route_and_principal_only_until_it_expires() {
-        let keys = keys();
-        let task = Issue {
+    /// Alice's task on route "main", held by node-a, honoured until 1,000.
+    fn alices_task(advertise: Option<&str>) -> Issue<'_> {
+        Issue {
             route: "main",
             principal: "alice",
             node: "node-a",
             boot: "b1",
-            advertise: Some("10.0.0.1:9"),
+            advertise,
             expires_unix: 1_000,
             created_ms: 5,
             ttl_ms: 6,
@@ -209,7 +208,13 @@ mod tests {
             target: "t",
             server_id: None,
             traceparent: None,
-        };
+        }
+    }
+
+    #[test]
+    fn an_id_opens_for_its_route_and_principal_only_until_it_expires() {
+        let keys = keys();
+        let task = alices_task(Some("10.0.0.1:9"));
         let id = issue(&keys, &task);
         let again = issue(&keys, &task);
         assert_ne!(id, again, "unguessable: never the same twice");
@@ -243,23 +248,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_ignored_and_a_newer_format_is_refused() {
         let keys = keys();
-        let id = issue(
-            &keys,
-            &Issue {
-                route: "main",
-                principal: "alice",
-                node: "node-a",
-                boot: "b1",
-                advertise: None,
-                expires_unix: 1_000,
-                created_ms: 5,
-                ttl_ms: 6,
-                poll_ms: 7,
-                target: "t",
-                server_id: None,
-                traceparent: None,
-            },
-        );
+        let id = issue(&keys, &alices_task(None));
         let sealed = open(&keys, &id, "main", "alice", 1).unwrap();
         let plain = keys.open_payload(id.strip_prefix(PREFIX).unwrap()).unwrap();
         assert!(
