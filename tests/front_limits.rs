@@ -28,11 +28,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
-/// A gateway whose route never needs its upstream (nothing here reaches it).
-async fn gateway(server: &str) -> TestGateway {
-    TestGateway::start(&stdio_config(&["false"], server)).await
-}
-
 /// The head of a well-formed 2026-07-28 POST to `/mcp` (no blank line yet).
 fn head(method: &str, name: Option<&str>) -> String {
     let mut h = format!(
@@ -126,7 +121,7 @@ async fn closed_within(s: &mut (impl AsyncRead + Unpin), within: Duration, what:
 
 #[tokio::test]
 async fn a_trickled_request_head_is_cut_off_at_header_read_timeout() {
-    let gw = gateway("header_read_timeout = \"1s\"").await;
+    let gw = gateway_without_upstream("header_read_timeout = \"1s\"").await;
     let mut s = TcpStream::connect(gw.addr()).await.unwrap();
     let started = Instant::now();
     s.write_all(b"POST /mcp HTTP/1.1\r\nhost: x\r\nx-slow: ")
@@ -165,7 +160,7 @@ async fn a_trickled_request_head_is_cut_off_at_header_read_timeout() {
 
 #[tokio::test]
 async fn a_trickled_or_short_body_gets_408_body_timeout() {
-    let gw = gateway("body_read_timeout = \"1s\"").await;
+    let gw = gateway_without_upstream("body_read_timeout = \"1s\"").await;
     let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     // A body trickled one byte every 200 ms.
     let trickled = async {
@@ -227,7 +222,7 @@ async fn a_trickled_or_short_body_gets_408_body_timeout() {
 #[tokio::test]
 async fn a_body_over_max_body_bytes_is_refused_while_it_streams() {
     // The body timeout is long: an answer within seconds is the size bound's.
-    let gw = gateway("max_body_bytes = 1024\nbody_read_timeout = \"60s\"").await;
+    let gw = gateway_without_upstream("max_body_bytes = 1024\nbody_read_timeout = \"60s\"").await;
     let mut s = TcpStream::connect(gw.addr()).await.unwrap();
     let h = head("notifications/initialized", None);
     s.write_all(format!("{h}transfer-encoding: chunked\r\n\r\n").as_bytes())
@@ -269,7 +264,7 @@ const CONNECTIONS: &str = "redmark_client_connections";
 
 #[tokio::test]
 async fn connections_over_the_cap_get_503_and_idle_ones_make_room_again() {
-    let gw = gateway("max_connections = 8\nheader_read_timeout = \"5s\"").await;
+    let gw = gateway_without_upstream("max_connections = 8\nheader_read_timeout = \"5s\"").await;
     let to = gw.addr();
     // Eight connections that send nothing fill the cap.
     let mut idle = Vec::new();

@@ -16,11 +16,6 @@ mod common;
 use common::*;
 use tokio::net::TcpStream;
 
-/// A gateway whose route never needs its upstream (nothing here reaches it).
-async fn gateway(server: &str) -> TestGateway {
-    TestGateway::start(&stdio_config(&["false"], server)).await
-}
-
 const BODY_BYTES: &str = "redmark_request_body_bytes";
 
 type Chunk = Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>;
@@ -81,6 +76,18 @@ async fn unfinished(
     (tx, task)
 }
 
+/// A body refused for the memory it would hold: 503 `body_memory_exhausted`
+/// (`-32603`), `scope` naming whose budget ran out.
+fn assert_memory_exhausted(status: u16, body: &serde_json::Value, scope: &str) {
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], -32603, "{body}");
+    assert_eq!(
+        body["error"]["data"]["reason"], "body_memory_exhausted",
+        "{body}"
+    );
+    assert_eq!(body["error"]["data"]["scope"], scope, "{body}");
+}
+
 /// Issue 42: one HTTP/2 connection's unfinished bodies were each buffered
 /// up to `max_body_bytes`, 200 streams at once (one connection pinned
 /// ~450 MiB). Now a connection holds at most 4 x `max_body_bytes`: with 12
@@ -90,7 +97,7 @@ async fn unfinished(
 /// are served, and closing the connection gives everything back.
 #[tokio::test]
 async fn one_h2_connection_holds_at_most_its_share_of_body_memory() {
-    let gw = gateway("max_body_bytes = 65536\nbody_read_timeout = \"60s\"").await;
+    let gw = gateway_without_upstream("max_body_bytes = 65536\nbody_read_timeout = \"60s\"").await;
     let (mut send, driver) = h2c(&gw).await;
     let mut held = Vec::new();
     let mut answers = futures::stream::FuturesUnordered::new();
@@ -106,13 +113,7 @@ async fn one_h2_connection_holds_at_most_its_share_of_body_memory() {
             .expect("refused at once, not at body_read_timeout")
             .unwrap()
             .unwrap();
-        assert_eq!(status, 503, "{body}");
-        assert_eq!(
-            body["error"]["data"]["reason"], "body_memory_exhausted",
-            "{body}"
-        );
-        assert_eq!(body["error"]["data"]["scope"], "connection", "{body}");
-        assert_eq!(body["error"]["code"], -32603, "{body}");
+        assert_memory_exhausted(status, &body, "connection");
     }
     let held_now = gw.metric(BODY_BYTES).await.unwrap();
     assert!(
@@ -132,9 +133,10 @@ async fn one_h2_connection_holds_at_most_its_share_of_body_memory() {
 /// shares allow.
 #[tokio::test]
 async fn all_connections_together_hold_at_most_max_body_memory() {
-    let gw =
-        gateway("max_body_bytes = 65536\nmax_body_memory = 131072\nbody_read_timeout = \"60s\"")
-            .await;
+    let gw = gateway_without_upstream(
+        "max_body_bytes = 65536\nmax_body_memory = 131072\nbody_read_timeout = \"60s\"",
+    )
+    .await;
     let (mut first, first_driver) = h2c(&gw).await;
     let (a, a_answer) = unfinished(&mut first, 60 * 1024).await;
     let (b, b_answer) = unfinished(&mut first, 60 * 1024).await;
@@ -145,12 +147,7 @@ async fn all_connections_together_hold_at_most_max_body_memory() {
         .await
         .expect("refused at once")
         .unwrap();
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(
-        body["error"]["data"]["reason"], "body_memory_exhausted",
-        "{body}"
-    );
-    assert_eq!(body["error"]["data"]["scope"], "total", "{body}");
+    assert_memory_exhausted(status, &body, "total");
     assert_eq!(gw.metric(BODY_BYTES).await, Some((120 * 1024) as f64));
     assert!(!a_answer.is_finished() && !b_answer.is_finished());
     first_driver.abort();

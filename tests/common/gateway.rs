@@ -133,6 +133,13 @@ pub fn mcp_post(
     rb.body(body.to_string())
 }
 
+/// A gateway whose route's upstream is `false` (a command that exits at
+/// once), with `server` added to `[server]`: for tests of the front that
+/// never reach an upstream.
+pub async fn gateway_without_upstream(server: &str) -> TestGateway {
+    TestGateway::start(&super::stdio_config(&["false"], server)).await
+}
+
 /// A JSON-RPC notification POSTed on a connection of its own (a new
 /// reqwest client): the pipeline's parse step answers it 202 without
 /// reaching the server.
