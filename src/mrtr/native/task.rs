@@ -275,9 +275,11 @@ impl Relays {
         self.table().get(id).cloned()
     }
 
-    /// The relayed task `id` names: this replica's, or (its relaying
-    /// replica lost or restarted) one served from the id alone.
-    fn held_or_adopted(
+    /// A relayed task this replica does not hold (its relaying replica
+    /// lost or restarted), served from its id alone, with the `arguments`
+    /// the shared store kept; the one another request adopted meanwhile,
+    /// if any.
+    fn adopt(
         &self,
         engine: &Arc<Engine>,
         id: &str,
@@ -285,9 +287,6 @@ impl Relays {
         principal: &Principal,
         arguments: Value,
     ) -> Arc<Relayed> {
-        if let Some(t) = self.get(id) {
-            return t;
-        }
         let now_unix = engine.clock.unix_now().as_secs();
         let left = Duration::from_secs(sealed.e.saturating_sub(now_unix));
         let adopted = Arc::new(Relayed {
@@ -362,15 +361,17 @@ pub async fn serve(
         return Outgoing::reject(Some(&req.id), &tasks::unknown(task_id));
     };
     engine.relayed_tasks.sweep_now_and_then(engine);
-    // A task this replica did not relay is taken over: its arguments are
-    // read from the shared store, if it keeps them.
-    let arguments = match engine.relayed_tasks.get(task_id) {
-        Some(_) => Value::Null,
-        None => shared::read(engine, &sealed.x).await,
+    let task = match engine.relayed_tasks.get(task_id) {
+        Some(task) => task,
+        // A task this replica did not relay is taken over: its arguments
+        // are read from the shared store, if it keeps them.
+        None => {
+            let arguments = shared::read(engine, &sealed.x).await;
+            engine
+                .relayed_tasks
+                .adopt(engine, task_id, &sealed, principal, arguments)
+        }
     };
-    let task = engine
-        .relayed_tasks
-        .held_or_adopted(engine, task_id, &sealed, principal, arguments);
     let span = tracing::info_span!(
         "task_request",
         otel.name = %req.method,
