@@ -18,6 +18,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::task::Status;
+
 /// What a shared reader last read of its task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reading {
@@ -36,18 +38,9 @@ impl Reading {
         match self {
             Reading::Pending => false,
             Reading::Gone => true,
-            Reading::Read(task) => is_terminal(task),
+            Reading::Read(task) => Status::of(task).is_some_and(Status::is_terminal),
         }
     }
-}
-
-/// True for a task in a terminal status (ext-tasks: `completed`, `failed`,
-/// `cancelled`).
-pub fn is_terminal(task: &Value) -> bool {
-    matches!(
-        task.get("status").and_then(Value::as_str),
-        Some("completed" | "failed" | "cancelled")
-    )
 }
 
 /// Whose reading it is: a task id read as one principal on one route (the

@@ -34,6 +34,20 @@ impl Status {
     pub const fn is_terminal(self) -> bool {
         matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
     }
+
+    /// The status a task as `tasks/get` reads it says, if it is one.
+    pub fn of(task: &Value) -> Option<Status> {
+        let status = task.get("status").and_then(Value::as_str)?;
+        [
+            Status::Working,
+            Status::InputRequired,
+            Status::Completed,
+            Status::Failed,
+            Status::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == status)
+    }
 }
 
 /// A question of the current round: the key the client sees, the engine's
