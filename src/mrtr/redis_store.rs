@@ -110,22 +110,14 @@ impl Redis {
         level: &str,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(format!("{SESSION_PREFIX}{name}:level"))
-            .arg(level)
-            .arg("PX")
-            .arg(ttl_ms(ttl));
-        self.run::<()>(&cmd).await
+        self.set_expiring(format!("{SESSION_PREFIX}{name}:level"), level, ttl)
+            .await
     }
 
     /// Marks a session ended for every replica, until `ttl` (its id's lifetime).
     pub async fn end_session(&self, name: &str, ttl: Duration) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(format!("{SESSION_PREFIX}{name}:ended"))
-            .arg(1)
-            .arg("PX")
-            .arg(ttl_ms(ttl));
-        self.run::<()>(&cmd).await
+        self.set_expiring(format!("{SESSION_PREFIX}{name}:ended"), 1, ttl)
+            .await
     }
 }
 
@@ -133,35 +125,42 @@ fn ttl_ms(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+impl Redis {
+    /// `GET key`.
+    async fn get(&self, key: String) -> Result<Option<String>, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(key);
+        self.run(&cmd).await
+    }
+
+    /// `SET key value PX ttl`: `value` under `key`, expiring after `ttl`.
+    async fn set_expiring(
+        &self,
+        key: String,
+        value: impl redis::ToRedisArgs,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(value).arg("PX").arg(ttl_ms(ttl));
+        self.run::<()>(&cmd).await
+    }
+}
+
 #[async_trait]
 impl SingleUse for Redis {
     async fn first_use(&self, round_id: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut cmd = redis::cmd("SET");
         cmd.arg(format!("{PREFIX}{round_id}"))
             .arg(1)
             .arg("NX")
             .arg("PX")
-            .arg(ttl_ms);
-        let attempt = async {
-            let mut conn = self.conn.clone();
-            match cmd.query_async::<Option<String>>(&mut conn).await {
-                // A connection that broke while idle (Redis restarted) fails
-                // the first write, and the manager reconnects: one more try.
-                // The write did not reach Redis, so it cannot have set the key.
-                Err(e) if e.is_connection_dropped() => {
-                    let mut conn = self.conn.clone();
-                    cmd.query_async::<Option<String>>(&mut conn).await
-                }
-                other => other,
-            }
-        };
-        match tokio::time::timeout(TIMEOUT, attempt).await {
-            // `OK` when the key was set (first use), nil when it existed.
-            Ok(Ok(reply)) => Ok(reply.is_some()),
-            Ok(Err(e)) => Err(self.failed(e.to_string())),
-            Err(_) => Err(self.failed(format!("no answer within {TIMEOUT:?}"))),
-        }
+            .arg(ttl_ms(ttl));
+        // [`Redis::run`] tries once more when the idle connection had broken
+        // (Redis restarted): that write did not reach Redis, so it cannot
+        // have set the key, and the retry cannot take a use twice.
+        let reply: Option<String> = self.run(&cmd).await?;
+        // `OK` when the key was set (first use), nil when it existed.
+        Ok(reply.is_some())
     }
 }
 
@@ -171,9 +170,7 @@ const REMEMBER_PREFIX: &str = "redmark:remember:";
 
 impl Redis {
     pub async fn remembered(&self, digest: &str) -> Result<Option<String>, StoreError> {
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(format!("{REMEMBER_PREFIX}{digest}"));
-        self.run(&cmd).await
+        self.get(format!("{REMEMBER_PREFIX}{digest}")).await
     }
 
     pub async fn remember(
@@ -182,12 +179,8 @@ impl Redis {
         sealed: &str,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(format!("{REMEMBER_PREFIX}{digest}"))
-            .arg(sealed)
-            .arg("PX")
-            .arg(ttl_ms(ttl));
-        self.run::<()>(&cmd).await
+        self.set_expiring(format!("{REMEMBER_PREFIX}{digest}"), sealed, ttl)
+            .await
     }
 }
 
@@ -198,9 +191,7 @@ const TASK_ARGUMENTS_PREFIX: &str = "redmark:task-arguments:";
 
 impl Redis {
     pub async fn task_arguments(&self, mark: &str) -> Result<Option<String>, StoreError> {
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(format!("{TASK_ARGUMENTS_PREFIX}{mark}"));
-        self.run(&cmd).await
+        self.get(format!("{TASK_ARGUMENTS_PREFIX}{mark}")).await
     }
 
     pub async fn keep_task_arguments(
@@ -209,11 +200,7 @@ impl Redis {
         sealed: &str,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(format!("{TASK_ARGUMENTS_PREFIX}{mark}"))
-            .arg(sealed)
-            .arg("PX")
-            .arg(ttl_ms(ttl));
-        self.run::<()>(&cmd).await
+        self.set_expiring(format!("{TASK_ARGUMENTS_PREFIX}{mark}"), sealed, ttl)
+            .await
     }
 }
