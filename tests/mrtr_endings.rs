@@ -57,11 +57,20 @@ async fn accept_decline_and_cancel_reach_the_server_as_such() {
 #[tokio::test]
 async fn nobody_answering_in_time_is_operation_expired() {
     let fx = Fixture::new();
-    let gw = TestGateway::start(&fx.cfg().mrtr("ttl = \"1s\"").build()).await;
+    // A short end_grace: the handler lingers after its `cancel`, and only a
+    // call still running after the grace hears notifications/cancelled.
+    let gw = TestGateway::start(
+        &fx.cfg()
+            .mrtr("ttl = \"1s\"")
+            .upstream("end_grace = \"1s\"")
+            .build(),
+    )
+    .await;
     let op = Op::tool("ask", json!({"tag": "expire-1", "linger": true}));
     let asked = input_required("tools/call", &op.start(&gw).await);
     gw.wait_metric(&ops("ask", "operation_expired"), 1.0).await;
-    // The server's question heard `cancel`, and then the call itself was cancelled.
+    // The server's question heard `cancel`, and then the call, still running
+    // after end_grace, was cancelled.
     assert_eq!(fx.log.answer("expire-1").await["action"], "cancel");
     fx.log
         .eventually("cancel_requested", |e| e["event"] == "cancel_requested")
@@ -85,7 +94,13 @@ async fn nobody_answering_in_time_is_operation_expired() {
 async fn a_client_gone_before_its_questions_were_delivered_is_client_disconnected() {
     let fx = Fixture::new();
     // A long gather window: the client leaves while redmark is still collecting pushes.
-    let gw = TestGateway::start(&fx.cfg().mrtr("gather = \"10s\"").build()).await;
+    let gw = TestGateway::start(
+        &fx.cfg()
+            .mrtr("gather = \"10s\"")
+            .upstream("end_grace = \"1s\"")
+            .build(),
+    )
+    .await;
     let op =
         Op::tool("ask_and_report", json!({"tag": "gone-1"})).meta(json!({"progressToken": "gone"}));
     let mut stream = SseReader::new(op.open(&gw, json!({})).await);
@@ -100,7 +115,8 @@ async fn a_client_gone_before_its_questions_were_delivered_is_client_disconnecte
     drop(stream);
     gw.wait_metric(&ops("ask_and_report", "client_disconnected"), 1.0)
         .await;
-    // Nobody will answer: the question hears `cancel` and the call is cancelled.
+    // Nobody will answer: the question hears `cancel`, and the call, still
+    // running after end_grace, is cancelled.
     assert_eq!(fx.log.answer("gone-1").await["action"], "cancel");
     fx.log
         .eventually("cancel_requested", |e| e["event"] == "cancel_requested")
@@ -239,7 +255,14 @@ async fn malformed_answers_are_refused_by_key_and_the_operation_survives() {
 #[tokio::test]
 async fn a_question_pushed_between_rounds_hears_cancel_when_nobody_answers() {
     let fx = Fixture::new();
-    let gw = TestGateway::start(&fx.cfg().mrtr("ttl = \"10s\"").build()).await;
+    // Both questions linger after their `cancel`: a short end_grace cancels the call.
+    let gw = TestGateway::start(
+        &fx.cfg()
+            .mrtr("ttl = \"10s\"")
+            .upstream("end_grace = \"1s\"")
+            .build(),
+    )
+    .await;
     let trigger = fx.path("second");
     let op = Op::tool(
         "late_pair",

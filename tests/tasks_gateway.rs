@@ -390,7 +390,15 @@ async fn cancel_ends_a_waiting_task_and_is_idempotent() {
 #[tokio::test]
 async fn cancel_tells_the_server_cancel_and_notifications_cancelled() {
     let fx = Fixture::new();
-    let gw = fastmcp_gateway(&fx).await;
+    // The call lingers after its `cancel`: a short end_grace, then
+    // `notifications/cancelled`.
+    let text = fx
+        .cfg()
+        .route(&fx.policy("[defaults]\ntask = \"required\"\n"))
+        .upstream("end_grace = \"1s\"")
+        .build()
+        + "\n[route.tasks]\npoll_interval = \"100ms\"\n";
+    let gw = TestGateway::start(&text).await;
     let call = json!({"name": "ask", "arguments": {"tag": "c-1", "linger": true}});
     let id = rpc_as(&gw, "", "tools/call", call, declaring_tasks())
         .await

@@ -41,6 +41,9 @@ pub fn request_timeout() -> Duration {
 pub fn call_timeout() -> Duration {
     Duration::from_secs(300)
 }
+pub fn end_grace() -> Duration {
+    Duration::from_secs(30)
+}
 pub fn mrtr_ttl() -> Duration {
     Duration::from_secs(600)
 }

@@ -344,6 +344,15 @@ pub struct UpstreamConfig {
     #[serde(default = "defaults::call_timeout", with = "humantime_serde")]
     #[schemars(with = "schema::HumanDuration")]
     pub call_timeout: Duration,
+    /// How long a call redmark gives up (its questions answered with
+    /// `cancel` or an error: the client lacks a capability, the red marks
+    /// ran out, nobody answered in time, the client left) may take to end on
+    /// its own before redmark sends `notifications/cancelled`. Long on
+    /// purpose: a cancellation that reaches a server while it is finishing
+    /// the call makes some servers (PyPI `mcp` 1.x) end the whole session.
+    #[serde(default = "defaults::end_grace", with = "humantime_serde")]
+    #[schemars(with = "schema::HumanDuration")]
+    pub end_grace: Duration,
     /// Largest single message accepted from the upstream, in bytes.
     #[serde(default = "defaults::max_message_bytes")]
     pub max_message_bytes: usize,

@@ -107,8 +107,9 @@ pub struct Operation {
     /// when the first question is asked: a call that asks none never needs them.
     digests: std::sync::OnceLock<Digests>,
     /// Held for the whole operation: one call per leased session is what ties
-    /// every pushed request to this operation.
-    _lease: Lease,
+    /// every pushed request to this operation. `None` only for the moment a
+    /// call goes out again on another session ([`Operation::call_again`]).
+    _lease: Option<Lease>,
     session: Arc<Session>,
     call: Call,
     namer: KeyNamer,
@@ -350,6 +351,10 @@ impl Operation {
         self.sent_again = true;
         tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), route = %self.route.name,
             "the server had ended the session before the call reached it; sending it on another");
+        // The old lease goes back first: its session is gone (the 404
+        // retired it at once, so no lease takes it again), and it must not
+        // count against the principal's sessions while the next one is leased.
+        self._lease = None;
         let lease = self
             .route
             .lease(&self.principal, self.session.profile)
@@ -357,8 +362,7 @@ impl Operation {
         let session = lease.session().clone();
         self.call = session.call(&unsent.method, unsent.params).await?;
         self.session = session;
-        // The old lease goes back now: its session is gone, so it is retired.
-        self._lease = lease;
+        self._lease = Some(lease);
         Ok(())
     }
 

@@ -145,6 +145,11 @@ impl RoutePool {
         self.upstream.call_timeout
     }
 
+    /// How long a call given up may take to end on its own (`end_grace`).
+    pub fn end_grace(&self) -> Duration {
+        self.upstream.end_grace
+    }
+
     /// What this route has learned about sharing its sessions.
     pub fn mode(&self) -> Mode {
         self.mode.get()

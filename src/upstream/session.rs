@@ -260,6 +260,7 @@ impl Session {
 
     pub fn is_alive(&self) -> bool {
         self.state.alive.load(Ordering::Acquire)
+            && !self.direct.as_ref().is_some_and(Direct::is_gone)
     }
 
     /// Alive, and either never left with a half-finished call or attributing
@@ -327,8 +328,12 @@ impl Session {
         let msg = Message::Response { id, outcome };
         match self.ready_direct() {
             Some(direct) => {
-                direct.post(msg);
-                Ok(())
+                // Bounded like a queued message: a server that does not take
+                // its answer within `request_timeout` has stopped reading.
+                match tokio::time::timeout(self.write_timeout, direct.answer(msg)).await {
+                    Ok(()) => Ok(()),
+                    Err(_) => Err(UpstreamError::Timeout(self.write_timeout)),
+                }
             }
             None => self.send(msg).await,
         }

@@ -32,7 +32,6 @@ impl Operation {
         } else {
             String::new()
         };
-        let answered = !self.pending.is_empty() || !self.deferred.is_empty();
         if abandon {
             // The server is never left waiting: its open questions hear `cancel`
             // (or an error) and the call itself is ended (below, once the client has its reply).
@@ -152,7 +151,7 @@ impl Operation {
             // wind the call down, but the session (the lease, dropped with
             // `self`) does.
             let (id, trace_id) = (self.id.clone(), self.trace_id.clone());
-            if !self.call.end(&why, answered).await {
+            if !self.call.end(&why, self.route.pool.end_grace()).await {
                 tracing::debug!(operation = %id, trace_id = trace_id.as_deref(),
                     "the server did not end the abandoned call");
             }

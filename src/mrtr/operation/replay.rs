@@ -166,7 +166,7 @@ impl Operation {
         // call is over, so the next call on the session never races the
         // server's ending of this one.
         let (id, trace_id) = (self.id.clone(), self.trace_id.clone());
-        let ended = self.call.end(why, true).await;
+        let ended = self.call.end(why, self.route.pool.end_grace()).await;
         if !ended {
             tracing::info!(operation = %id, trace_id = trace_id.as_deref(),
                 "the server did not end the given-up call; its session is not reused for another call until it is multiplexed");

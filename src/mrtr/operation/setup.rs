@@ -240,7 +240,7 @@ async fn prepare(args: Box<Start>) -> Option<(Box<Operation>, Box<Client>)> {
         principal,
         method,
         target,
-        _lease: lease,
+        _lease: Some(lease),
         session,
         call,
         pending: Vec::new(),

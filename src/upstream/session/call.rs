@@ -13,10 +13,10 @@ use super::{CallSink, Outcome, Posted, Session, outcome};
 use crate::jsonrpc::{ErrorObject, Id, Message, Payload};
 use crate::upstream::{UpstreamError, lock};
 
-/// How long a call given up is read, twice: first for the server to end it
-/// itself once its questions heard `cancel`, then, if it has not, for it to
-/// end it after `notifications/cancelled`. Short: nobody waits for it but the
-/// session's next lease.
+/// How long a call given up is read after `notifications/cancelled` for the
+/// server to end it. Short: nobody waits for it but the session's next lease.
+/// (A call whose questions were answered first gets the caller's longer
+/// `settle`: see [`Call::end`].)
 pub const END_GRACE: Duration = Duration::from_secs(2);
 
 /// Depth of a call's event queue. Pushed requests wait for room; progress and
@@ -82,6 +82,10 @@ pub struct Call {
     /// The request, while its POST is on its way (HTTP): a session the
     /// server ended just before it arrived leaves it to go out again.
     unsent: Option<Unsent>,
+    /// The server asked something during the call. Every push is answered
+    /// (by the client, by policy, or with `cancel`/an error when the call is
+    /// given up), so such a call is one the server can end on its own.
+    asked: bool,
 }
 
 /// Wrapped to be `Sync` (an operation is borrowed across its awaits): only
@@ -144,6 +148,7 @@ impl Session {
             session: self.clone(),
             finished: false,
             unsent,
+            asked: false,
         })
     }
 }
@@ -167,7 +172,10 @@ impl Call {
         }
         let step = tokio::select! {
             biased;
-            Some(ev) = futures::StreamExt::next(&mut self.events) => CallStep::Event(*ev),
+            Some(ev) = futures::StreamExt::next(&mut self.events) => {
+                self.asked |= matches!(*ev, CallEvent::ServerRequest { .. });
+                CallStep::Event(*ev)
+            }
             outcome = outcome(&mut self.posting, &mut self.response) => {
                 self.finish();
                 match outcome {
@@ -207,16 +215,28 @@ impl Call {
     }
 
     /// Gives the call up as a good client does, once the caller has answered
-    /// the questions it left open (`cancel` for an elicitation;
-    /// `answered_questions`): reads the call until the server ends it, for
-    /// at most [`END_GRACE`]; only a call still running then, or one that
-    /// asks again (it did not take the hint), or at once one that had no
-    /// question answered (a silent server has nothing to end it on), hears
+    /// every question it asked (`cancel` for an elicitation, an error for a
+    /// capability the client lacks or a question policy refused): a call that
+    /// asked something is read until the server ends it, for at most
+    /// `settle`; only a call still running then, or one that asks again (it
+    /// did not take the hint), or at once one that never asked anything (a
+    /// silent server has nothing to end it on), hears
     /// `notifications/cancelled`, and is read for another [`END_GRACE`].
     /// True when the server ended it: the session is then as good as
     /// before. A call still running after that is abandoned: its session is
     /// not reused unless it is multiplexed (late traffic of the call could
     /// otherwise be taken for the next call's).
+    ///
+    /// `settle` is long (the route's `end_grace`, 30 s by default) on purpose: the
+    /// server has its answer and is winding the call down, and a
+    /// cancellation that lands while it finishes is what breaks real
+    /// servers. PyPI `mcp` 1.x answers the cancelled request, then answers
+    /// it again when the handler returns, and its `AssertionError` ends the
+    /// whole HTTP session (the next POST gets 404) or, over stdio, the
+    /// process; on a loaded machine a two-second grace was not enough. So
+    /// correctness never rests on how fast a server finishes: only a
+    /// server that keeps a call running long after its answer hears
+    /// `notifications/cancelled`.
     ///
     /// Questions the call asks meanwhile are not answered: they belong to a
     /// call being cancelled, and answering a server that floods questions
@@ -225,17 +245,14 @@ impl Call {
     /// The order matters: spec 2025-11-25 basic/utilities/cancellation.mdx
     /// "Cancellation notifications MUST only reference requests that [...]
     /// are believed to still be in-progress", and a server told `cancel`
-    /// usually ends the call at once. A `notifications/cancelled` that
-    /// reaches a PyPI `mcp` 1.x server while its tool is still taking in
-    /// the answer makes it end the whole HTTP session (measured against
-    /// 1.30.0, issue 37), though that spec section says both parties "MUST
-    /// handle these race conditions gracefully".
-    pub async fn end(&mut self, reason: &str, answered_questions: bool) -> bool {
+    /// usually ends the call at once; both parties "MUST handle these race
+    /// conditions gracefully", which not every server does.
+    pub async fn end(&mut self, reason: &str, settle: Duration) -> bool {
         if self.finished {
             return true;
         }
-        if answered_questions {
-            match self.read_to_end(true).await {
+        if self.asked {
+            match self.read_to_end(settle, true).await {
                 Reading::Ended => return true,
                 Reading::AskedAgain | Reading::TimedOut => {}
             }
@@ -244,7 +261,7 @@ impl Call {
         // Still registered: the server's last words for the call (mcp 1.x
         // answers a cancelled request with an error) are read, not left
         // for nobody on the stream.
-        let ended = matches!(self.read_to_end(false).await, Reading::Ended);
+        let ended = matches!(self.read_to_end(END_GRACE, false).await, Reading::Ended);
         if !ended {
             // Late traffic for it must not be taken for another call's.
             self.session.state.abandoned.store(true, Ordering::Release);
@@ -254,11 +271,11 @@ impl Call {
         ended
     }
 
-    /// Reads the call for at most [`END_GRACE`], until its answer is in or
-    /// its session is gone; with `stop_on_question`, also until it asks
+    /// Reads the call for at most `limit`, until its answer is in or its
+    /// session is gone; with `stop_on_question`, also until it asks
     /// something. Notifications are dropped.
-    async fn read_to_end(&mut self, stop_on_question: bool) -> Reading {
-        let deadline = tokio::time::Instant::now() + END_GRACE;
+    async fn read_to_end(&mut self, limit: Duration, stop_on_question: bool) -> Reading {
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             match tokio::time::timeout_at(deadline, self.next()).await {
                 Err(_) => return Reading::TimedOut,

@@ -177,3 +177,98 @@ async fn a_notification_flood_is_bounded_by_the_call_queue() {
         "every notification not queued is counted"
     );
 }
+
+/// A call that asked a question and is then given up: the question is
+/// answered (an error, as for a capability the client lacks), and the call
+/// runs on for `slow` before the server ends it.
+async fn asked_then_given_up(
+    slow: Duration,
+    settle: Duration,
+) -> (bool, Vec<Message>, tokio::time::Instant) {
+    let (session, mut peer) = started().await;
+    let mut call = session
+        .call("tools/call", Some(json!({"name": "t"}).into()))
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    let Some(Message::Request { id, .. }) = peer.recv().await else {
+        panic!("the call")
+    };
+    let push = Message::Request {
+        id: Id::String("q1".into()),
+        method: "elicitation/create".into(),
+        params: Some(json!({"message": "?", "requestedSchema": {"type": "object"}}).into()),
+    };
+    assert!(peer.send_on(id.clone(), push).await);
+    let CallStep::Event(CallEvent::ServerRequest { id: asked, .. }) = call.next().await else {
+        panic!("the question")
+    };
+    let refused = ErrorObject::new(-32601, "the client did not declare the capability");
+    session
+        .respond(asked, Err(refused))
+        .await
+        .unwrap_or_else(|e| panic!("respond: {e}"));
+    // The server takes its answer, works on for `slow`, then ends the call;
+    // everything else it hears is collected.
+    let server = tokio::spawn(async move {
+        let mut heard = Vec::new();
+        let finish = tokio::time::sleep(slow);
+        tokio::pin!(finish);
+        let mut done = false;
+        loop {
+            tokio::select! {
+                () = &mut finish, if !done => {
+                    done = true;
+                    let end = Message::Response { id: id.clone(), outcome: Ok(json!({"isError": true, "content": []})) };
+                    assert!(peer.send_on(id.clone(), end).await);
+                }
+                got = peer.recv() => match got {
+                    Some(m) => heard.push(m),
+                    None => return heard,
+                },
+                () = tokio::time::sleep(Duration::from_secs(3600)) => return heard,
+            }
+        }
+    });
+    let began = tokio::time::Instant::now();
+    let ended = call.end("redmark: missing_capability", settle).await;
+    let ended_at = tokio::time::Instant::now();
+    drop(call);
+    session.close();
+    let heard = server.await.unwrap_or_else(|e| panic!("join: {e}"));
+    assert!(ended_at >= began);
+    (ended, heard, ended_at)
+}
+
+fn cancels(heard: &[Message]) -> usize {
+    heard
+        .iter()
+        .filter(|m| matches!(m, Message::Notification { method, .. } if method == "notifications/cancelled"))
+        .count()
+}
+
+/// A server still finishing a call well past the short grace after its
+/// question was answered hears no `notifications/cancelled`: the answer
+/// reached it first, and the call ends on its own within `end_grace`.
+#[tokio::test(start_paused = true)]
+async fn a_call_given_up_after_its_question_was_answered_ends_on_its_own() {
+    let began = tokio::time::Instant::now();
+    let (ended, heard, at) = asked_then_given_up(END_GRACE * 5, Duration::from_secs(30)).await;
+    assert!(ended, "the server ended the call itself");
+    assert_eq!(at - began, END_GRACE * 5, "read until the server ended it");
+    assert!(
+        matches!(&heard[0], Message::Response { outcome: Err(e), .. } if e.code == -32601),
+        "the answer first: {heard:?}"
+    );
+    assert_eq!(cancels(&heard), 0, "no cancellation: {heard:?}");
+}
+
+/// Only a call still running after `end_grace` hears `notifications/cancelled`.
+#[tokio::test(start_paused = true)]
+async fn a_call_still_running_after_end_grace_is_cancelled() {
+    let began = tokio::time::Instant::now();
+    let (ended, heard, _) =
+        asked_then_given_up(Duration::from_secs(3600), Duration::from_secs(3)).await;
+    assert!(!ended, "the server never ended it");
+    assert_eq!(cancels(&heard), 1, "{heard:?}");
+    assert!(tokio::time::Instant::now() - began >= Duration::from_secs(3));
+}

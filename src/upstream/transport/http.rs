@@ -87,6 +87,8 @@ struct Shared {
     /// The handshake is over: `initialized` is sent and the standalone
     /// stream open (or refused), so requests may skip the link's queue.
     ready: AtomicBool,
+    /// The session is closed or the server ended it ([`Direct::is_gone`]).
+    gone: AtomicBool,
     /// The standalone GET stream is open: what the server sends there (a
     /// call's progress, say) may still be on its way through `inbound`
     /// when the call's own JSON answer is in.
@@ -110,14 +112,21 @@ impl Direct {
         self.0.ready.load(Ordering::Acquire)
     }
 
-    /// POSTs `msg` (an answer to a pushed request) from a task of its own,
-    /// started here instead of by the link's task.
-    pub fn post(&self, msg: Message) {
-        let shared = Arc::clone(&self.0);
-        // Boxed: see the link task's POSTs.
-        tokio::spawn(Box::pin(
-            async move { shared.post(msg, Body::Inline).await },
-        ));
+    /// POSTs `msg` (an answer to a pushed request) in this task, until the
+    /// server has taken it (its 202). Awaited, not spawned, so that whatever
+    /// the caller sends next (a `notifications/cancelled` for the call, the
+    /// next call on the session) reaches the server after it: a cancellation
+    /// that overtakes the answer cuts the tool off instead of letting it end
+    /// on the answer.
+    pub async fn answer(&self, msg: Message) {
+        self.0.post(msg, Body::Inline).await;
+    }
+
+    /// Whether the server ended the HTTP session (or it failed): set at
+    /// once, before the session's dispatcher hears of it, so no lease takes
+    /// a session a 404 already retired.
+    pub fn is_gone(&self) -> bool {
+        self.0.gone.load(Ordering::Acquire)
     }
 
     /// POSTs the request `msg`, whose id is `expect`, in this task. Its
@@ -197,6 +206,7 @@ pub fn connect(
         max_message_bytes,
         route,
         ready: AtomicBool::new(false),
+        gone: AtomicBool::new(false),
         standalone_open: AtomicBool::new(false),
     });
     let link = Link {
@@ -288,6 +298,7 @@ impl Shared {
     }
 
     async fn closed(&self, why: String) {
+        self.gone.store(true, Ordering::Release);
         let _ = self.inbound.send(Inbound::Closed(why)).await;
     }
 

@@ -315,10 +315,14 @@ fn a_cached_header_value_follows_its_text() {
 #[tokio::test]
 async fn a_404_for_a_request_says_it_was_not_sent_and_ends_the_session() {
     let (mut link, direct) = ready_link(false).await;
+    assert!(!direct.is_gone());
     assert!(matches!(
         direct.request(call(7, "gone"), 7).await,
         Posted::NotSent
     ));
+    // Gone at once, before anything reads `inbound`: no lease takes the
+    // session between the 404 and its dispatcher hearing of it.
+    assert!(direct.is_gone());
     match link.inbound.recv().await {
         Some(Inbound::Closed(why)) => assert!(why.contains("404"), "{why}"),
         other => panic!("expected Closed, got {other:?}"),
