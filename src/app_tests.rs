@@ -376,3 +376,30 @@ fn no_reason_message_says_its_cause_twice() {
         said_once(reason.as_str(), &e.into_reject().message);
     }
 }
+
+#[test]
+fn check_warns_that_max_per_principal_does_not_apply_without_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |extra: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\nname = \"r\"\npath = \"/mcp\"\n[route.upstream]\ncommand = [\"true\"]\n{extra}"
+        )
+    };
+    let findings = |extra: &str| {
+        let t = text(extra);
+        let config = Config::parse(&t, "t.toml", dir.path().to_path_buf()).unwrap();
+        checks::offline(&config, &t, "t.toml").0
+    };
+    let warned = |f: &checks::Findings| {
+        f.warnings.iter().any(|w| {
+            w.message
+                .contains("max_per_principal does not apply without [auth]")
+        })
+    };
+    assert!(warned(&findings("[sessions]\nmax_per_principal = 8\n")));
+    assert!(!warned(&findings("")), "the default says nothing");
+    let key = "[[auth.api_key]]\nprincipal = \"alice\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
+    assert!(!warned(&findings(&format!(
+        "[sessions]\nmax_per_principal = 8\n{key}"
+    ))));
+}

@@ -147,17 +147,102 @@ async fn a_session_belongs_to_its_principal_and_ends_on_delete() {
 }
 
 #[tokio::test]
-async fn sessions_are_bounded_per_principal() {
+async fn at_max_per_principal_the_least_recently_used_idle_session_makes_room() {
     let gw = TestGateway::start(&rooms_with_keys("[sessions]\nmax_per_principal = 1\n")).await;
     let mut first = Session2025::new(&gw.url).with_key(ALICE);
     assert_eq!(first.initialize("2025-11-25", json!({})).await.status, 200);
-    let mut second = Session2025::new(&gw.url).with_key(ALICE);
-    let r = second.initialize("2025-11-25", json!({})).await;
-    assert_error(&r, 429, -32603, "too_many_sessions");
     let mut bobs = Session2025::new(&gw.url).with_key(BOB);
     assert_eq!(bobs.initialize("2025-11-25", json!({})).await.status, 200);
-    assert_eq!(first.delete().await, 200);
-    assert_eq!(second.initialize("2025-11-25", json!({})).await.status, 200);
+    // Alice never ended her first session: her second ends it, not refuses.
+    let mut second = Session2025::new(&gw.url).with_key(ALICE);
+    assert_eq!(
+        second.initialize("2025-11-25", elicitation()).await.status,
+        200
+    );
+    let r = first.request(json!(1), "ping", json!({})).await;
+    assert_error(&r, 404, -32600, "session_unknown");
+    // Bob's session is another principal's: untouched.
+    assert_eq!(
+        bobs.request(json!(1), "ping", json!({})).await.result(),
+        &json!({})
+    );
+
+    // With a call in flight on her one session, there is no idle one to end:
+    // 429 with Retry-After, and the call goes on.
+    let mut call = second
+        .stream(json!("busy"), "tools/call", ambiguous_booking())
+        .await;
+    let asked = call.next(WAIT).await.expect("the pushed question");
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let mut third = Session2025::new(&gw.url).with_key(ALICE);
+    let r = third.initialize("2025-11-25", json!({})).await;
+    assert_error(&r, 429, -32603, "too_many_sessions");
+    let retry_after = r.headers.get("retry-after").expect("Retry-After");
+    assert!(retry_after.to_str().unwrap().parse::<u64>().unwrap() > 0);
+    let status = second
+        .answer(
+            &asked["id"],
+            json!({"action": "accept", "content": {"room_id": "atrium"}}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let done = call.next(WAIT).await.expect("the call's answer");
+    assert_eq!(done["id"], "busy", "{done}");
+    assert!(done.get("result").is_some(), "{done}");
+    // The call is over: the session is idle again and makes room.
+    assert_eq!(third.initialize("2025-11-25", json!({})).await.status, 200);
+    gw.stop().await;
+}
+
+/// Opens `n` sessions (with API key `key`, or anonymously) that list tools
+/// and are never deleted.
+async fn never_deleted(gw: &TestGateway, n: usize, key: Option<&str>) -> Vec<Session2025> {
+    let mut sessions = Vec::new();
+    for i in 0..n {
+        let mut s = Session2025::new(&gw.url);
+        if let Some(key) = key {
+            s = s.with_key(key);
+        }
+        let r = s.initialize("2025-11-25", json!({})).await;
+        assert_eq!(r.status, 200, "session {i}: {}", r.raw);
+        let listed = s.request(json!(i), "tools/list", json!({})).await;
+        assert!(
+            listed.result()["tools"].is_array(),
+            "session {i}: {}",
+            listed.raw
+        );
+        sessions.push(s);
+    }
+    sessions
+}
+
+async fn pings(s: &Session2025) -> bool {
+    s.request(json!("p"), "ping", json!({})).await.status == 200
+}
+
+/// Clients that never `DELETE` (npm SDK 1.x `close()`, mcp-remote, the
+/// Inspector CLI: a SHOULD in the spec) open sessions past the bound and
+/// every one of them gets in.
+#[tokio::test]
+async fn seventy_sessions_never_deleted_all_get_in() {
+    let gw = TestGateway::start(&rooms_with_keys("")).await;
+    // One principal, past max_per_principal (64): the oldest six made room.
+    let alices = never_deleted(&gw, 70, Some(ALICE)).await;
+    for s in &alices[6..] {
+        assert!(pings(s).await);
+    }
+    for s in &alices[..6] {
+        let r = s.request(json!("p"), "ping", json!({})).await;
+        assert_error(&r, 404, -32600, "session_unknown");
+    }
+    gw.stop().await;
+    // Without [auth] every caller is the one anonymous principal, bounded
+    // by max_total only: seventy clients, seventy live sessions.
+    let gw = TestGateway::start(&rooms_config("")).await;
+    let anonymous = never_deleted(&gw, 70, None).await;
+    for s in &anonymous {
+        assert!(pings(s).await);
+    }
     gw.stop().await;
 }
 

@@ -384,6 +384,7 @@ pub fn build_at(
         engine.advertise.clone(),
         metrics.client_sessions(),
     );
+    sessions.set_open_to_all(authenticator.is_anonymous());
     // What a 2025-era session changes after `initialize` (its log level, its
     // end by DELETE) goes where every replica finds it, with a store.
     if let Some(store) = store {

@@ -63,6 +63,21 @@ pub fn offline(config: &Config, text: &str, file: &str) -> (Findings, Vec<(Strin
         }));
     out.errors
         .extend(crate::config::check::upstreams(config, text, file));
+    if config.auth.is_none()
+        && config.sessions.max_per_principal
+            != crate::config::SessionsConfig::default().max_per_principal
+    {
+        // Every caller is the one anonymous principal: a per-principal bound
+        // would let one client lock every other out (front::era2025::session).
+        out.warnings.push(ConfigError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            message: "[sessions] max_per_principal does not apply without [auth]: every caller is \
+                      the one anonymous principal, so only max_total bounds 2025-era sessions"
+                .to_owned(),
+        });
+    }
     let mut lints = Vec::new();
     for route in &config.routes {
         let r = route.get_ref();

@@ -128,6 +128,7 @@ impl Reloader {
         )
         .then(Box::new(owner::Owner::new(gw.engine.clone())));
         gw.sessions.configure(new.sessions.clone());
+        gw.sessions.set_open_to_all(authenticator.is_anonymous());
         let built = routes(
             &new,
             new_policies,

@@ -101,9 +101,11 @@ reasons! {
     SessionRequired => "session_required", BAD_REQUEST, code::INVALID_REQUEST, Client;
     /// An `Mcp-Session-Id` that is ended, expired, another principal's, or not redmark's (404: initialize again).
     SessionUnknown => "session_unknown", NOT_FOUND, code::INVALID_REQUEST, Client;
-    /// The principal holds `[sessions] max_per_principal` sessions already.
+    /// The principal holds `[sessions] max_per_principal` sessions already,
+    /// each with a call in flight (an idle one would have made room).
     TooManySessions => "too_many_sessions", TOO_MANY_REQUESTS, code::INTERNAL_ERROR, Client;
-    /// The replica holds `[sessions] max_total` sessions already.
+    /// The replica holds `[sessions] max_total` sessions already, each with
+    /// a call in flight.
     SessionsFull => "sessions_full", SERVICE_UNAVAILABLE, code::INTERNAL_ERROR, Gateway;
     /// A second `GET` on a session whose standalone stream is open (409).
     StreamAlreadyOpen => "stream_already_open", CONFLICT, code::INVALID_REQUEST, Client;

@@ -41,7 +41,12 @@ use crate::jsonrpc::{ErrorObject, Id};
 use crate::mrtr::Outcome;
 use crate::protocol::{ClientRequest, Method, Reason, Reject, RequestContext};
 
-pub use session::{Session, Sessions};
+pub use session::{Session, SessionError, Sessions};
+
+/// `Retry-After` for a session refused for want of room.
+fn retry_after() -> HeaderValue {
+    HeaderValue::from(session::RETRY_AFTER_SECS)
+}
 
 /// The session header (spec 2025-11-25 basic/transports.mdx "Session
 /// Management"); header names are case-insensitive, `http` keeps them lower.
@@ -236,7 +241,15 @@ impl SessionStep {
         let session = self
             .sessions
             .find(&sid, &cx.route.name, &cx.principal.name)
-            .map_err(|e| Halt::refuse(request_id.as_ref(), e.reject()))?;
+            .map_err(|e| {
+                let halt = Halt::refuse(request_id.as_ref(), e.reject());
+                match e {
+                    SessionError::Unknown => halt,
+                    SessionError::TooManyForPrincipal(_) | SessionError::Full(_) => {
+                        halt.with_header(header::RETRY_AFTER, retry_after())
+                    }
+                }
+            })?;
         // spec 2025-11-25 basic/transports.mdx "Protocol Version Header": "If
         // the server receives a request with an invalid or unsupported
         // MCP-Protocol-Version, it MUST respond with 400 Bad Request".

@@ -375,10 +375,11 @@ async fn initialize(
         Ok(opened) => opened,
         Err(e) => {
             let reject = e.reject();
-            return (
-                response::json(reject.status(), &reject.response(Some(&id))),
-                Outcome::Error(reject.reason),
-            );
+            let mut resp = response::json(reject.status(), &reject.response(Some(&id)));
+            // Refused only while every session in the way has a call in flight.
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, super::retry_after());
+            return (resp, Outcome::Error(reject.reason));
         }
     };
     tracing::info!(route = %route.name, session = %session.name, version, profile = %session.profile.label(), "2025-era session opened");

@@ -249,6 +249,13 @@ pub struct Sessions {
     /// when the session was opened or adopted here).
     by_token: DashMap<Box<str>, Arc<Session>>,
     per_principal: DashMap<String, usize>,
+    /// Held while a session is admitted (opened or adopted), so two admissions
+    /// never both take the last place, nor both evict for it.
+    admission: Mutex<()>,
+    /// No `[auth]`: every caller is the one anonymous principal, so
+    /// `max_per_principal` would let one client lock every other out; only
+    /// `max_total` bounds them (with the same eviction).
+    open_to_all: std::sync::atomic::AtomicBool,
     /// Ended sessions (deleted, idle), until their sealed lifetime runs out:
     /// their ids still open, and must get 404.
     ended: DashMap<String, Instant>,
@@ -275,6 +282,10 @@ pub enum SessionError {
     Full(usize),
 }
 
+/// How long a client refused for want of room is told to wait (`Retry-After`):
+/// the refusal means every session in the way has a call in flight.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
 impl SessionError {
     pub fn reject(self) -> Reject {
         let (reason, hint) = match self {
@@ -284,9 +295,12 @@ impl SessionError {
             ),
             SessionError::TooManyForPrincipal(_) => (
                 Reason::TooManySessions,
-                "; end one with DELETE, or wait for an idle one to end",
+                "; every one of them has a call in flight: retry once one ends",
             ),
-            SessionError::Full(_) => (Reason::SessionsFull, "; try another replica or later"),
+            SessionError::Full(_) => (
+                Reason::SessionsFull,
+                "; every one of them has a call in flight: try another replica or later",
+            ),
         };
         Reject::new(reason, format!("{self}{hint}"))
     }
@@ -320,6 +334,8 @@ impl Sessions {
             live: DashMap::new(),
             by_token: DashMap::new(),
             per_principal: DashMap::new(),
+            admission: Mutex::new(()),
+            open_to_all: std::sync::atomic::AtomicBool::new(false),
             ended: DashMap::new(),
             answers: DashMap::new(),
             shared: std::sync::OnceLock::new(),
@@ -343,6 +359,60 @@ impl Sessions {
         *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
+    /// Whether the gateway authenticates nobody (no `[auth]`): then the
+    /// anonymous principal is bounded by `max_total` alone.
+    pub fn set_open_to_all(&self, anonymous: bool) {
+        self.open_to_all
+            .store(anonymous, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether `max_per_principal` bounds `principal`'s sessions.
+    fn bounded_per_principal(&self, principal: &str) -> bool {
+        !(self.open_to_all.load(std::sync::atomic::Ordering::Relaxed)
+            && principal == crate::protocol::Principal::anonymous().name.as_ref())
+    }
+
+    /// Makes room for one more session of `principal` (being opened, or
+    /// adopted from another replica's id): at `max_per_principal`, the
+    /// principal's least recently used idle session ends; at `max_total`,
+    /// the replica's. A client whose session ends so gets 404 on its next
+    /// request and initializes again, as the spec tells it to (2025-11-25
+    /// basic/transports.mdx "Session Management"); clients that never
+    /// `DELETE` (allowed: it is a SHOULD) so never meet a wall. Refused
+    /// only when every session in the way has a call in flight. Called
+    /// with `admission` held.
+    fn make_room(&self, principal: &str, config: &SessionsConfig) -> Result<(), SessionError> {
+        if self.bounded_per_principal(principal) {
+            while self.per_principal.get(principal).map_or(0, |n| *n) >= config.max_per_principal {
+                let Some(lru) = self.least_recently_used(|s| s.principal == principal) else {
+                    return Err(SessionError::TooManyForPrincipal(config.max_per_principal));
+                };
+                tracing::info!(session = %lru.name, route = %lru.route, "2025-era session ended to make room for its principal's new one (least recently used, idle; [sessions] max_per_principal)");
+                self.end(&lru);
+            }
+        }
+        while self.live.len() >= config.max_total {
+            let Some(lru) = self.least_recently_used(|_| true) else {
+                return Err(SessionError::Full(config.max_total));
+            };
+            tracing::info!(session = %lru.name, route = %lru.route, "2025-era session ended to make room (least recently used, idle; [sessions] max_total)");
+            self.end(&lru);
+        }
+        Ok(())
+    }
+
+    /// The idle session (no call in flight) that `pick` accepts and that was
+    /// used least recently.
+    fn least_recently_used(&self, pick: impl Fn(&Session) -> bool) -> Option<Arc<Session>> {
+        self.live
+            .iter()
+            .filter(|s| pick(s) && s.calls_in_flight() == 0)
+            // Out of the map's guard at once: no shard stays locked while others are read.
+            .map(|s| (s.idle_since(), s.value().clone()))
+            .min_by_key(|(since, _)| *since)
+            .map(|(_, s)| s)
+    }
+
     fn config(&self) -> SessionsConfig {
         self.config
             .lock()
@@ -361,13 +431,11 @@ impl Sessions {
     /// Opens a session: its id, and the session as this replica holds it.
     pub fn open(&self, opening: Opening<'_>) -> Result<(String, Arc<Session>), SessionError> {
         let config = self.config();
-        if self.live.len() >= config.max_total {
-            return Err(SessionError::Full(config.max_total));
-        }
-        let held = self.per_principal.get(opening.principal).map_or(0, |n| *n);
-        if held >= config.max_per_principal {
-            return Err(SessionError::TooManyForPrincipal(config.max_per_principal));
-        }
+        let _admitting = self
+            .admission
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.make_room(opening.principal, &config)?;
         let client_info = opening.client_info.map(short_client_info);
         let now_unix = unix_now();
         let sealed = Sealed {
@@ -434,11 +502,18 @@ impl Sessions {
             return Ok(live.clone());
         }
         // Opened by another replica (or by this one before a restart): adopt
-        // it within the same bounds as a new one.
+        // it within the same bounds as a new one, `max_per_principal`
+        // included (else a principal could hold any number here by opening
+        // them elsewhere).
         let config = self.config();
-        if self.live.len() >= config.max_total {
-            return Err(SessionError::Full(config.max_total));
+        let _admitting = self
+            .admission
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(live) = self.live.get(&sealed.id) {
+            return Ok(live.clone());
         }
+        self.make_room(principal, &config)?;
         let left = Duration::from_secs(sealed.exp.saturating_sub(now_unix));
         Ok(self.adopt(sealed, token, principal, left))
     }

@@ -142,23 +142,126 @@ async fn another_replica_adopts_a_session_it_never_saw() {
     );
 }
 
-#[tokio::test]
-async fn sessions_are_bounded_per_principal_and_in_all() {
+#[tokio::test(start_paused = true)]
+async fn at_a_bound_the_least_recently_used_idle_session_makes_room() {
     let s = sessions(SessionsConfig {
         max_per_principal: 2,
         max_total: 3,
         ..SessionsConfig::default()
     });
-    s.open(opening("alice")).unwrap();
-    let (_, second) = s.open(opening("alice")).unwrap();
+    let (first_id, _) = s.open(opening("alice")).unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let (second_id, _) = s.open(opening("alice")).unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    // The first is used again: the second is now the least recently used.
+    s.find(&first_id, "r", "alice").unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let (third_id, _) = s.open(opening("alice")).unwrap();
+    assert_eq!(
+        s.find(&second_id, "r", "alice").unwrap_err(),
+        SessionError::Unknown,
+        "the least recently used session ended (404: initialize again)"
+    );
+    s.find(&first_id, "r", "alice").unwrap();
+    s.find(&third_id, "r", "alice").unwrap();
+    assert_eq!(s.len(), 2);
+
+    // max_total: bob's session takes the last place, carol's ends alice's
+    // least recently used (the third, as the first was just found).
+    tokio::time::advance(Duration::from_secs(1)).await;
+    s.open(opening("bob")).unwrap();
+    tokio::time::advance(Duration::from_secs(1)).await;
+    s.find(&first_id, "r", "alice").unwrap();
+    s.open(opening("carol")).unwrap();
+    assert_eq!(s.len(), 3);
+    assert_eq!(
+        s.find(&third_id, "r", "alice").unwrap_err(),
+        SessionError::Unknown
+    );
+    s.find(&first_id, "r", "alice").unwrap();
+}
+
+#[tokio::test]
+async fn a_bound_refuses_only_when_every_session_in_the_way_has_a_call_in_flight() {
+    let s = sessions(SessionsConfig {
+        max_per_principal: 2,
+        max_total: 3,
+        ..SessionsConfig::default()
+    });
+    let (_, a1) = s.open(opening("alice")).unwrap();
+    let (_, a2) = s.open(opening("alice")).unwrap();
+    let _c1 = a1.call("1".into());
+    let c2 = a2.call("2".into());
     assert_eq!(
         s.open(opening("alice")).unwrap_err(),
         SessionError::TooManyForPrincipal(2)
     );
-    s.open(opening("bob")).unwrap();
+    let (_, b) = s.open(opening("bob")).unwrap();
+    let _cb = b.call("3".into());
     assert_eq!(s.open(opening("carol")).unwrap_err(), SessionError::Full(3));
-    s.end(&second);
+    // One call ends: its session is idle, and makes room.
+    drop(c2);
     s.open(opening("alice")).unwrap();
+    assert_eq!(s.len(), 3);
+}
+
+#[tokio::test]
+async fn an_adopted_session_counts_against_its_principal() {
+    // Two replicas sharing keys: ids opened on A and adopted by B never
+    // give B more than max_per_principal of one principal's sessions.
+    let keys = Arc::new(SharedKeyring::new(Keyring::ephemeral()));
+    let config = SessionsConfig {
+        max_per_principal: 2,
+        ..SessionsConfig::default()
+    };
+    let a = Sessions::new(
+        keys.clone(),
+        config.clone(),
+        "a".into(),
+        None,
+        Default::default(),
+    );
+    let b = Sessions::new(keys, config, "b".into(), None, Default::default());
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let (id, session) = a.open(opening("alice")).unwrap();
+        b.find(&id, "r", "alice").unwrap();
+        a.end(&session);
+        ids.push(id);
+    }
+    assert_eq!(b.len(), 2, "B holds at most max_per_principal of alice's");
+    // Bob still gets in on B.
+    b.open(opening("bob")).unwrap();
+}
+
+#[tokio::test]
+async fn without_auth_the_anonymous_principal_is_bounded_by_max_total_only() {
+    let s = sessions(SessionsConfig {
+        max_per_principal: 2,
+        max_total: 5,
+        ..SessionsConfig::default()
+    });
+    s.set_open_to_all(true);
+    for _ in 0..5 {
+        s.open(opening("anonymous")).unwrap();
+    }
+    assert_eq!(
+        s.len(),
+        5,
+        "max_per_principal does not apply to the one anonymous caller"
+    );
+    // At max_total the least recently used makes room: nobody is locked out.
+    s.open(opening("anonymous")).unwrap();
+    assert_eq!(s.len(), 5);
+    // With [auth], a principal named anonymous is bounded like any other.
+    let t = sessions(SessionsConfig {
+        max_per_principal: 2,
+        ..SessionsConfig::default()
+    });
+    for _ in 0..4 {
+        t.open(opening("anonymous")).unwrap();
+    }
+    assert_eq!(t.len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
