@@ -85,7 +85,9 @@ pub struct Suggestion {
     pub change: String,
     /// The numbers it rests on.
     pub evidence: String,
-    /// Lines to add to the route's policy file (empty when the change is the server's).
+    /// Lines to add to the route's policy file ([`super::policy_lines`]):
+    /// empty when the change is the server's, or when no line would read
+    /// back as exactly this tool and field.
     pub policy: Vec<String>,
     /// People's attention the change would have saved over the window.
     pub hours_saved: f64,
