@@ -493,3 +493,91 @@ fn by_origin_splits_native_from_converted_questions() {
     assert_eq!(json["tools"][0]["converted"], 1);
     assert!(json["tools"][0].get("origin").is_none());
 }
+
+/// Names a hostile server or client chose, through the real binary: the
+/// table prints none of their control or bidi characters raw, every policy
+/// line it suggests parses (with redmark's own policy parser) to exactly the
+/// tool and field it names, the CSV holds no live formula, and the page
+/// neither.
+#[test]
+fn hostile_names_reach_no_terminal_spreadsheet_or_policy_raw() {
+    const INJECTED: &str = "room\"]\n[defaults]\nmode = \"replay\"\n#";
+    const FORMULA: &str = "=HYPERLINK(\"http://evil.example/\",\"open\")";
+    let names = [
+        ("files.read", INJECTED),
+        (FORMULA, "title\u{1b}]0;pwned\u{7}\u{1b}[2J\r"),
+        ("rtl\u{202e}gnp.exe\u{9b}", "a\"\u{2066}b"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let sink = AuditSink::start(&AuditConfig::new(&path)).unwrap();
+    for (tool, field) in names {
+        for _ in 0..20 {
+            let mut r = record(
+                SystemTime::now(),
+                tool,
+                Outcome::Accepted,
+                Some(9_000),
+                true,
+            );
+            r.fields = vec![field.into()];
+            r.redundant_fields = vec![field.into()];
+            sink.record(r);
+        }
+    }
+    runtime.block_on(sink.close()).unwrap();
+    let acts = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+
+    let text = stdout(report(&path, &[]));
+    let raw: Vec<char> = text.chars().filter(|c| acts(*c)).collect();
+    assert!(raw.is_empty(), "{raw:?} reached the terminal:\n{text}");
+    assert!(text.contains(r"title\u001B]0;pwned\u0007"), "{text}");
+    assert!(text.contains(r"rtl\u202Egnp.exe\u009B"), "{text}");
+    // Each suggestion's policy lines, as printed, name its tool and field.
+    let (_, suggestions) = text.split_once("\nSuggestions").unwrap();
+    let blocks: Vec<&str> = suggestions.split("\n\n").skip(1).collect();
+    assert_eq!(blocks.len(), names.len(), "{suggestions}");
+    let base = redmark::policy::Defaults::default();
+    for (tool, field) in names {
+        let block = blocks
+            .iter()
+            .find(|b| {
+                b.contains(&format!(
+                    "billing / {}:",
+                    redmark::telemetry::visible::visible(tool)
+                ))
+            })
+            .unwrap_or_else(|| panic!("no suggestion for {tool:?}:\n{suggestions}"));
+        let lines: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.strip_prefix("     "))
+            .collect();
+        let policy = redmark::policy::Policy::parse(&lines.join("\n"), "pasted.toml")
+            .unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert_eq!(policy.tools.keys().collect::<Vec<_>>(), [tool], "{block}");
+        assert_eq!(
+            policy.tools[tool].model_owned,
+            [field.to_owned()].into(),
+            "{block}"
+        );
+        assert_eq!(policy.defaults.mode, base.mode, "{block}");
+    }
+    assert!(text.contains(r#"[tool."files.read"]"#), "{text}");
+
+    // CSV: the formula is text, behind a `'`, quoted; no cell starts one.
+    let csv = stdout(report(&path, &["--format", "csv"]));
+    assert!(
+        csv.contains(r#"billing,"'=HYPERLINK(""http://evil.example/"",""open"")","#),
+        "{csv}"
+    );
+    assert!(!csv.contains(",=") && !csv.contains(",\"="), "{csv}");
+
+    let html = stdout(report(&path, &["--format", "html"]));
+    let raw: Vec<char> = html.chars().filter(|c| acts(*c)).collect();
+    assert!(raw.is_empty(), "{raw:?} in the page");
+    assert!(html.contains("[tool.&quot;files.read&quot;]"), "{html}");
+}

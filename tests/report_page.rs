@@ -187,3 +187,76 @@ async fn the_live_page_renders_without_console_errors() {
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(page.contains("create_ticket"));
 }
+
+/// Names a hostile server chose, on the live `/report`: nothing in them
+/// acts (no raw control or bidi character reaches the page, no markup), and
+/// the policy lines a browser shows, copied as text, parse with redmark's
+/// policy parser to exactly the tool and field they name.
+#[tokio::test]
+async fn the_live_page_shows_hostile_names_as_text() {
+    use redmark::policy::{Defaults, Policy};
+    const FIELD: &str = "room\"]\n[defaults]\nmode = \"replay\"\n#";
+    const TOOL: &str = "<img src=x onerror=alert(1)>\u{202e}\u{1b}[2J\u{9b}";
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let time = redmark::telemetry::audit::timestamp(std::time::SystemTime::now());
+    let mut log = String::new();
+    for (tool, field) in [("files.read", FIELD), (TOOL, "a\"\u{2066}b")] {
+        for _ in 0..20 {
+            let line = json!({
+                "time": time, "route": "main", "tool": tool, "outcome": "accepted",
+                "answer_ms": 9_000, "redundant": true,
+                "fields": [field], "redundant_fields": [field],
+            });
+            log.push_str(&format!("{line}\n"));
+        }
+    }
+    std::fs::write(&audit, log).unwrap();
+    let gw = TestGateway::start(&rooms_config(&format!(
+        "[audit]\npath = {}\n",
+        toml_path(&audit)
+    )))
+    .await;
+    let url = format!("{}/report", gw.admin);
+    let html = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    let acting: Vec<char> = html
+        .chars()
+        .filter(|c| (c.is_control() && *c != '\n') || ('\u{202a}'..='\u{202e}').contains(c))
+        .collect();
+    assert!(acting.is_empty(), "{acting:?} in the page");
+    assert!(!html.contains("<img"), "{html}");
+
+    let profile = dir.path().join("profile");
+    let (dom, console) = tokio::task::spawn_blocking(move || chromium(&url, &profile))
+        .await
+        .unwrap();
+    gw.stop().await;
+    assert!(console.is_empty(), "console: {console:#?}");
+    assert!(!dom.contains("<img"), "{dom}");
+    // Each suggestion's lines, as the browser shows them, pasted into a policy.
+    let copied: Vec<String> = dom
+        .split("<pre><code>")
+        .skip(1)
+        .filter_map(|s| s.split_once("</code>"))
+        .map(|(code, _)| {
+            code.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .collect();
+    assert_eq!(copied.len(), 2, "{dom}");
+    for (tool, field) in [("files.read", FIELD), (TOOL, "a\"\u{2066}b")] {
+        let text = copied
+            .iter()
+            .find(|c| Policy::parse(c, "copied.toml").is_ok_and(|p| p.tools.contains_key(tool)))
+            .unwrap_or_else(|| panic!("no lines for {tool:?} in {copied:#?}"));
+        let policy = Policy::parse(text, "copied.toml").unwrap();
+        assert_eq!(policy.tools.len(), 1, "{text}");
+        assert_eq!(
+            policy.tools[tool].model_owned,
+            [field.to_owned()].into(),
+            "{text}"
+        );
+        assert_eq!(policy.defaults.mode, Defaults::default().mode, "{text}");
+    }
+}

@@ -9,8 +9,12 @@ use std::fmt::Write as _;
 
 use super::report::{ATTENTION_RULE, Report, ToolCost};
 use super::report_text::hours_cell;
+use super::visible::{is_unsafe, push_escape};
 
-/// `&`, `<`, `>`, `"` and `'` escaped for text and attribute values.
+/// `&`, `<`, `>`, `"` and `'` escaped for text and attribute values, and
+/// the characters that act rather than show written as `\uXXXX`, as in the
+/// text report ([`super::visible`]): a bidi override in a name would reorder
+/// what the page reads as, a policy line included.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -20,6 +24,7 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if is_unsafe(c) => push_escape(&mut out, c),
             c => out.push(c),
         }
     }
@@ -190,7 +195,12 @@ fn suggestions(out: &mut String, r: &Report) {
                 let _ = write!(
                     out,
                     "<p>Add to the route's policy file:</p><pre><code>{}</code></pre>",
-                    esc(&s.policy.join("\n"))
+                    // Line by line: the newlines between them are the page's.
+                    s.policy
+                        .iter()
+                        .map(|l| esc(l))
+                        .collect::<Vec<_>>()
+                        .join("\n")
                 );
             }
             out.push_str("</li>");

@@ -2,7 +2,8 @@
 //! to unanswered questions, ordering) and `--since`.
 
 use super::*;
-use crate::telemetry::report_text::{csv_field, wrap};
+use crate::telemetry::report_text::{csv_field, csv_text, wrap};
+use crate::telemetry::visible::{HOSTILE_NAMES, is_unsafe};
 use std::time::Duration;
 
 fn q(tool: &str, outcome: Outcome, answer_ms: Option<u64>, redundant: bool) -> Question {
@@ -184,4 +185,159 @@ fn the_tail_read_is_bounded_and_drops_the_cut_line() {
         ["t17", "t18", "t19"]
     );
     assert!(truncated);
+}
+
+/// For each hostile name: 20 accepted answers of a field of that name, all
+/// already in the arguments (`model_owned`), and 20 re-asks breaking a rule
+/// of that name (show the bound), on a tool and route of that name.
+fn hostile_questions() -> Vec<Question> {
+    let mut qs = Vec::new();
+    for name in HOSTILE_NAMES {
+        for i in 0..40 {
+            let mut x = q(name, Outcome::Accepted, Some(1_000), true);
+            x.route = name.into();
+            x.key = name.into();
+            x.fields = vec![name.into()];
+            x.redundant_fields = vec![name.into()];
+            x.operation = format!("op-{i}");
+            if i >= 20 {
+                x.outcome = Outcome::Invalid;
+                x.reask = true;
+                x.rule = Some(name.into());
+            }
+            qs.push(x);
+        }
+    }
+    qs
+}
+
+fn hostile_report() -> Report {
+    let r = build(
+        &hostile_questions(),
+        By::Tool,
+        None,
+        Vec::new(),
+        0,
+        &Thresholds::default(),
+    )
+    .unwrap();
+    let kinds: Vec<_> = r.suggestions.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds.len(), 2 * HOSTILE_NAMES.len(), "{kinds:?}");
+    r
+}
+
+#[test]
+fn the_text_report_escapes_every_name() {
+    let text = render(&hostile_report(), Format::Table).unwrap();
+    let acting: Vec<char> = text
+        .chars()
+        .filter(|c| is_unsafe(*c) && *c != '\n')
+        .collect();
+    assert!(acting.is_empty(), "{acting:?} in\n{text}");
+    // Seen as escapes: in the table, a suggestion's heading, its sentence
+    // (the rule's name) and its policy lines.
+    for shown in [
+        r"bell\u0007\u001B]0;pwned\u0007\u001B[2J",
+        r"c1\u009B31m\u0085",
+        r"rtl\u202Egnp.exe",
+        r"line\u2028sep\uFEFF",
+        r"tag\U000E0041\U000E0042",
+        r"people do not see the `back\slash\u2066iso\u2069` bound",
+        r#"[tool."rtl\u202Egnp.exe"]"#,
+    ] {
+        assert!(text.contains(shown), "{shown} not in\n{text}");
+    }
+    // No name breaks a row: a header, a row per tool, the totals.
+    let (table, _) = text.split_once("\n\nattention =").unwrap();
+    assert_eq!(
+        table.lines().count(),
+        2 + 1 + HOSTILE_NAMES.len() + 1,
+        "{table}"
+    );
+}
+
+/// A minimal RFC 4180 reader: rows of cells, quotes undone.
+fn read_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut cell) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                cell.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => cell.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut cell)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => cell.push(c),
+        }
+    }
+    rows
+}
+
+#[test]
+fn csv_neutralises_formulas_as_owasp_advises() {
+    assert_eq!(csv_text("book"), "book");
+    assert_eq!(csv_text("a,b"), "\"a,b\"");
+    for f in ["=1+2", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"] {
+        assert_eq!(csv_text(f), format!("\"'{f}\""));
+    }
+    assert_eq!(
+        csv_text("=HYPERLINK(\"http://evil.example/\",\"open\")"),
+        "\"'=HYPERLINK(\"\"http://evil.example/\"\",\"\"open\"\")\""
+    );
+    // A formula sign inside a name is no formula.
+    assert_eq!(csv_text("a=1"), "a=1");
+
+    let r = hostile_report();
+    let rows = read_csv(&csv(&r));
+    assert_eq!(rows.len(), 1 + HOSTILE_NAMES.len() + 1);
+    let mut names: Vec<&str> = Vec::new();
+    for row in &rows[1..] {
+        assert_eq!(row.len(), rows[0].len(), "{row:?}");
+        for cell in &row[..2] {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "a formula: {cell:?}"
+            );
+        }
+        // The name is all there, behind a `'` when it looked like a formula.
+        let tool = row[1].as_str();
+        names.push(
+            tool.strip_prefix('\'')
+                .filter(|t| t.starts_with(['=', '+', '-', '@', '\t', '\r']))
+                .unwrap_or(tool),
+        );
+        if tool != "TOTAL" {
+            assert_eq!(row[0], row[1], "route and tool are the same name");
+        }
+    }
+    for name in HOSTILE_NAMES {
+        assert!(names.contains(&name), "{name:?} lost: {names:?}");
+    }
+    assert!(names.contains(&"TOTAL"));
+}
+
+#[test]
+fn the_page_escapes_every_name() {
+    let html = super::super::report_html::page(&hostile_report());
+    let acting: Vec<char> = html
+        .chars()
+        .filter(|c| is_unsafe(*c) && *c != '\n')
+        .collect();
+    assert!(acting.is_empty(), "{acting:?}");
+    assert!(!html.contains("<script"), "{html}");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;"));
+    assert!(html.contains(r"rtl\u202Egnp.exe"));
+    // The policy lines, one per line, as the text report prints them.
+    assert!(
+        html.contains(r"[tool.&quot;rtl\u202Egnp.exe&quot;]"),
+        "{html}"
+    );
 }

@@ -1,10 +1,16 @@
 //! The report as text for people (an aligned table, then the suggestions)
 //! and as CSV for spreadsheets.
+//!
+//! Names in the audit log are chosen by servers and clients: in text every
+//! one is printed through [`visible`] (no escape sequence reaches the
+//! terminal), and in CSV a name a spreadsheet would run as a formula is
+//! neutralised ([`csv_text`]).
 
 use std::fmt::Write as _;
 
 use super::report::{ATTENTION_RULE, By, Report, ToolCost};
 use super::suggest::Suggestion;
+use super::visible::visible;
 
 /// The suggestions under the table, most attention saved first.
 pub(super) fn suggestions_text(suggestions: &[Suggestion]) -> String {
@@ -17,16 +23,18 @@ pub(super) fn suggestions_text(suggestions: &[Suggestion]) -> String {
             out,
             "\n{}. {} / {}: saves {} (h:mm:ss)\n   {}\n   evidence: {}",
             i + 1,
-            s.route,
-            s.tool,
+            visible(&s.route),
+            visible(&s.tool),
             hours_cell(s.hours_saved),
-            wrap(&s.change, 76).replace('\n', "\n   "),
-            s.evidence
+            // Escaped before the wrap, so an escape is one word.
+            wrap(&visible(&s.change), 76).replace('\n', "\n   "),
+            visible(&s.evidence)
         );
         if !s.policy.is_empty() {
             out.push_str("   add to the policy:\n");
             for line in &s.policy {
-                let _ = writeln!(out, "     {line}");
+                // Written printable already (policy_lines): unchanged here.
+                let _ = writeln!(out, "     {}", visible(line));
             }
         }
     }
@@ -74,9 +82,19 @@ pub fn hours_cell(h: f64) -> String {
     format!("{}:{:02}:{:02}", whole / 3600, whole / 60 % 60, whole % 60)
 }
 
+/// The leading cells of a row that hold names (route, tool); the rest are
+/// numbers redmark wrote, and `origin` is one of its own two words.
+const NAMES: usize = 2;
+
 /// The cells of one row; the `origin` column third under [`By::Origin`].
 fn row(t: &ToolCost, how: Cells, by: By) -> Vec<String> {
     let mut row = cells(t, how).to_vec();
+    // The route and tool cells are names; CSV neutralises them in `csv`.
+    if let Cells::Table = how {
+        for name in &mut row[..NAMES] {
+            *name = visible(name).into_owned();
+        }
+    }
     if by == By::Origin {
         row.insert(2, t.origin.unwrap_or("").to_owned());
     }
@@ -211,13 +229,26 @@ pub(super) fn csv_field(s: &str) -> String {
     }
 }
 
+/// A CSV cell holding a name. A spreadsheet runs a cell that starts with
+/// `=`, `+`, `-` or `@` (or tab or CR before one) as a formula
+/// (`=HYPERLINK(...)`, DDE): as OWASP advises, such a cell gets a leading
+/// `'`, which makes it text, and is quoted with its quotes doubled.
+pub(super) fn csv_text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else {
+        csv_field(s)
+    }
+}
+
 /// One row per tool and a last `TOTAL` row; shares in percent, no `%` sign.
 pub fn csv(r: &Report) -> String {
     let mut out = header(&COLUMNS, r.by).join(",") + "\n";
     for t in r.tools.iter().chain([&r.total]) {
         let row: Vec<String> = row(t, Cells::Csv, r.by)
             .iter()
-            .map(|c| csv_field(c))
+            .enumerate()
+            .map(|(i, c)| if i < NAMES { csv_text(c) } else { csv_field(c) })
             .collect();
         out.push_str(&row.join(","));
         out.push('\n');

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::audit::Outcome;
+use super::policy_lines::{Setting, lines};
 use super::report::{Question, median};
 
 /// The thresholds of the rules (`redmark report --min-sample ...`).
@@ -84,7 +85,9 @@ pub struct Suggestion {
     pub change: String,
     /// The numbers it rests on.
     pub evidence: String,
-    /// Lines to add to the route's policy file (empty when the change is the server's).
+    /// Lines to add to the route's policy file ([`super::policy_lines`]):
+    /// empty when the change is the server's, or when no line would read
+    /// back as exactly this tool and field.
     pub policy: Vec<String>,
     /// People's attention the change would have saved over the window.
     pub hours_saved: f64,
@@ -222,7 +225,7 @@ impl Tool<'_> {
                     Some(field),
                     format!("`{field}` is the model's to supply: give it a precise tool error instead of asking a person"),
                     format!("{r} of {n} accepted answers ({}) were already in the call's arguments", pct(r, n)),
-                    vec![format!("[tool.{}]", self.tool), format!("model_owned = [\"{field}\"]")],
+                    lines(self.tool, None, Setting::ModelOwned(field)),
                     ms,
                 ));
                 // The model's value, not the person's: nothing to remember.
@@ -240,7 +243,7 @@ impl Tool<'_> {
                     Some(field),
                     format!("remember each person's `{field}` and offer it as the default: they confirm instead of typing"),
                     format!("{k} of {n} accepted answers ({}) repeated that person's previous answer", pct(k, n)),
-                    vec![format!("[tool.{}.fields.{field}]", self.tool), "remember = \"30d\"".into()],
+                    lines(self.tool, Some(field), Setting::Remember("30d")),
                     ms,
                 ));
             }
@@ -283,7 +286,7 @@ impl Tool<'_> {
                     None,
                     format!("question `{key}` asks for approval, not a value: declare the tool `destructiveHint: true` and let the host confirm, then stop asking"),
                     evidence,
-                    vec![format!("[tool.{}]", self.tool), "max_questions = 0".into()],
+                    lines(self.tool, None, Setting::MaxQuestions(0)),
                     ms,
                 )
             } else {
@@ -292,7 +295,7 @@ impl Tool<'_> {
                     None,
                     format!("question `{key}` is often left unanswered: return a precise error naming what is missing (the model can ask in chat) instead of a dialog"),
                     evidence,
-                    vec![format!("[tool.{}]", self.tool), "max_questions = 0".into()],
+                    lines(self.tool, None, Setting::MaxQuestions(0)),
                     ms,
                 )
             };
@@ -334,7 +337,7 @@ impl Tool<'_> {
             None,
             "ask fewer prompts per operation: move values the model owns to arguments, approvals to the host, and ask the rest once, after the plan".into(),
             format!("{m} of {n} operations ({}) asked {} or more questions; {mean:.1} per operation", pct(m, n), self.t.prompts),
-            vec![format!("[tool.{}]", self.tool), format!("max_questions = {keep}")],
+            lines(self.tool, None, Setting::MaxQuestions(self.t.prompts.saturating_sub(1))),
             ms,
         ));
     }

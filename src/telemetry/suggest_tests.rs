@@ -205,3 +205,81 @@ fn suggestions_are_ordered_by_the_hours_they_save() {
     assert_eq!(kinds(&s), [Kind::Remember, Kind::ModelOwned]);
     assert!(s[0].hours_saved > s[1].hours_saved);
 }
+
+/// Every suggestion kind with a policy line, for `tool` and its `field`.
+fn every_kind(tool: &str, field: &str) -> Vec<Question> {
+    let mut qs = Vec::new();
+    for i in 0..20 {
+        // model_owned: every answer of `field` already in the arguments.
+        let mut a = q(tool, i, Outcome::Accepted, Some(5_000));
+        a.fields = vec![field.into()];
+        a.redundant_fields = vec![field.into()];
+        qs.push(a);
+        // remember: every answer of `remembered` repeats the last one.
+        let mut r = q(tool, i, Outcome::Accepted, Some(5_000));
+        r.fields = vec![format!("{field}2")];
+        r.repeated_fields = vec![format!("{field}2")];
+        qs.push(r);
+        // A precise error: question `lost` never answered; three per operation.
+        let mut u = q(tool, i, Outcome::Unanswered, None);
+        u.key = "lost".into();
+        qs.push(u);
+    }
+    qs
+}
+
+#[test]
+fn every_policy_line_parses_back_to_the_tool_and_field_it_names() {
+    use crate::policy::{Defaults, Policy};
+    use crate::telemetry::visible::{HOSTILE_NAMES, visible};
+    let base = Defaults::default();
+    let mut checked = 0;
+    for tool in HOSTILE_NAMES {
+        for field in HOSTILE_NAMES {
+            let s = suggest(&every_kind(tool, field), &Thresholds::default());
+            let got: BTreeSet<Kind> = s.iter().map(|s| s.kind).collect();
+            let want = [
+                Kind::ModelOwned,
+                Kind::PreciseError,
+                Kind::FewerPrompts,
+                Kind::Remember,
+            ];
+            assert_eq!(got, want.into(), "{tool:?} / {field:?}");
+            for s in &s {
+                let text = s.policy.join("\n");
+                let ctx = format!("{:?} for {tool:?} / {field:?}:\n{text}", s.kind);
+                let p = Policy::parse(&text, "suggestion.toml")
+                    .unwrap_or_else(|e| panic!("{ctx}\n{e}"));
+                // Exactly the tool it names, and nothing else set.
+                assert_eq!(p.tools.keys().collect::<Vec<_>>(), [tool], "{ctx}");
+                assert_eq!(p.defaults.mode, base.mode, "{ctx}");
+                assert_eq!(p.defaults.max_questions, base.max_questions, "{ctx}");
+                let t = &p.tools[tool];
+                match s.kind {
+                    Kind::ModelOwned => {
+                        assert_eq!(t.model_owned, [field.to_owned()].into(), "{ctx}");
+                        assert!(t.fields.is_empty(), "{ctx}");
+                    }
+                    Kind::Remember => {
+                        let f = format!("{field}2");
+                        assert_eq!(t.fields.keys().collect::<Vec<_>>(), [&f], "{ctx}");
+                        assert_eq!(
+                            t.fields[&f].remember,
+                            Some(std::time::Duration::from_secs(30 * 86_400)),
+                            "{ctx}"
+                        );
+                    }
+                    Kind::PreciseError => assert_eq!(t.max_questions, 0, "{ctx}"),
+                    Kind::FewerPrompts => assert_eq!(t.max_questions, 2, "{ctx}"),
+                    k => panic!("unexpected {k:?}: {ctx}"),
+                }
+                // Printable as they are: the text report shows them unchanged.
+                for line in &s.policy {
+                    assert_eq!(visible(line), line.as_str(), "{ctx}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, HOSTILE_NAMES.len() * HOSTILE_NAMES.len() * 4);
+}
