@@ -309,6 +309,23 @@ mod tests {
         Policy::parse(text, "policy.toml").unwrap()
     }
 
+    /// Alice's remembered answers for `create_invoice`, called with `arguments`.
+    fn alices<'a>(
+        r: &'a Remembered,
+        policy: &'a Policy,
+        alice: &'a Principal,
+        arguments: &'a Value,
+    ) -> Remembering<'a> {
+        Remembering {
+            remembered: r,
+            policy,
+            route: "main",
+            principal: alice,
+            tool: "create_invoice",
+            arguments,
+        }
+    }
+
     /// What `policy` offers alice for `field` in `q`'s form (the value kept
     /// in `r` before), as the default `q` then carries.
     async fn offered(
@@ -317,30 +334,15 @@ mod tests {
         mut q: Question,
         field: &str,
     ) -> Option<Value> {
-        let alice = Principal::new("alice", vec![]);
-        let with = Remembering {
-            remembered: r,
-            policy,
-            route: "main",
-            principal: &alice,
-            tool: "create_invoice",
-            arguments: &json!({"amount": 5000}),
-        };
-        with.offer(&mut q).await;
+        let (alice, arguments) = (Principal::new("alice", vec![]), json!({"amount": 5000}));
+        alices(r, policy, &alice, &arguments).offer(&mut q).await;
         q.schema()?["properties"][field].get("default").cloned()
     }
 
     async fn keep(r: &Remembered, policy: &Policy, q: &Question, content: Value) {
-        let alice = Principal::new("alice", vec![]);
-        let with = Remembering {
-            remembered: r,
-            policy,
-            route: "main",
-            principal: &alice,
-            tool: "create_invoice",
-            arguments: &json!({}),
-        };
-        with.keep(q, &json!({"action": "accept", "content": content}))
+        let (alice, arguments) = (Principal::new("alice", vec![]), json!({}));
+        alices(r, policy, &alice, &arguments)
+            .keep(q, &json!({"action": "accept", "content": content}))
             .await;
     }
 
