@@ -8,8 +8,8 @@
 //!   refuses is no longer offered as the default, and one it accepts is;
 //! - under `secret_fields = "allow"`, a field the guard would call secret by
 //!   its schema (`format: password`, title "Password") is never remembered
-//!   nor offered, though the policy's `remember` rule names it (`pin`), and
-//!   `redmark check` warns about such a rule.
+//!   nor offered, though the policy's `remember` rule names it (`pin`)
+//!   (`redmark check`'s warning about such a rule: tests/attention_remember.rs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -228,46 +228,4 @@ async fn a_native_value_the_reloaded_policy_refuses_is_not_offered() {
     let shown = ask_native(&gw, "book", book(), json!({"nights": 5})).await;
     assert_eq!(shown["default"], 5);
     gw.stop().await;
-}
-
-/// `redmark check` on a policy with a `remember` rule, under `secret_fields`.
-fn check(secret_fields: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!("[defaults]\nsecret_fields = \"{secret_fields}\"\n[tool.unlock.fields.pin]\nremember = \"30d\"\n"),
-    )
-    .unwrap();
-    let config = dir.path().join("redmark.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [\"true\"]\n",
-            toml_path(&policy)
-        ),
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redmark"))
-        .args(["check", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    (out.status.code(), text)
-}
-
-#[test]
-fn check_warns_of_a_remember_rule_that_could_meet_a_secret() {
-    let (code, text) = check("allow");
-    assert_eq!(code, Some(2), "warnings only: {text}");
-    assert!(
-        text.contains("policy.toml:3:1: warning: tool `unlock` field `pin`: remember: secret_fields = \"allow\""),
-        "{text}"
-    );
-    assert!(text.contains("never remembered nor offered"), "{text}");
-    // With `deny` the guard refuses such a form before anyone sees it.
-    let (code, text) = check("deny");
-    assert_eq!(code, Some(0), "{text}");
 }
