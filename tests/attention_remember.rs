@@ -3,7 +3,9 @@
 //! question's `default` (SEP-1034), another person never sees it, the audit
 //! line says when a default was offered and whether it was kept, and no
 //! value reaches the audit log. With `[state] store`, a value remembered on
-//! one replica is offered on another (Redis, started here).
+//! one replica is offered on another (Redis, started here). `redmark check`
+//! refuses `remember` on a field named as a secret, and warns of one that a
+//! form could ask for as a secret (`secret_fields = "allow"`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -118,21 +120,18 @@ async fn a_persons_last_answer_is_offered_to_them_alone() {
     }
 }
 
-#[test]
-fn check_refuses_remember_on_a_secret_field() {
+/// `redmark check` of a route whose policy file is `policy`: its exit code
+/// and what it printed.
+fn check(policy: &str) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("secret.toml");
-    std::fs::write(
-        &policy,
-        "[tool.login.fields.api_key]\nremember = \"30d\"\n[tool.t.fields.f]\nremember = \"forever\"\n",
-    )
-    .unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, policy).unwrap();
     let config = dir.path().join("redmark.toml");
     std::fs::write(
         &config,
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\ncommand = [\"true\"]\n",
-            toml_path(&policy)
+            toml_path(&path)
         ),
     )
     .unwrap();
@@ -141,11 +140,41 @@ fn check_refuses_remember_on_a_secret_field() {
         .arg(&config)
         .output()
         .unwrap();
-    let err =
+    let text =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "{err}");
+    (out.status.code(), text)
+}
+
+#[test]
+fn check_refuses_remember_on_a_secret_field() {
+    let (code, err) = check(
+        "[tool.login.fields.api_key]\nremember = \"30d\"\n[tool.t.fields.f]\nremember = \"forever\"\n",
+    );
+    assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("remember is refused on a secret"), "{err}");
     assert!(err.contains("remember must be a duration"), "{err}");
+}
+
+/// A `remember` rule on a field whose name is no secret (`pin`) could still
+/// meet a form asking for it as one where `secret_fields = "allow"` lets such
+/// forms through (issue 47, item 8): a warning naming the rule.
+#[test]
+fn check_warns_of_a_remember_rule_that_could_meet_a_secret() {
+    let policy = |secret_fields: &str| {
+        format!(
+            "[defaults]\nsecret_fields = \"{secret_fields}\"\n[tool.unlock.fields.pin]\nremember = \"30d\"\n"
+        )
+    };
+    let (code, text) = check(&policy("allow"));
+    assert_eq!(code, Some(2), "warnings only: {text}");
+    assert!(
+        text.contains("policy.toml:3:1: warning: tool `unlock` field `pin`: remember: secret_fields = \"allow\""),
+        "{text}"
+    );
+    assert!(text.contains("never remembered nor offered"), "{text}");
+    // With `deny` the guard refuses such a form before anyone sees it.
+    let (code, text) = check(&policy("deny"));
+    assert_eq!(code, Some(0), "{text}");
 }
 
 fn free_port() -> u16 {

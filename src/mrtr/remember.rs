@@ -28,7 +28,8 @@ use super::clock::Clock;
 use super::convert::Question;
 use super::redis_store::Redis;
 use super::state::SharedKeyring;
-use crate::policy::Policy;
+use crate::policy::answer::{self, Subject};
+use crate::policy::{Policy, guard};
 use crate::protocol::Principal;
 
 /// Values one node keeps without a store.
@@ -148,23 +149,41 @@ pub struct Remembering<'a> {
     pub route: &'a str,
     pub principal: &'a Principal,
     pub tool: &'a str,
+    /// The call's arguments (CEL's `tool.arguments`, for judging an offer).
+    pub arguments: &'a Value,
 }
 
 impl Remembering<'_> {
-    /// The fields among `names` with a `remember` rule, and how long each is kept.
-    fn rules(&self, names: &[String]) -> Vec<(String, Duration)> {
-        // Every anonymous caller is one principal: remembering would show
-        // one person's answer to another.
-        if *self.principal == Principal::anonymous() {
-            return Vec::new();
-        }
+    /// The fields of the form `schema` with a `remember` rule, and how long
+    /// each is kept. A field the guard would call secret by its schema
+    /// (`format: password`, a secret-looking title or description) is never
+    /// among them, whatever `secret_fields` lets through: the policy file
+    /// can refuse `remember` on a secret-looking name, but only the
+    /// question shows what the server asks for under that name.
+    fn rules(&self, schema: &Value) -> Vec<(String, Duration)> {
         let Some(rules) = self.policy.tool(self.tool).map(|t| &t.fields) else {
             return Vec::new();
         };
-        names
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        props
             .iter()
-            .filter_map(|f| Some((f.clone(), rules.get(f)?.remember?)))
+            .filter(|(field, property)| !guard::looks_secret(field, property))
+            .filter_map(|(field, _)| Some((field.clone(), rules.get(field)?.remember?)))
             .collect()
+    }
+
+    /// Whether anything of this call could be remembered: checked before a
+    /// question's schema is read, which most questions never need.
+    fn applies(&self) -> bool {
+        // Every anonymous caller is one principal: remembering would show
+        // one person's answer to another.
+        *self.principal != Principal::anonymous()
+            && self
+                .policy
+                .tool(self.tool)
+                .is_some_and(|t| t.fields.values().any(|r| r.remember.is_some()))
     }
 
     fn at(&self, field: &str) -> String {
@@ -172,32 +191,54 @@ impl Remembering<'_> {
     }
 
     /// Offers this person's remembered values as the defaults of `q` (a
-    /// form-mode elicitation; any other question is left as it is).
+    /// form-mode elicitation; any other question is left as it is), each
+    /// only where the policy in force and the question's own schema would
+    /// accept it as an answer ([`answer::offerable`]): a rule narrowed since
+    /// the value was kept leaves the field blank rather than pre-filled
+    /// with a value that confirming would be refused.
     pub async fn offer(&self, q: &mut Question) {
-        let fields = self.rules(&q.field_names());
+        if !self.applies() {
+            return;
+        }
+        let Some(schema) = q.schema() else {
+            return;
+        };
+        let fields = self.rules(&schema);
         if fields.is_empty() {
             return;
         }
+        let subject = Subject {
+            principal: self.principal,
+            tool: self.tool,
+            arguments: self.arguments,
+        };
         let mut defaults = Vec::new();
         for (field, _) in fields {
-            if let Some(v) = self.remembered.get(&self.at(&field)).await {
+            if let Some(v) = self.remembered.get(&self.at(&field)).await
+                && answer::offerable(self.policy, &subject, &schema, &field, &v)
+            {
                 defaults.push((field, v));
             }
         }
         q.offer_defaults(defaults);
     }
 
-    /// Remembers the accepted values of the fields with a `remember` rule
-    /// (`answer` already held to the policy).
-    pub async fn keep(&self, answer: &Value) {
+    /// Remembers the accepted values of the fields of `q` with a `remember`
+    /// rule (`answer` already held to the policy).
+    pub async fn keep(&self, q: &Question, answer: &Value) {
         if answer.get("action").and_then(Value::as_str) != Some("accept") {
             return;
         }
         let Some(content) = answer.get("content").and_then(Value::as_object) else {
             return;
         };
-        let names: Vec<String> = content.keys().cloned().collect();
-        for (field, ttl) in self.rules(&names) {
+        if !self.applies() {
+            return;
+        }
+        let Some(schema) = q.schema() else {
+            return;
+        };
+        for (field, ttl) in self.rules(&schema) {
             if let Some(v) = content.get(&field) {
                 self.remembered.put(&self.at(&field), v, ttl).await;
             }
@@ -253,5 +294,150 @@ mod tests {
         let at = digest("r", "a", "t", "g");
         r.put(&at, &big, Duration::from_secs(60)).await;
         assert_eq!(r.get(&at).await, None);
+    }
+
+    /// A form asking `field` with `property` as its schema.
+    fn form(field: &str, property: Value) -> Question {
+        let request = json!({"method": "elicitation/create", "params": {
+            "message": "?",
+            "requestedSchema": {"type": "object", "properties": {field: property}},
+        }});
+        crate::mrtr::convert::input_request("k", &request).unwrap()
+    }
+
+    fn policy(text: &str) -> Policy {
+        Policy::parse(text, "policy.toml").unwrap()
+    }
+
+    /// Alice's remembered answers for `create_invoice`, called with `arguments`.
+    fn alices<'a>(
+        r: &'a Remembered,
+        policy: &'a Policy,
+        alice: &'a Principal,
+        arguments: &'a Value,
+    ) -> Remembering<'a> {
+        Remembering {
+            remembered: r,
+            policy,
+            route: "main",
+            principal: alice,
+            tool: "create_invoice",
+            arguments,
+        }
+    }
+
+    /// What `policy` offers alice for `field` in `q`'s form (the value kept
+    /// in `r` before), as the default `q` then carries.
+    async fn offered(
+        r: &Remembered,
+        policy: &Policy,
+        mut q: Question,
+        field: &str,
+    ) -> Option<Value> {
+        let (alice, arguments) = (Principal::new("alice", vec![]), json!({"amount": 5000}));
+        alices(r, policy, &alice, &arguments).offer(&mut q).await;
+        q.schema()?["properties"][field].get("default").cloned()
+    }
+
+    async fn keep(r: &Remembered, policy: &Policy, q: &Question, content: Value) {
+        let (alice, arguments) = (Principal::new("alice", vec![]), json!({}));
+        alices(r, policy, &alice, &arguments)
+            .keep(q, &json!({"action": "accept", "content": content}))
+            .await;
+    }
+
+    const CURRENCY: &str = "[tool.create_invoice.fields.currency]\nremember = \"30d\"\n";
+
+    #[tokio::test(start_paused = true)]
+    async fn a_value_is_offered_only_where_the_policy_and_the_schema_accept_it() {
+        let r = remembered(8);
+        let string = || json!({"type": "string"});
+        let wide = policy(&format!("{CURRENCY}enum = [\"EUR\", \"GBP\", \"USD\"]\n"));
+        keep(
+            &r,
+            &wide,
+            &form("currency", string()),
+            json!({"currency": "USD"}),
+        )
+        .await;
+        let offer = |p: &Policy, property: Value| {
+            let p = p.clone();
+            let r = &r;
+            async move { offered(r, &p, form("currency", property), "currency").await }
+        };
+        assert_eq!(offer(&wide, string()).await, Some(json!("USD")));
+        // The policy narrowed since (a reload): not offered.
+        let narrow = policy(&format!("{CURRENCY}enum = [\"EUR\", \"GBP\"]\n"));
+        assert_eq!(offer(&narrow, string()).await, None);
+        for rule in [
+            "max_length = 2\n",
+            "pattern = \"^E\"\n",
+            "format = \"email\"\n",
+            "minimum = 1\n",
+            // Judged at ask time: it reads only the value and the principal.
+            "authz = 'value != \"USD\" || \"finance\" in principal.groups'\n",
+            "authz = 'tool.arguments.amount <= 100 || value != \"USD\"'\n",
+            // A rule that fails refuses the answer (policy_error): no default.
+            "authz = 'value.nope'\n",
+        ] {
+            let p = policy(&format!("{CURRENCY}{rule}"));
+            assert_eq!(offer(&p, string()).await, None, "{rule}");
+        }
+        // A rule on the rest of the answer is judged with the answer only.
+        let later = policy(&format!(
+            "{CURRENCY}authz = 'content.amount <= 100 || value != \"USD\"'\n"
+        ));
+        assert_eq!(offer(&later, string()).await, Some(json!("USD")));
+        // The question's own schema must accept it too.
+        for property in [
+            json!({"type": "string", "enum": ["EUR", "GBP"]}),
+            json!({"type": "string", "oneOf": [{"const": "EUR", "title": "Euro"}]}),
+            json!({"type": "string", "maxLength": 2}),
+            json!({"type": "string", "format": "date"}),
+            json!({"type": "number"}),
+        ] {
+            assert_eq!(offer(&wide, property.clone()).await, None, "{property}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_field_secret_by_its_schema_is_never_kept_nor_offered() {
+        let r = remembered(8);
+        // `secret_fields = "allow"` lets such forms reach a person; their
+        // answers are still never stored.
+        let p = policy(
+            "[defaults]\nsecret_fields = \"allow\"\n\
+             [tool.create_invoice.fields.pin]\nremember = \"30d\"\n",
+        );
+        for property in [
+            json!({"type": "string", "format": "password"}),
+            json!({"type": "string", "title": "Password"}),
+            json!({"type": "string", "description": "Your card's security code"}),
+        ] {
+            keep(
+                &r,
+                &p,
+                &form("pin", property.clone()),
+                json!({"pin": "1234"}),
+            )
+            .await;
+            assert!(r.local.is_empty(), "kept for {property}");
+        }
+        // Kept from a plain form, never offered to one that asks it as a secret.
+        keep(
+            &r,
+            &p,
+            &form("pin", json!({"type": "string"})),
+            json!({"pin": "1234"}),
+        )
+        .await;
+        assert_eq!(r.local.len(), 1);
+        let plain = form("pin", json!({"type": "string"}));
+        assert_eq!(offered(&r, &p, plain, "pin").await, Some(json!("1234")));
+        let secret = form(
+            "pin",
+            json!({"type": "string", "format": "password", "title": "Password"}),
+        );
+        assert_eq!(offered(&r, &p, secret, "pin").await, None);
     }
 }

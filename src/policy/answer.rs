@@ -142,6 +142,49 @@ pub fn judge(
     Judgement::Valid(content)
 }
 
+/// Whether `value`, remembered for `field`, may be offered as that field's
+/// default in a form whose schema is `schema` ([`crate::mrtr::remember`]):
+/// the field's own property accepts it (type, `enum`, bounds, lengths,
+/// format), the policy's rules for the field do, and so does its `authz`
+/// rule where it can be judged before the person answers. A rule that reads
+/// `content` depends on the rest of the answer, unknown until then, and is
+/// judged with the answer only. Anything that would refuse the value as an
+/// answer refuses it as a default: a pre-filled value the person confirms
+/// must not come back with a red mark.
+pub fn offerable(
+    policy: &Policy,
+    subject: &Subject,
+    schema: &Value,
+    field: &str,
+    value: &Value,
+) -> bool {
+    let Some(property) = schema.get("properties").and_then(|p| p.get(field)) else {
+        return false;
+    };
+    let mut alone = Map::with_capacity(1);
+    alone.insert(field.to_owned(), value.clone());
+    // The property alone, as the whole form's check would judge this field
+    // (formats included); the form's other fields and `required` are not
+    // this value's concern.
+    let one = json!({"type": "object", "properties": {field: property}});
+    if !compiled(&one).is_ok_and(|v| v.is_valid(&Value::Object(alone.clone()))) {
+        return false;
+    }
+    let Some(r) = policy.tool(subject.tool).and_then(|t| t.fields.get(field)) else {
+        return true;
+    };
+    if against_rules(field, r, value, true).is_some() {
+        return false;
+    }
+    match &r.authz {
+        Some(program) if !program.references().has_variable("content") => {
+            // An error would refuse the answer (`policy_error`): no default either.
+            authorized(policy, program, subject, field, value, &alone) == Ok(true)
+        }
+        _ => true,
+    }
+}
+
 /// Compiled schemas kept for reuse, at most. A server asks the same few
 /// forms again and again, and compiling one is most of an answer's check
 /// (about 33k of 40k instructions); a server that sends a new schema with

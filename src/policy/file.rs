@@ -12,11 +12,16 @@ use super::{CallRule, Defaults, FieldRules, Policy, ToolRules};
 use crate::config::{ConfigError, ConfigErrors};
 
 /// What `redmark check` looks at beyond compiling: each `[tool.NAME]`
-/// section and each `authz` rule, with their spans in the file.
+/// section, each `authz` rule and each `remember` rule, with their spans in
+/// the file.
 pub(super) struct Outline {
     pub tools: Vec<(String, std::ops::Range<usize>)>,
     /// (tool, field (`None`: the tool's `allow` rule), rule source, its span).
     pub rules: Vec<(String, Option<String>, String, std::ops::Range<usize>)>,
+    /// (tool, field, the field's span) of each field rule with `remember`.
+    pub remembers: Vec<(String, String, std::ops::Range<usize>)>,
+    /// `[defaults] secret_fields = "allow"`: forms asking for secrets reach people.
+    pub secrets_allowed: bool,
 }
 
 /// The [`Outline`] of a policy file that parses (`None` otherwise: `parse`
@@ -26,6 +31,8 @@ pub(super) fn outline(text: &str) -> Option<Outline> {
     let mut out = Outline {
         tools: Vec::new(),
         rules: Vec::new(),
+        remembers: Vec::new(),
+        secrets_allowed: raw.defaults.secret_fields == Some(SecretFields::Allow),
     };
     for (name, tool) in &raw.tool {
         out.tools.push((name.clone(), tool.span()));
@@ -34,6 +41,10 @@ pub(super) fn outline(text: &str) -> Option<Outline> {
                 .push((name.clone(), None, allow.get_ref().clone(), allow.span()));
         }
         for (field, rules) in &tool.get_ref().fields {
+            if rules.get_ref().remember.is_some() {
+                out.remembers
+                    .push((name.clone(), field.clone(), rules.span()));
+            }
             if let Some(authz) = &rules.get_ref().authz {
                 out.rules.push((
                     name.clone(),

@@ -8,6 +8,11 @@
 //! of the fixed ones (`principal.name|groups|claims|issuer|subject|scopes`,
 //! `tool.name|arguments`), then evaluated against a sample context of those
 //! variables: an error there that is not a missing map key is a warning.
+//!
+//! A `remember` rule under `secret_fields = "allow"` is a warning too: the
+//! file names the field, but only a question shows what it asks for, and a
+//! form may ask for it as a secret (`format: password`, a secret-looking
+//! title or description), whose answer is then never remembered.
 
 use std::path::Path;
 
@@ -101,6 +106,19 @@ pub fn lint(path: &Path) -> Lint {
                     span.clone(),
                     format!(
                         "{here} fails on a sample ({why}); a failing rule refuses (policy_error)"
+                    ),
+                ),
+            });
+        }
+    }
+    if outline.secrets_allowed {
+        for (tool, field, span) in outline.remembers {
+            out.findings.push(Finding {
+                warning: true,
+                error: at(
+                    span,
+                    format!(
+                        "tool `{tool}` field `{field}`: remember: secret_fields = \"allow\" lets a form ask for `{field}` as a secret (format: password, or a title or description naming a password, key, token or card number); such an answer is never remembered nor offered"
                     ),
                 ),
             });

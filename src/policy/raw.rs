@@ -244,7 +244,10 @@ pub(super) struct RawField {
     /// Keep each person's last accepted value this long (`"30d"`, from 1s to
     /// 400d) and offer it to them as the question's default the next time,
     /// so they confirm instead of typing. Per principal, encrypted with the
-    /// state key; refused on secret or sensitive fields.
+    /// state key; refused on secret or sensitive fields. Offered only where
+    /// the policy in force and the question's schema would accept it as an
+    /// answer; never kept nor offered where a question asks for the field as
+    /// a secret (`format: password`, a secret-looking title or description).
     #[serde(default)]
     #[schemars(with = "Option<crate::config::schema::HumanDuration>")]
     pub(super) remember: Option<String>,

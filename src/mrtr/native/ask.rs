@@ -130,6 +130,7 @@ impl Run {
             route: &self.route.name,
             principal: &self.principal,
             tool: &self.target,
+            arguments: &self.arguments,
         }
     }
 

@@ -91,7 +91,7 @@ impl Run {
                 None => again.push(ask.clone()),
                 Some(Checked::Deliver(answer)) => {
                     self.note(&answer);
-                    self.remembering().keep(&answer).await;
+                    self.remembering().keep(&q, &answer).await;
                     self.audit(
                         &q,
                         outcome_of(&answer),

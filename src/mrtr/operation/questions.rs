@@ -172,7 +172,7 @@ impl Operation {
                     tracing::info!(operation = %self.id, trace_id = self.trace_id.as_deref(), key = %q.key, retry = retried.is_some(), "answered from inputResponses");
                     self.note_outcome(&answer);
                     self.collect(&q, &answer);
-                    self.keep_remembered(&answer).await;
+                    self.keep_remembered(&q, &answer).await;
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let _ = self.session.respond(q.upstream_id, Ok(answer)).await;
                     return None;
@@ -429,7 +429,7 @@ impl Operation {
                 Checked::Deliver(answer) => {
                     let q = self.pending.remove(pos);
                     self.note_outcome(&answer);
-                    self.keep_remembered(&answer).await;
+                    self.keep_remembered(&q, &answer).await;
                     self.close_question(&q, outcome_of(&answer), "ok", Some(&answer));
                     let action = answer
                         .get("action")

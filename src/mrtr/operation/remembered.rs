@@ -16,6 +16,7 @@ impl Operation {
             route: &self.route.name,
             principal: &self.principal,
             tool: &self.target,
+            arguments: self.arguments.value(),
         }
     }
 
@@ -24,8 +25,8 @@ impl Operation {
         self.remembering().offer(q).await;
     }
 
-    /// Remembers the accepted values of the fields with a `remember` rule.
-    pub(super) async fn keep_remembered(&self, answer: &Value) {
-        self.remembering().keep(answer).await;
+    /// Remembers the accepted values of `q`'s fields with a `remember` rule.
+    pub(super) async fn keep_remembered(&self, q: &Question, answer: &Value) {
+        self.remembering().keep(q, answer).await;
     }
 }
