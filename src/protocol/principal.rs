@@ -156,6 +156,9 @@ impl Serialize for Principal {
     }
 }
 
+/// A caller exactly as serialized. Whoever reads one trusts its source as
+/// it would an authentication step: redmark reads one only from a forward
+/// the cluster secret signed (`front::cluster`).
 impl<'de> Deserialize<'de> for Principal {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let w = Wire::deserialize(deserializer)?;
