@@ -153,7 +153,9 @@ type Signed = Vec<(&'static str, String)>;
 
 fn sign(secret: &str, at: SystemTime, body: &[u8]) -> Signed {
     let s = Secret::new(redmark::config::decode_secret(secret).unwrap());
-    s.sign(at, "/mcp", &Principal::anonymous(), body).to_vec()
+    s.sign(at, "/mcp", &Principal::anonymous(), body)
+        .unwrap()
+        .to_vec()
 }
 
 #[tokio::test]

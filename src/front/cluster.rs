@@ -3,24 +3,22 @@
 //!
 //! A forward is the client's own request (its body and protocol headers)
 //! plus three headers: the time it was signed, the principal the receiving
-//! replica authenticated, and an HMAC-SHA256 under the cluster secret over
-//! `redmark-forward-v1`, the time, the route's path, the principal and the
-//! SHA-256 of the body. The owner refuses a request without them
-//! (`forward_unsigned`), with a signature that does not verify
-//! (`forward_bad_signature`) or signed more than [`MAX_SKEW`] from its own
-//! clock (`forward_stale`); then it serves the retry as that principal,
-//! without authenticating again. Its pipeline has no owner step, so a
-//! forwarded request is never forwarded again.
+//! replica authenticated (the whole of it, every field: [`principal`]), and
+//! an HMAC-SHA256 under the cluster secret over `redmark-forward-v1`, the
+//! time, the route's path, the principal header and the SHA-256 of the
+//! body. The owner refuses a request without them (`forward_unsigned`), with
+//! a signature that does not verify (`forward_bad_signature`), signed more
+//! than [`MAX_SKEW`] from its own clock (`forward_stale`) or whose signed
+//! principal it cannot read (`forward_bad_principal`); then it serves the
+//! request as that principal, without authenticating again. Its pipeline
+//! has no owner step, so a forwarded request is never forwarded again.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::Gateway;
@@ -28,11 +26,15 @@ use super::pipeline::{Check, Halt, Pipeline, RequestCx, body::ReadBody, media, p
 use super::response::{self, Body};
 use crate::protocol::{Principal, Reason, Reject};
 
+mod principal;
+
+pub use principal::PrincipalError;
+
 type HmacSha256 = Hmac<Sha256>;
 
 /// When the forward was signed, seconds since the Unix epoch.
 pub const TIMESTAMP: &str = "x-redmark-forward-timestamp";
-/// The principal, base64url of `{"name", "groups", "claims"}`.
+/// The principal, base64url of its JSON (`principal::encode`).
 pub const PRINCIPAL: &str = "x-redmark-forward-principal";
 /// Hex HMAC-SHA256 (see the module header).
 pub const SIGNATURE: &str = "x-redmark-forward-signature";
@@ -72,9 +74,19 @@ impl Secret {
         path: &str,
         principal: &Principal,
         body: &[u8],
+    ) -> Result<[(&'static str, String); 3], PrincipalError> {
+        Ok(self.sign_encoded(now, path, principal::encode(principal)?, body))
+    }
+
+    /// [`Self::sign`] with the principal header's value already written.
+    fn sign_encoded(
+        &self,
+        now: SystemTime,
+        path: &str,
+        principal: String,
+        body: &[u8],
     ) -> [(&'static str, String); 3] {
         let ts = unix(now);
-        let principal = encode_principal(principal);
         let tag =
             crate::hex_text::lower(&self.mac(ts, path, &principal, body).finalize().into_bytes());
         [
@@ -126,7 +138,33 @@ impl Secret {
                 ),
             ));
         }
-        decode_principal(principal).ok_or_else(|| bad("the principal does not decode"))
+        // Only a signed header is read: what it says is the cluster's word.
+        let read = principal::decode(principal).map_err(|e| {
+            Reject::new(
+                Reason::ForwardBadPrincipal,
+                format!(
+                    "the forwarded principal cannot be read: {e}; nothing is served without it"
+                ),
+            )
+        })?;
+        if read.legacy {
+            older_replica(headers);
+        }
+        Ok(read.principal)
+    }
+}
+
+/// Says once per process that a replica from before the principal's format
+/// 2 forwarded here: its callers are judged without scopes or issuer, as
+/// that replica judges them, until it is upgraded.
+fn older_replica(headers: &HeaderMap) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        let from = headers.get(FROM).and_then(|v| v.to_str().ok());
+        tracing::warn!(
+            from = from.unwrap_or("?"),
+            "a replica of an older version forwarded a principal without scopes, issuer or subject: rules over them see none until every replica is upgraded"
+        );
     }
 }
 
@@ -134,24 +172,6 @@ fn unix(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
         .as_secs()
-}
-
-fn encode_principal(p: &Principal) -> String {
-    let v = json!({"name": &*p.name, "groups": &*p.groups, "claims": p.claims.0});
-    B64.encode(v.to_string())
-}
-
-fn decode_principal(text: &str) -> Option<Principal> {
-    let v: Value = serde_json::from_slice(&B64.decode(text).ok()?).ok()?;
-    let name = v.get("name")?.as_str()?;
-    let groups = v
-        .get("groups")?
-        .as_array()?
-        .iter()
-        .map(|g| g.as_str().map(str::to_owned))
-        .collect::<Option<Vec<_>>>()?;
-    let claims: Map<String, Value> = v.get("claims")?.as_object()?.clone();
-    Some(Principal::new(name, groups).with_claims(claims))
 }
 
 /// Step: the forward signature, over the body just read; sets the principal.
@@ -249,6 +269,10 @@ pub async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Response<Body> 
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use serde_json::{Map, json};
+
     use super::*;
 
     fn headers(signed: &[(&'static str, String)]) -> HeaderMap {
@@ -259,10 +283,17 @@ mod tests {
         h
     }
 
+    /// An OAuth caller with scopes: every field differs from its defaults.
     fn alice() -> Principal {
         let mut claims = Map::new();
         claims.insert("tenant".into(), json!("acme"));
-        Principal::new("alice", vec!["facilities".into()]).with_claims(claims)
+        Principal::from_token(
+            "https://idp.example",
+            "alice",
+            vec!["facilities".into()],
+            vec!["capped".into()],
+            claims,
+        )
     }
 
     #[test]
@@ -270,7 +301,7 @@ mod tests {
         let secret = Secret::new(vec![7; 32]);
         let now = SystemTime::now();
         let body = br#"{"jsonrpc":"2.0"}"#;
-        let signed = headers(&secret.sign(now, "/mcp", &alice(), body));
+        let signed = headers(&secret.sign(now, "/mcp", &alice(), body).unwrap());
         assert_eq!(secret.verify(&signed, "/mcp", body, now), Ok(alice()));
         let reason = |r: Result<Principal, Reject>| r.unwrap_err().reason;
         // Another route, another body, another secret, no headers, an old signature.
@@ -295,17 +326,62 @@ mod tests {
             reason(secret.verify(&signed, "/mcp", body, later)),
             Reason::ForwardStale
         );
-        // Another principal under the same signature.
-        let mut swapped = signed.clone();
-        swapped.insert(
-            PRINCIPAL,
-            encode_principal(&Principal::new("mallory", vec![]))
-                .parse()
-                .unwrap(),
-        );
+        // Another principal under the same signature, or the same one
+        // without its scopes: the signature covers every field.
+        let unscoped = alice().with_scopes(Vec::new());
+        for other in [Principal::new("mallory", vec![]), unscoped] {
+            let mut swapped = signed.clone();
+            let text = principal::encode(&other).unwrap();
+            swapped.insert(PRINCIPAL, text.parse().unwrap());
+            assert_eq!(
+                reason(secret.verify(&swapped, "/mcp", body, now)),
+                Reason::ForwardBadSignature
+            );
+        }
+    }
+
+    /// A replica of an older version signs `{"name", "groups", "claims"}`:
+    /// still served, as that replica would, with no scopes or issuer.
+    #[test]
+    fn an_older_replicas_forward_is_read_without_scopes() {
+        let secret = Secret::new(vec![7; 32]);
+        let now = SystemTime::now();
+        let old = json!({"name": "alice", "groups": ["facilities"], "claims": {"tenant": "acme"}});
+        let signed = secret.sign_encoded(now, "/mcp", B64.encode(old.to_string()), b"{}");
+        let read = secret
+            .verify(&headers(&signed), "/mcp", b"{}", now)
+            .unwrap();
+        let mut claims = Map::new();
+        claims.insert("tenant".into(), json!("acme"));
         assert_eq!(
-            reason(secret.verify(&swapped, "/mcp", body, now)),
-            Reason::ForwardBadSignature
+            read,
+            Principal::new("alice", vec!["facilities".into()]).with_claims(claims)
         );
+    }
+
+    /// A correctly signed principal that cannot be read is refused, saying
+    /// why: never served as a caller with fewer fields.
+    #[test]
+    fn a_signed_principal_that_cannot_be_read_is_refused_saying_why() {
+        let secret = Secret::new(vec![7; 32]);
+        let now = SystemTime::now();
+        let cases = [
+            (
+                json!({"v": 2, "name": "alice", "groups": [], "claims": {}}),
+                "format 2: missing field `issuer`",
+            ),
+            (
+                json!({"v": 3, "name": "alice"}),
+                "its format 3 is newer than this replica's (2)",
+            ),
+        ];
+        for (text, says) in cases {
+            let signed = secret.sign_encoded(now, "/mcp", B64.encode(text.to_string()), b"{}");
+            let reject = secret
+                .verify(&headers(&signed), "/mcp", b"{}", now)
+                .unwrap_err();
+            assert_eq!(reject.reason, Reason::ForwardBadPrincipal, "{text}");
+            assert!(reject.message.contains(says), "{text}: {}", reject.message);
+        }
     }
 }

@@ -79,6 +79,8 @@ pub struct Forwarding {
     pub route: Arc<Route>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The caller this replica authenticated: sent whole, every field
+    /// (`cluster::principal`), for the owner judges with exactly it.
     pub principal: Principal,
     pub id: Option<Id>,
 }
@@ -147,11 +149,14 @@ pub async fn forward(
             builder = builder.header(name, value);
         }
     }
-    for (name, value) in
-        client
-            .secret
-            .sign(SystemTime::now(), &cx.route.path, &cx.principal, &cx.body)
-    {
+    let signed = client
+        .secret
+        .sign(SystemTime::now(), &cx.route.path, &cx.principal, &cx.body);
+    let signed = match signed {
+        Ok(signed) => signed,
+        Err(e) => return unreachable(format!("the caller cannot be sent to it: {e}")),
+    };
+    for (name, value) in signed {
         builder = builder.header(name, value);
     }
     builder = builder.header(super::cluster::FROM, client.node.as_str());

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 /// An authenticated caller: one shared [`Identity`], so handing the caller
@@ -110,6 +111,68 @@ impl Principal {
     }
 }
 
+/// Every field of an [`Identity`], borrowed, as [`Principal`] serializes.
+#[derive(Serialize)]
+struct WireRef<'a> {
+    name: &'a str,
+    issuer: Option<&'a str>,
+    subject: &'a str,
+    groups: &'a [String],
+    scopes: &'a [String],
+    claims: &'a Map<String, Value>,
+}
+
+/// Every field of an [`Identity`], as [`Principal`] deserializes: each one
+/// required, `issuer` too (`null` for API keys and anonymous callers), so
+/// a caller whose scopes or issuer went missing on the way is an error
+/// rather than a caller with none. Unknown fields are ignored, as in the
+/// sealed tokens (CHANGELOG, "Sealed tokens across versions").
+#[derive(Deserialize)]
+struct Wire {
+    name: String,
+    // `deserialize_with` makes serde require the field: a plain `Option`
+    // would read a missing issuer as `None`, an API key's.
+    #[serde(deserialize_with = "Option::deserialize")]
+    issuer: Option<String>,
+    subject: String,
+    groups: Vec<String>,
+    scopes: Vec<String>,
+    claims: Map<String, Value>,
+}
+
+/// The whole identity, every field named: what one replica tells another
+/// about the caller of a forwarded request (`front::cluster`).
+impl Serialize for Principal {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        WireRef {
+            name: &self.name,
+            issuer: self.issuer.as_deref(),
+            subject: &self.subject,
+            groups: &self.groups,
+            scopes: &self.scopes,
+            claims: &self.claims.0,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A caller exactly as serialized. Whoever reads one trusts its source as
+/// it would an authentication step: redmark reads one only from a forward
+/// the cluster secret signed (`front::cluster`).
+impl<'de> Deserialize<'de> for Principal {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let w = Wire::deserialize(deserializer)?;
+        Ok(Self(Arc::new(Identity {
+            name: Arc::from(w.name),
+            groups: Arc::from(w.groups),
+            claims: Arc::new(Claims(w.claims)),
+            issuer: w.issuer.map(Arc::from),
+            subject: Arc::from(w.subject),
+            scopes: Arc::from(w.scopes),
+        })))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +202,46 @@ mod tests {
         assert_eq!(claimed.claims.0["tenant"], "acme");
         assert_eq!(&*scoped.name, "anonymous");
         assert_eq!(shared, Principal::new("anonymous", vec![]));
+    }
+
+    /// Every field survives serde, an OAuth caller's issuer and subject
+    /// and an API key's absent issuer alike.
+    #[test]
+    fn serde_round_trips_every_field() {
+        let claims = Map::from_iter([("tenant".to_owned(), json!({"id": 7, "tags": ["a"]}))]);
+        let token = Principal::from_token(
+            "https://idp.example",
+            "alice",
+            vec!["facilities".into()],
+            vec!["capped".into(), "tools:call".into()],
+            claims,
+        );
+        let key = Principal::new("bob", vec!["ops".into()]).with_scopes(vec!["capped".into()]);
+        for p in [token, key, Principal::anonymous()] {
+            let text = serde_json::to_string(&p).unwrap();
+            let back: Principal = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, p, "{text}");
+            assert_eq!(back.cel_value(), p.cel_value(), "{text}");
+        }
+    }
+
+    /// A field missing is an error, `issuer` included: never read as empty.
+    #[test]
+    fn a_serialized_caller_without_a_field_is_refused() {
+        let p = Principal::from_token("https://idp", "al", vec![], vec!["s".into()], Map::new());
+        let whole = serde_json::to_value(&p).unwrap();
+        for field in ["name", "issuer", "subject", "groups", "scopes", "claims"] {
+            let mut cut = whole.clone();
+            cut.as_object_mut().unwrap().remove(field);
+            let err = serde_json::from_value::<Principal>(cut).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("missing field `{field}`")),
+                "{field}: {err}"
+            );
+        }
+        let mut extra = whole;
+        extra["later"] = json!(true);
+        assert_eq!(serde_json::from_value::<Principal>(extra).unwrap(), p);
     }
 }

@@ -175,6 +175,11 @@ reasons! {
     ForwardBadSignature => "forward_bad_signature", UNAUTHORIZED, code::INVALID_REQUEST, Client;
     /// The internal endpoint: a forward signed more than 30 s from this replica's clock.
     ForwardStale => "forward_stale", UNAUTHORIZED, code::INVALID_REQUEST, Client;
+    /// The internal endpoint: a signed forward whose principal cannot be
+    /// read (a field missing, a newer format): replicas of versions too far
+    /// apart, the operator's to fix, so the gateway's fault; never served
+    /// as a caller with fewer fields.
+    ForwardBadPrincipal => "forward_bad_principal", INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, Gateway;
     /// The internal endpoint: a signed request that is not a hold-mode retry.
     ForwardNotRetry => "forward_not_retry", BAD_REQUEST, code::INVALID_REQUEST, Client;
 
