@@ -8,7 +8,9 @@
 //!   (`build::refusals`);
 //! - upstreams that cannot start: a stdio command not found or not
 //!   executable, an HTTP URL that does not parse (`config::check`);
-//! - `authz` rules that read names that do not exist (`policy::lint`);
+//! - `authz` rules that read names that do not exist, and `remember` rules a
+//!   secret form could meet (`policy::lint`);
+//! - `[sessions] max_per_principal` set where it cannot apply (no `[auth]`);
 //! - with `--probe`, each upstream started once: its tools and prompts listed,
 //!   and every policy `[tool.NAME]` section for a name the server does not
 //!   have is an error, with the closest name it does have.
@@ -23,6 +25,7 @@ use crate::config::{Config, ConfigError};
 use crate::policy::lint::{self, Lint, closest};
 use crate::protocol::profile::Profile;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::visible::visible;
 use crate::upstream::pool::{Connect, RoutePool};
 
 /// What `check` found.
@@ -140,7 +143,12 @@ pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &
             "route `{}`: {} tool(s) and prompt(s): {}",
             r.name,
             names.len(),
-            names.iter().cloned().collect::<Vec<_>>().join(", ")
+            // Names the server chose: escaped, so none writes to the terminal.
+            names
+                .iter()
+                .map(|n| visible(n).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let Some((_, lint)) = lints.iter().find(|(name, _)| *name == r.name) else {
             continue;
@@ -150,11 +158,12 @@ pub async fn probe(config: &Config, file: &str, lints: &[(String, Lint)], out: &
                 continue;
             }
             let hint = closest(section, names.iter().map(String::as_str))
-                .map(|k| format!(" (did you mean {k}?)"))
+                .map(|k| format!(" (did you mean {}?)", visible(k)))
                 .unwrap_or_default();
             let mut e = at.clone();
             e.message = format!(
-                "[tool.{section}]: the server of route `{}` has no tool or prompt `{section}`{hint}: this section guards nothing",
+                "[tool.{0}]: the server of route `{1}` has no tool or prompt `{0}`{hint}: this section guards nothing",
+                visible(section),
                 r.name
             );
             out.errors.push(e);
