@@ -119,7 +119,10 @@ impl Direct {
     /// that overtakes the answer cuts the tool off instead of letting it end
     /// on the answer.
     pub async fn answer(&self, msg: Message) {
-        self.0.post(msg, Body::Inline).await;
+        // Only the head is awaited: a server that answers with a body (it
+        // should not: spec 2025-11-25 basic/transports.mdx, a response POSTed
+        // is answered 202) has it read by a task of its own.
+        self.0.post(msg, Body::Spawned).await;
     }
 
     /// Whether the server ended the HTTP session (or it failed): set at
