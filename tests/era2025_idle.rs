@@ -328,3 +328,71 @@ async fn an_initialize_with_megabytes_of_capabilities_keeps_a_short_id_or_gets_a
     assert!(s.id.is_none(), "no session for a refused initialize");
     gw.stop().await;
 }
+
+/// A 2026-07-28 `subscriptions/listen` naming `resourceSubscriptions` on a
+/// legacy route shares the principal's upstream subscriptions with its
+/// 2025-era sessions (one upstream subscribe for both), hears the updates
+/// tagged with its subscription id, and releases its URIs when it ends;
+/// more than 32 URIs is refused.
+#[tokio::test]
+async fn a_2026_listen_shares_the_principals_subscriptions() {
+    let fx = Fixture::new();
+    let gw = TestGateway::start(&subscribing(&fx, &api_key(ALICE, "alice", &[]))).await;
+    let mut s = Session2025::new(&gw.url).with_key(ALICE);
+    s.initialize("2025-11-25", json!({})).await;
+    assert_eq!(
+        subscribe(&s, 1, "note://a", true).await.result(),
+        &json!({})
+    );
+
+    let listen = |uris: Vec<String>| {
+        let params = json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": uris}, "_meta": meta(json!({}))});
+        gw.request_with_id(json!("listen-1"), "subscriptions/listen", &params)
+            .header("authorization", format!("Bearer {ALICE}"))
+    };
+    let open = listen(vec!["note://a".into(), "note://b".into()])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status().as_u16(), 200);
+    let mut stream = SseReader::new(open);
+    let ack = stream.next(WAIT).await.expect("acknowledgement");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["note://a", "note://b"]),
+        "{ack}"
+    );
+    // note://a was held already: only note://b reached the server.
+    assert_eq!(count(&fx, "subscribe", Some("note://a")), 1);
+    assert_eq!(count(&fx, "subscribe", Some("note://b")), 1);
+    assert_eq!(gw.metric(&sessions("leased")).await, Some(1.0));
+
+    touch(&s, 2, "note://b").await;
+    let updated = stream.next(WAIT).await.expect("resources/updated");
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "note://b", "{updated}");
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+
+    // The listen ends: note://b (its alone) is unsubscribed, note://a (shared) is not.
+    drop(stream);
+    eventually("the listen's own URI unsubscribed", || async {
+        match count(&fx, "unsubscribe", Some("note://b")) {
+            1 => Ok(()),
+            n => Err(n),
+        }
+    })
+    .await;
+    assert_eq!(count(&fx, "unsubscribe", Some("note://a")), 0);
+
+    let too_many: Vec<String> = (0..33).map(|n| format!("note://m{n}")).collect();
+    let refused = read_resp(listen(too_many).send().await.unwrap()).await;
+    assert_error(&refused, 400, -32602, "too_many_subscriptions");
+    assert_eq!(count(&fx, "subscribe", None), 2);
+    gw.stop().await;
+}
