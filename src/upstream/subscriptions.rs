@@ -215,11 +215,6 @@ impl RoutePool {
             }
         }
     }
-
-    /// Keys holding a session for subscriptions right now.
-    pub fn subscription_holders(&self) -> usize {
-        lock(&self.subscriptions().holders).len()
-    }
 }
 
 impl Subscription {
