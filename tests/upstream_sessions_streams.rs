@@ -263,8 +263,8 @@ async fn listen_relays_tools_list_changed_and_the_list_is_fresh() {
     assert_eq!(changed["method"], "notifications/tools/list_changed");
     assert_eq!(changed["params"]["_meta"][SUBSCRIPTION_ID], listen_id);
 
-    // The listen holds its own session, so this list is served by the
-    // session (process) that registered the tool.
+    // The listen holds no session: this list is served by the route's one
+    // idle session (process), the one that registered the tool.
     let after = gw.rpc("tools/list", json!({}), json!({})).await;
     assert_response_schema("tools/list", after.last());
     assert!(
@@ -339,8 +339,9 @@ async fn a_2025_era_session_hears_list_changed_on_get_and_logs_at_its_level() {
         .await
         .unwrap();
     let mut standalone = SseReader::new(get);
-    // The listen under the stream is open once the server has its session for it.
-    gw.wait_metric(&sessions("leased"), 1.0).await;
+    // The stream hears the route's notices from the moment it is answered,
+    // and holds no upstream session for it (issue 47, item 10).
+    gw.wait_metric(&sessions("leased"), 0.0).await;
     let added = s
         .request(
             json!(1),

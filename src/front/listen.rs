@@ -2,8 +2,14 @@
 //! acknowledged first, then the route's list-changed and resource-updated
 //! notices the client opted into, each tagged with the subscription id.
 //!
-//! A listen holds one leased session for its lifetime: legacy servers only
-//! notify over a live session, and resource subscriptions live on it.
+//! A listen holds no upstream session of its own. Its list-changed notices
+//! are the route's (`upstream::notices`: every session of the route feeds
+//! them), and its resource subscriptions are held on the route's shared
+//! holder (`upstream::subscriptions`: one upstream session per principal and
+//! profile that has any, each URI subscribed once for all its listeners).
+//! So a thousand idle listens cost the route no session, and one with
+//! subscriptions shares its session with every other listen and 2025-era
+//! stream of the same principal and profile.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -92,12 +98,10 @@ pub async fn start(
             ),
         );
     };
-    let lease = match route.lease(&principal, req.ctx.profile).await {
-        Ok(l) => l,
+    let caps = match server_capabilities(&route, &principal, req.ctx.profile).await {
+        Ok(caps) => caps,
         Err(e) => return Reply::reject(&req.id, &e.into_reject()),
     };
-    let session = lease.session().clone();
-    let caps = &session.init.capabilities;
     let flag = |name: &str| {
         requested
             .get(name)
@@ -121,23 +125,37 @@ pub async fn start(
         .and_then(|c| c.get("subscribe"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let wanted: Vec<&str> = requested
+        .get("resourceSubscriptions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if let Err(reject) = within_bounds(&wanted) {
+        return Reply::reject(&req.id, &reject);
+    }
+    // The listen's holds on the route's shared subscriptions: released (the
+    // server unsubscribed where it was the last listener) when it ends.
+    let mut held = Vec::new();
     if can_subscribe {
-        for uri in requested
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            let ok = session
-                .request(
-                    "resources/subscribe",
-                    Some(json!({"uri": uri})),
-                    route.pool.request_timeout(),
-                )
-                .await;
-            if matches!(ok, Ok(Ok(_))) {
-                filter.uris.insert(uri.to_owned());
+        for uri in wanted {
+            if filter.uris.contains(uri) {
+                continue;
+            }
+            match route
+                .pool
+                .subscribe(&principal.name, req.ctx.profile, uri)
+                .await
+            {
+                Ok(h) => {
+                    held.push(h);
+                    filter.uris.insert(uri.to_owned());
+                }
+                // Not acknowledged: the client sees which URIs it has.
+                Err(e) => {
+                    tracing::debug!(route = %route.name, uri, error = ?e, "a listen's resource subscription was not made");
+                }
             }
         }
     }
@@ -152,7 +170,7 @@ pub async fn start(
     let route_name = route.name.clone();
     let mut shutdown = gw.shutdown_signal();
     tokio::spawn(async move {
-        let _lease = lease;
+        let _held = held;
         loop {
             tokio::select! {
                 notice = notices.recv() => match notice {
@@ -175,18 +193,40 @@ pub async fn start(
                 }
             }
         }
-        for uri in &filter.uris {
-            let _ = session
-                .request(
-                    "resources/unsubscribe",
-                    Some(json!({"uri": uri})),
-                    std::time::Duration::from_secs(5),
-                )
-                .await;
-        }
         tracing::debug!(route = %route_name, "subscription ended");
     });
     Reply::Stream { first: ack, rx }
+}
+
+/// The server's capabilities as its `initialize` told the route: known
+/// once any session of this profile started; otherwise a session is
+/// leased just long enough to learn them.
+async fn server_capabilities(
+    route: &Route,
+    principal: &Principal,
+    profile: crate::protocol::profile::Profile,
+) -> Result<Value, crate::upstream::UpstreamError> {
+    if let Some(init) = route.catalog.init(&profile) {
+        return Ok(init.capabilities.clone());
+    }
+    let lease = route.lease(principal, profile).await?;
+    Ok(lease.session().init.capabilities.clone())
+}
+
+/// A listen's `resourceSubscriptions` within the bounds a 2025-era
+/// session's subscriptions have (`era2025::session::MAX_SUBSCRIPTIONS`).
+fn within_bounds(uris: &[&str]) -> Result<(), Reject> {
+    use crate::front::era2025::session::{MAX_SUBSCRIPTIONS, check_subscription_uri};
+    if uris.len() > MAX_SUBSCRIPTIONS {
+        return Err(Reject::new(
+            Reason::TooManySubscriptions,
+            format!(
+                "`resourceSubscriptions` names {} URIs; a listen may hold at most {MAX_SUBSCRIPTIONS}",
+                uris.len()
+            ),
+        ));
+    }
+    uris.iter().try_for_each(|u| check_subscription_uri(u))
 }
 
 #[cfg(test)]

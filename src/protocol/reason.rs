@@ -111,6 +111,12 @@ reasons! {
     StreamAlreadyOpen => "stream_already_open", CONFLICT, code::INVALID_REQUEST, Client;
     /// A JSON-RPC response POSTed for no question that is waiting (answered already, ended, or never asked).
     AnswerUnexpected => "answer_unexpected", BAD_REQUEST, code::INVALID_REQUEST, Client;
+    /// An `initialize` whose kept capability member (`elicitation`, `sampling`, `roots`) is longer than a session keeps (400).
+    CapabilitiesTooLarge => "capabilities_too_large", BAD_REQUEST, code::INVALID_PARAMS, Client;
+    /// A `resources/subscribe` past the most subscriptions one session (or listen) may hold.
+    TooManySubscriptions => "too_many_subscriptions", BAD_REQUEST, code::INVALID_PARAMS, Client;
+    /// A resource subscription whose URI is longer than redmark keeps.
+    UriTooLong => "uri_too_long", BAD_REQUEST, code::INVALID_PARAMS, Client;
     MissingMeta => "missing_meta", BAD_REQUEST, code::INVALID_PARAMS, Client;
     InvalidLogLevel => "invalid_log_level", BAD_REQUEST, code::INVALID_PARAMS, Client;
     InvalidParams => "invalid_params", BAD_REQUEST, code::INVALID_PARAMS, Client;

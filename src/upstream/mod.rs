@@ -12,6 +12,7 @@ pub mod native;
 pub mod notices;
 pub mod pool;
 pub mod session;
+pub mod subscriptions;
 pub mod transport;
 
 pub use error::UpstreamError;

@@ -66,6 +66,8 @@ pub struct RoutePool {
     endings: Mutex<Vec<tokio::sync::watch::Receiver<bool>>>,
     /// Whether the upstream can be reached, as the last start found it.
     health: Health,
+    /// Resource subscriptions, one holding session per key that has any.
+    subscriptions: super::subscriptions::SharedSubscriptions,
 }
 
 fn address_of(target: &Connect) -> (&'static str, String) {
@@ -116,6 +118,7 @@ impl RoutePool {
             closed: AtomicBool::new(false),
             endings: Mutex::new(Vec::new()),
             health: Health::new(route.clone()),
+            subscriptions: Default::default(),
         });
         pool.publish(&lock(&pool.state));
         tokio::spawn(reap(Arc::downgrade(&pool)));
@@ -125,6 +128,11 @@ impl RoutePool {
     /// List-changed and resource-updated notices from every session of this route.
     pub fn notices(&self) -> broadcast::Receiver<Notice> {
         self.notices.subscribe()
+    }
+
+    /// The route's shared resource subscriptions (`super::subscriptions`).
+    pub(super) fn subscriptions(&self) -> &super::subscriptions::SharedSubscriptions {
+        &self.subscriptions
     }
 
     /// The epochs of this route's lists, moved by its sessions' list-changed notices.
@@ -403,6 +411,7 @@ impl RoutePool {
     /// when their last operation is done.
     pub fn shutdown(&self) {
         self.closed.store(true, Ordering::Release);
+        self.drop_subscriptions();
         let idle: Vec<Arc<Session>> = {
             let mut st = lock(&self.state);
             let out = st.remove_where(|s| s.ops == 0);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::{Map, Value, json};
 
-use super::session::{Opening, Session, negotiate};
+use super::session::{Opening, Session, kept_capabilities, negotiate};
 use super::{Era2025, Message2025, SESSION_HEADER, call, standalone};
 use crate::front::Gateway;
 use crate::front::access::Pending;
@@ -19,7 +19,8 @@ use crate::front::response::{self, Body};
 use crate::jsonrpc::Id;
 use crate::mrtr::{Outcome, Outgoing};
 use crate::protocol::params::ClientParams;
-use crate::protocol::{LOG_LEVELS, Method, Reason, Reject, log_level_rank, meta};
+use crate::protocol::{IntoReject, LOG_LEVELS, Method, Reason, Reject, log_level_rank, meta};
+use crate::upstream::subscriptions::SubscribeError;
 
 /// Answers one 2025-era message.
 pub async fn serve(
@@ -46,8 +47,17 @@ pub async fn serve(
         let Some(session) = session else {
             return missing_session();
         };
+        let subscription = matches!(
+            envelope.method.as_str(),
+            "resources/subscribe" | "resources/unsubscribe"
+        );
         let (resp, outcome) = if envelope.method == "logging/setLevel" {
             set_level_everywhere(gw, &session, envelope).await
+        } else if subscription && session.can_subscribe {
+            let Envelope { id, method, params } = envelope;
+            let (route, principal) = (cx.route.clone(), cx.principal.name.clone());
+            let outcome = subscribe(&route, &principal, &session, &method, params.as_deref()).await;
+            answer(&id, outcome)
         } else {
             answer_locally(&session, envelope)
         };
@@ -137,6 +147,7 @@ pub async fn serve(
                 )
             } else {
                 match standalone::open(gw.clone(), cx.route.clone(), cx.principal.clone(), session)
+                    .await
                 {
                     Ok(rx) => {
                         write(&pending, gw, &response::empty(StatusCode::OK), Outcome::Ok);
@@ -243,9 +254,6 @@ fn answer_locally(session: &Session, envelope: Envelope) -> (Response<Body>, Out
         // respond promptly with an empty response".
         "ping" => Ok(json!({})),
         "logging/setLevel" => set_level(session, params.as_deref()),
-        "resources/subscribe" | "resources/unsubscribe" if session.can_subscribe => {
-            subscribe(session, &method, params.as_deref())
-        }
         _ => Err(Reject::new(
             Reason::MethodNotFound,
             format!("Method not found: `{method}`"),
@@ -274,9 +282,15 @@ fn set_level(session: &Session, params: Option<&ClientParams>) -> Result<Value, 
 
 /// spec 2025-11-25 server/resources.mdx "Subscriptions": the updates of
 /// `uri` reach the session's standalone stream (`GET`) from now on, or no
-/// longer. Offered only where the server itself can subscribe.
-fn subscribe(
-    session: &Session,
+/// longer. Offered only where the server itself can subscribe. On a legacy
+/// server the change, and only it, reaches the server at once through the
+/// route's shared subscriptions (the first subscriber of a URI subscribes
+/// it, the last to leave unsubscribes it); a native server hears the URIs
+/// in the listen behind the stream.
+async fn subscribe(
+    route: &crate::route::Route,
+    principal: &Arc<str>,
+    session: &Arc<Session>,
     method: &str,
     params: Option<&ClientParams>,
 ) -> Result<Value, Reject> {
@@ -284,8 +298,33 @@ fn subscribe(
         .and_then(|p| p.members.get("uri"))
         .and_then(Value::as_str)
         .ok_or_else(|| Reject::new(Reason::InvalidParams, "`uri` (a string) is required"))?;
-    session.subscribe(uri, method == "resources/subscribe");
-    Ok(json!({}))
+    if method != "resources/subscribe" {
+        // Answered once the server has heard the change (if it hears one:
+        // only the last subscriber of a URI unsubscribes it upstream).
+        if let Some(held) = session.unsubscribe(uri) {
+            held.release().await;
+        }
+        return Ok(json!({}));
+    }
+    if !session.reserve_subscription(uri)? || route.native.is_native().await {
+        return Ok(json!({}));
+    }
+    match route.pool.subscribe(principal, session.profile, uri).await {
+        Ok(held) => {
+            session.hold(held);
+            Ok(json!({}))
+        }
+        Err(e) => {
+            drop(session.unsubscribe(uri));
+            Err(match e {
+                SubscribeError::Upstream(e) => e.into_reject(),
+                SubscribeError::Refused(e) => Reject::new(
+                    Reason::UpstreamError,
+                    format!("the server refused the subscription: {}", e.message),
+                ),
+            })
+        }
+    }
 }
 
 fn notification(
@@ -333,7 +372,18 @@ async fn initialize(
     let version = negotiate(requested);
     let capabilities = match params.members.get("capabilities") {
         None => json!({}),
-        Some(Value::Object(caps)) => Value::Object(client_capabilities(caps)),
+        Some(Value::Object(caps)) => match kept_capabilities(caps) {
+            Ok(kept) => kept,
+            // spec 2025-11-25 basic/transports.mdx "Sending Messages to the
+            // Server": "If the server cannot accept the input, it MUST
+            // return an HTTP error status code (e.g., 400 Bad Request)".
+            Err(reject) => {
+                return (
+                    response::json(reject.status(), &reject.response(Some(&id))),
+                    Outcome::Error(reject.reason),
+                );
+            }
+        },
         Some(_) => {
             return answer(
                 &id,
@@ -407,15 +457,6 @@ async fn initialize(
         }
     }
     (resp, outcome)
-}
-
-/// What a 2025-era client may declare that redmark serves: everything but
-/// `tasks` (redmark serves no tasks to 2025-era clients) and 2026's `extensions`.
-fn client_capabilities(caps: &Map<String, Value>) -> Map<String, Value> {
-    caps.iter()
-        .filter(|(k, _)| *k != "tasks" && *k != "extensions")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 /// The server behind the route, as an `InitializeResult` describes it.
@@ -521,12 +562,22 @@ mod tests {
     }
 
     #[test]
-    fn a_client_declares_no_tasks_to_the_server() {
-        let caps = json!({"elicitation": {"form": {}}, "tasks": {"requests": {}}, "sampling": {}});
-        let kept = client_capabilities(caps.as_object().unwrap());
+    fn a_session_keeps_only_the_capabilities_redmark_acts_on() {
+        let caps = json!({"elicitation": {"form": {}}, "tasks": {"requests": {}}, "sampling": {},
+            "experimental": {"x": "y".repeat(3 << 20)}, "roots": {"listChanged": true}});
+        let kept = kept_capabilities(caps.as_object().unwrap()).unwrap();
         assert_eq!(
-            Value::Object(kept),
-            json!({"elicitation": {"form": {}}, "sampling": {}})
+            kept,
+            json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {"listChanged": true}})
         );
+        let huge = json!({"sampling": {"x": "y".repeat(300)}});
+        let refused = kept_capabilities(huge.as_object().unwrap()).unwrap_err();
+        assert_eq!(refused.reason, Reason::CapabilitiesTooLarge);
+        assert!(
+            refused.message.contains("`capabilities.sampling`"),
+            "{}",
+            refused.message
+        );
+        assert!(refused.message.contains("256 bytes"), "{}", refused.message);
     }
 }

@@ -28,6 +28,7 @@ use crate::config::SessionsConfig;
 use crate::mrtr::state::{SharedKeyring, principal_digest};
 use crate::protocol::profile::Profile;
 use crate::protocol::{Reason, Reject};
+use crate::upstream::subscriptions::Subscription;
 
 /// The versions a 2025-era client may negotiate, oldest first (spec
 /// 2025-11-25 basic/lifecycle.mdx "Version Negotiation": "If the server
@@ -45,9 +46,11 @@ pub fn negotiate(requested: Option<&str>) -> &'static str {
 }
 
 /// Longest `clientInfo` kept in a session id: beyond it only its name,
-/// title and version are kept (icons and descriptions can be long, and the
-/// id rides on every request).
+/// title and version are kept, each cut to [`MAX_CLIENT_INFO_TEXT`]
+/// characters (icons and descriptions can be long, and the id rides on
+/// every request).
 const MAX_CLIENT_INFO_BYTES: usize = 1024;
+const MAX_CLIENT_INFO_TEXT: usize = 64;
 
 /// What a session id says, sealed. Short names keep the id short.
 ///
@@ -104,10 +107,15 @@ pub struct Session {
     pub ended: CancellationToken,
     /// Whether the session may subscribe to resources (`initialize` said so).
     pub can_subscribe: bool,
-    /// `resources/subscribe`d URIs; the standalone stream restarts its
-    /// upstream listen when they change (`subscriptions_changed`).
-    subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    /// `resources/subscribe`d URIs, each with its hold on the route's shared
+    /// upstream subscription (a legacy server's; `None` while it is being
+    /// made, and for a native server, whose listen carries the URIs). A
+    /// native route's standalone stream listens again when they change
+    /// (`subscriptions_changed`).
+    subscriptions: Mutex<std::collections::BTreeMap<String, Option<Subscription>>>,
     subscriptions_changed: tokio::sync::watch::Sender<u64>,
+    /// Whether a task waits to release the subscriptions when the session ends.
+    releases_on_end: std::sync::atomic::AtomicBool,
     /// Set while a standalone stream (`GET`) is open on this replica: one at
     /// a time, so no notice is sent twice (spec 2025-11-25
     /// basic/transports.mdx "Multiple Connections": "MUST NOT broadcast the
@@ -165,33 +173,6 @@ impl Session {
     /// How long the session's id is still honoured.
     pub fn lifetime_left(&self) -> Duration {
         self.expires.saturating_duration_since(Instant::now())
-    }
-
-    /// Adds (`true`) or removes a resource subscription.
-    pub fn subscribe(&self, uri: &str, on: bool) {
-        let changed = {
-            let mut subs = self
-                .subscriptions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if on {
-                subs.insert(uri.to_owned())
-            } else {
-                subs.remove(uri)
-            }
-        };
-        if changed {
-            self.subscriptions_changed.send_modify(|n| *n += 1);
-        }
-    }
-
-    pub fn subscriptions(&self) -> Vec<String> {
-        self.subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
     }
 
     /// Turns when the subscribed URIs change.
@@ -536,8 +517,9 @@ impl Sessions {
             calls: Mutex::new(HashMap::default()),
             ended: CancellationToken::new(),
             can_subscribe: sealed.rs,
-            subscriptions: Mutex::new(std::collections::BTreeSet::new()),
+            subscriptions: Mutex::new(std::collections::BTreeMap::new()),
             subscriptions_changed: tokio::sync::watch::Sender::new(0),
+            releases_on_end: std::sync::atomic::AtomicBool::new(false),
             standalone: std::sync::atomic::AtomicBool::new(false),
         });
         let entry = self.live.entry(sealed.id);
@@ -637,11 +619,21 @@ fn short_client_info(info: Value) -> Value {
     let mut kept = serde_json::Map::new();
     for key in ["name", "title", "version"] {
         if let Some(Value::String(s)) = info.get(key) {
-            kept.insert(key.to_owned(), Value::String(s.chars().take(128).collect()));
+            kept.insert(
+                key.to_owned(),
+                Value::String(s.chars().take(MAX_CLIENT_INFO_TEXT).collect()),
+            );
         }
     }
     Value::Object(kept)
 }
+
+#[path = "session_bounds.rs"]
+mod bounds;
+#[path = "session_subscriptions.rs"]
+mod subscriptions;
+
+pub use bounds::*;
 
 #[cfg(test)]
 #[path = "session_tests.rs"]

@@ -4,17 +4,29 @@
 //! and `notifications/resources/updated` for the URIs the session
 //! subscribed to.
 //!
-//! It is a 2026 `subscriptions/listen` underneath (`front::listen` for a
-//! legacy server, the server's own for a native one), asking for every
-//! list-changed notice and the session's subscriptions; when the session
-//! subscribes or unsubscribes, the listen is started again with the new
-//! URIs. The notices reach the client as the server sent them, without the
-//! subscription id 2026-07-28 tags them with.
+//! On a legacy server the stream costs no upstream session: it hears the
+//! route's notices (`upstream::notices`: what every session of the route
+//! was told), the list-changed ones, and `notifications/resources/updated`
+//! for the URIs this session subscribed to; the subscriptions themselves
+//! live on the route's shared holder (`upstream::subscriptions`, one
+//! upstream session per principal and profile with any), made when the
+//! client subscribes, not when it opens the stream. Every real 2025-era
+//! client opens this stream right after `notifications/initialized` and
+//! leaves it open while idle: a session per stream would let idle clients
+//! exhaust the route's pool.
+//!
+//! On a native server it is the server's own `subscriptions/listen`
+//! (`front::native`), asking for every list-changed notice and the session's
+//! subscriptions; when the session subscribes or unsubscribes, the listen
+//! is started again with the new URIs (2026-07-28 has no other way to
+//! change a listen's filter). The notices reach the client as the server
+//! sent them, without the subscription id 2026-07-28 tags them with.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
 use super::session::Session;
@@ -23,8 +35,10 @@ use crate::front::dispatch::{self, Reply};
 use crate::jsonrpc::Id;
 use crate::mrtr::Outgoing;
 use crate::mrtr::start::STREAM_DEPTH;
+use crate::protocol::shape::notification;
 use crate::protocol::{ClientRequest, Method, Principal, meta};
 use crate::route::Route;
+use crate::upstream::notices::Notice;
 
 /// Why a `GET` gets no stream.
 pub enum Refused {
@@ -34,8 +48,10 @@ pub enum Refused {
 
 /// Opens the session's standalone stream: its first message (a comment-free
 /// SSE needs one: the first notice, or nothing until one comes) is sent by
-/// the task that relays the listen.
-pub fn open(
+/// the task that relays the notices. On a legacy route the stream hears
+/// the route's notices from the moment this returns (before the client
+/// has the response), so nothing sent after the `GET` is answered is missed.
+pub async fn open(
     gw: Arc<Gateway>,
     route: Arc<Route>,
     principal: Principal,
@@ -49,13 +65,72 @@ pub fn open(
         return Err(Refused::AlreadyOpen);
     }
     let (tx, rx) = mpsc::channel(STREAM_DEPTH);
-    tokio::spawn(async move {
-        relay(&gw, &route, &principal, &session, &tx).await;
-        session.standalone.store(false, Ordering::Release);
-    });
+    if route.native.is_native().await {
+        tokio::spawn(async move {
+            relay(&gw, &route, &principal, &session, &tx).await;
+            session.standalone.store(false, Ordering::Release);
+        });
+    } else {
+        let notices = route.pool.notices();
+        tokio::spawn(async move {
+            relay_notices(&gw, notices, &session, &tx).await;
+            session.standalone.store(false, Ordering::Release);
+        });
+    }
     Ok(rx)
 }
 
+/// A legacy route's stream: the route's notices this session wants,
+/// leasing nothing.
+async fn relay_notices(
+    gw: &Gateway,
+    mut notices: broadcast::Receiver<Notice>,
+    session: &Session,
+    tx: &mpsc::Sender<Outgoing>,
+) {
+    let mut shutdown = gw.shutdown_signal();
+    loop {
+        tokio::select! {
+            notice = notices.recv() => match notice {
+                Ok(n) if wanted(session, &n) => {
+                    let out = notification(&n.method, n.params);
+                    if tx.send(Outgoing::Notification(out)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(session = %session.name, missed, "the standalone stream fell behind the route's notices");
+                }
+                Err(RecvError::Closed) => return,
+            },
+            () = tx.closed() => return,
+            () = session.ended.cancelled() => return,
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Whether a route notice is for this session: every list change the
+/// server sends (it sends only those its `initialize` promised, which the
+/// client was told), and the updates of the URIs the session subscribed to.
+fn wanted(session: &Session, n: &Notice) -> bool {
+    match n.method.as_str() {
+        "notifications/tools/list_changed"
+        | "notifications/prompts/list_changed"
+        | "notifications/resources/list_changed" => true,
+        "notifications/resources/updated" => n
+            .params
+            .as_ref()
+            .and_then(|p| p.get("uri"))
+            .and_then(Value::as_str)
+            .is_some_and(|uri| session.is_subscribed(uri)),
+        _ => false,
+    }
+}
+
+/// A native route's stream: the server's own listen, started again when the
+/// session's subscriptions change.
 async fn relay(
     gw: &Gateway,
     route: &Arc<Route>,
