@@ -35,6 +35,9 @@ async fn gateway(
     TestGateway::start(
         &fx.cfg()
             .script("replay_server.py")
+            // The fixture lingers after its `cancel` (a server busy cleaning
+            // up): a short end_grace, then notifications/cancelled.
+            .upstream("end_grace = \"1s\"")
             .route(policy)
             .top(&format!("node_id = \"{node}\""))
             .top(&state_key(secret))
@@ -270,6 +273,9 @@ async fn bad_states_are_refused_and_a_state_past_the_bound_ends_the_operation() 
     let gw = TestGateway::start(
         &fx.cfg()
             .script("replay_server.py")
+            // The fixture lingers after its `cancel` (a server busy cleaning
+            // up): a short end_grace, then notifications/cancelled.
+            .upstream("end_grace = \"1s\"")
             .route(&fx.policy("[defaults]\nmode = \"replay\"\n"))
             .top(&state_key(&k))
             .top("[state]\nmax_bytes = 1024\n")
@@ -440,6 +446,9 @@ async fn max_rounds_counts_the_rounds_of_every_run() {
     let gw = TestGateway::start(
         &fx.cfg()
             .script("replay_server.py")
+            // The fixture lingers after its `cancel` (a server busy cleaning
+            // up): a short end_grace, then notifications/cancelled.
+            .upstream("end_grace = \"1s\"")
             .route(&fx.policy("[defaults]\nmode = \"replay\"\n"))
             .mrtr("max_rounds = 1")
             .build(),

@@ -123,15 +123,7 @@ impl RoutePool {
                         "no session holds the subscriptions".into(),
                     )));
                 };
-                let answer = lease
-                    .session()
-                    .request(
-                        "resources/subscribe",
-                        Some(json!({"uri": uri})),
-                        self.request_timeout(),
-                    )
-                    .await;
-                match answer {
+                match self.subscribe_on(lease, uri).await {
                     Ok(Ok(_)) => {
                         held.uris.insert(uri.to_owned(), 1);
                     }
@@ -155,6 +147,22 @@ impl RoutePool {
         }
     }
 
+    /// `resources/subscribe` of one URI on the holding session.
+    async fn subscribe_on(
+        &self,
+        lease: &Lease,
+        uri: &str,
+    ) -> Result<Result<serde_json::Value, ErrorObject>, UpstreamError> {
+        lease
+            .session()
+            .request(
+                "resources/subscribe",
+                Some(json!({"uri": uri})),
+                self.request_timeout(),
+            )
+            .await
+    }
+
     /// Makes sure `held` has a live session: leases one when it has none,
     /// and replaces a dead one, subscribing again the URIs still wanted.
     async fn holding_session(
@@ -168,15 +176,7 @@ impl RoutePool {
         held.lease = None;
         let lease = self.acquire(&key.principal, key.profile).await?;
         for uri in held.uris.keys() {
-            let again = lease
-                .session()
-                .request(
-                    "resources/subscribe",
-                    Some(json!({"uri": uri})),
-                    self.request_timeout(),
-                )
-                .await;
-            if !matches!(again, Ok(Ok(_))) {
+            if !matches!(self.subscribe_on(&lease, uri).await, Ok(Ok(_))) {
                 tracing::warn!(route = %self.route, uri, "a resource subscription could not be renewed on a new upstream session");
             }
         }
