@@ -185,6 +185,13 @@ pub fn offerable(
     }
 }
 
+/// Whether one form property (`{"type": "string", "minLength": 3}`) accepts
+/// `value`, formats included: the check a whole form's schema makes of it.
+pub(super) fn property_accepts(property: &Value, value: &Value) -> bool {
+    let one = json!({"type": "object", "properties": {"v": property}});
+    compiled(&one).is_ok_and(|v| v.is_valid(&json!({ "v": value })))
+}
+
 /// Compiled schemas kept for reuse, at most. A server asks the same few
 /// forms again and again, and compiling one is most of an answer's check
 /// (about 33k of 40k instructions); a server that sends a new schema with
@@ -310,7 +317,12 @@ fn list(values: &Value) -> String {
 }
 
 /// The policy's own rules for one field.
-fn against_rules(field: &str, r: &FieldRules, value: &Value, sensitive: bool) -> Option<Judgement> {
+pub(super) fn against_rules(
+    field: &str,
+    r: &FieldRules,
+    value: &Value,
+    sensitive: bool,
+) -> Option<Judgement> {
     let given = shown(value, sensitive);
     if r.minimum.is_some() || r.maximum.is_some() {
         let Some(n) = value.as_f64() else {

@@ -26,6 +26,7 @@ pub mod lint;
 mod raw;
 pub mod reload;
 mod schema;
+pub mod shape;
 
 pub use raw::PolicyFile;
 pub use schema::policy_schema;
