@@ -89,6 +89,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
         mode: d.mode.unwrap_or(base.mode),
         task: d.task,
+        shape_questions: d.shape_questions.unwrap_or(base.shape_questions),
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();
@@ -165,6 +166,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),
                 max_questions: t.max_questions.unwrap_or(defaults.max_questions),
                 fields,
+                shape_questions: t.shape_questions.unwrap_or(defaults.shape_questions),
                 rate: t.rate,
                 allow,
                 scopes: t

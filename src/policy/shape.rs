@@ -160,11 +160,8 @@ fn narrow_number(
     let server_lo = prop.get("minimum").and_then(Value::as_f64);
     let server_hi = prop.get("maximum").and_then(Value::as_f64);
     // An integer field's bounds, as the whole numbers they admit.
-    let (round_lo, round_hi): (fn(f64) -> f64, fn(f64) -> f64) = if integer {
-        (f64::ceil, f64::floor)
-    } else {
-        (|x| x, |x| x)
-    };
+    let round_lo = |x: f64| if integer { x.ceil() } else { x };
+    let round_hi = |x: f64| if integer { x.floor() } else { x };
     let mut lo = server_lo;
     let mut hi = server_hi;
     let mut changed = false;

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Ended, EndedAt, Heard, Relay, Seen, error_value};
+use crate::mrtr::convert;
 use crate::mrtr::ending::{Ending, model_owned_result};
 use crate::mrtr::native::screen::{Screen, Screened};
 use crate::mrtr::outgoing::Outgoing;
@@ -128,6 +129,12 @@ impl Relay<'_> {
             operation: &self.task.operation,
             trace_id: None,
         };
+        // The client sees each form narrowed by the policy (`shape_questions`).
+        let rules = self
+            .route
+            .shape_questions
+            .then(|| policy.shaping(&self.task.target))
+            .flatten();
         let mut shown = Map::new();
         // Declined on the user's behalf (`on_missing_capability = "decline"`).
         let mut declined = Map::new();
@@ -202,7 +209,7 @@ impl Relay<'_> {
                     continue;
                 }
                 state.used.insert(key.clone());
-                shown.insert(key.clone(), request.clone());
+                shown.insert(key.clone(), convert::shaped(request, rules));
             }
         }
         if let Some((ended, outcome)) = verdict {
