@@ -398,7 +398,7 @@ fn compile_field(
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok(FieldRules {
+    let rules = FieldRules {
         minimum: raw.minimum,
         maximum: raw.maximum,
         min_length: raw.min_length,
@@ -414,5 +414,18 @@ fn compile_field(
         sensitive: raw.sensitive,
         log_value: raw.log_value,
         remember,
-    })
+    };
+    // Known before any server asks: an `enum` none of whose values passes
+    // the field's own bounds, lengths, pattern or format allows nothing,
+    // and a form narrowed by it would offer no choice (issue 50).
+    if let Some(values) = &rules.allowed
+        && values
+            .iter()
+            .all(|v| super::answer::against_rules(field, &rules, v, true).is_some())
+    {
+        return Err(vec![format!(
+            "{here}: no value of the enum passes the field's other rules (bounds, lengths, pattern, format): no answer could pass"
+        )]);
+    }
+    Ok(rules)
 }
