@@ -3,10 +3,14 @@
 //! `inputRequests`; `tasks/get` shows the form narrowed to the policy's
 //! choices, a red-marked question comes back under its new key in the same
 //! narrowed form, and the server hears only an answer from the choices.
+//! And a gateway-made task of a legacy server (the rooms example): its
+//! pushed question, read through `tasks/get`, shows the narrowed choices.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mrtr_support;
+mod tasks_support;
 
 use common::*;
 use serde_json::{Value, json};
@@ -140,5 +144,40 @@ async fn a_relayed_tasks_questions_are_shown_narrowed_and_re_asked_narrowed() {
     for l in &lines {
         assert_eq!(l["narrowed"], json!(["name"]), "{l}");
     }
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_gateway_made_tasks_question_shows_the_narrowed_choices() {
+    let fx = Fixture::new();
+    // The shipped policy's `room_id` enum, without the Atrium.
+    let policy = tasks_support::rooms_policy("task = \"required\"").replacen(
+        "enum = [\"atrium\", \"studio-b\", \"nook\"]",
+        "enum = [\"studio-b\", \"nook\"]",
+        1,
+    );
+    let keys = api_key(ALICE, "alice", &[]);
+    let gw = TestGateway::start(&tasks_support::config_with(&fx, &keys, &policy, Some(""))).await;
+    let r = tasks_support::rpc_as(
+        &gw,
+        ALICE,
+        "tools/call",
+        tasks_support::ambiguous(),
+        declaring_tasks(),
+    )
+    .await;
+    let id = tasks_support::created(&r);
+    let asked = tasks_support::until(&gw, ALICE, &id, "input_required").await;
+    let room =
+        &asked["inputRequests"]["room"]["params"]["requestedSchema"]["properties"]["room_id"];
+    assert_eq!(room["enum"], json!(["studio-b", "nook"]), "{asked}");
+    // The server's own description is kept.
+    assert!(
+        room["description"]
+            .as_str()
+            .unwrap()
+            .contains("Atrium seats 24"),
+        "{room}"
+    );
     gw.stop().await;
 }
