@@ -283,24 +283,6 @@ pub fn input_request(key: &str, request: &Value) -> Option<Question> {
     Some(q)
 }
 
-/// A native server's input request as the client sees it: a form's
-/// `requestedSchema` narrowed by `rules` ([`Question::shape`]), the rest as
-/// the server sent it.
-pub fn shaped(
-    request: &Value,
-    rules: Option<&foldhash::HashMap<String, crate::policy::FieldRules>>,
-) -> Value {
-    let mut out = request.clone();
-    if let (Some(rules), Some(schema)) = (rules, out.pointer_mut("/params/requestedSchema")) {
-        let mut narrowed = schema.clone();
-        // Unsatisfiable: the guard refused the question already.
-        if crate::policy::shape::narrow(rules, &mut narrowed).is_ok() {
-            *schema = narrowed;
-        }
-    }
-    out
-}
-
 /// [`question`], and the params it will be asked with (for the policy's
 /// checks, without reading the question's text back).
 pub fn question_and_params(

@@ -299,11 +299,11 @@ fn shaping_narrows_the_question_as_asked_and_defaults_follow_it() {
     assert_eq!(plain.request()["params"], params);
     // A native question rebuilt for tasks: only its schema changes.
     let native = json!({"method": "elicitation/create", "params": params});
-    let shown = shaped(&native, policy.shaping("t"));
+    let shown = crate::policy::shape::request(&native, policy.shaping("t"));
     assert_eq!(shown["params"]["message"], "m");
     assert_eq!(
         shown["params"]["requestedSchema"]["properties"]["amount"]["maximum"],
         100
     );
-    assert_eq!(shaped(&native, None), native);
+    assert_eq!(crate::policy::shape::request(&native, None), native);
 }

@@ -89,6 +89,21 @@ pub fn narrow(
     Ok(narrowed)
 }
 
+/// A native server's input request (`{method, params}`) as the client
+/// sees it: a form's `requestedSchema` narrowed by `rules`, the rest as the
+/// server sent it. A field no answer can satisfy leaves it as it is: the
+/// guard refused such a question already.
+pub fn request(request: &Value, rules: Option<&foldhash::HashMap<String, FieldRules>>) -> Value {
+    let mut out = request.clone();
+    if let (Some(rules), Some(schema)) = (rules, out.pointer_mut("/params/requestedSchema")) {
+        let mut narrowed = schema.clone();
+        if narrow(rules, &mut narrowed).is_ok() {
+            *schema = narrowed;
+        }
+    }
+    out
+}
+
 /// A bound as JSON: an integer where it is one, so a form shows `100000`, not `100000.0`.
 fn number(n: f64) -> Value {
     if n.fract() == 0.0 && n.abs() < 9.0e15 {

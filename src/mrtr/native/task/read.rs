@@ -8,7 +8,6 @@
 use serde_json::{Map, Value, json};
 
 use super::{Ended, EndedAt, Heard, Relay, Seen, error_value};
-use crate::mrtr::convert;
 use crate::mrtr::ending::{Ending, model_owned_result};
 use crate::mrtr::native::screen::{Screen, Screened};
 use crate::mrtr::outgoing::Outgoing;
@@ -209,7 +208,7 @@ impl Relay<'_> {
                     continue;
                 }
                 state.used.insert(key.clone());
-                shown.insert(key.clone(), convert::shaped(request, rules));
+                shown.insert(key.clone(), crate::policy::shape::request(request, rules));
             }
         }
         if let Some((ended, outcome)) = verdict {
