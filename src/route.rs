@@ -28,6 +28,8 @@ pub struct Route {
     /// Always a loaded policy: a route whose policy cannot be loaded does not start.
     pub policy: Arc<PolicyHandle>,
     pub on_missing_capability: MissingCapability,
+    /// `shape_questions`: forms are narrowed by the policy's field rules.
+    pub shape_questions: bool,
     /// `[route.rate_limit]` and the policy's per-tool rates.
     pub limits: Arc<RouteLimits>,
     /// `[route.tasks]`: set, the route makes tasks of its legacy server's
@@ -114,6 +116,7 @@ impl Route {
             cache_scope: CacheScope::Public,
             policy: PolicyHandle::fixed(policy),
             on_missing_capability: MissingCapability::Error,
+            shape_questions: true,
             limits: Arc::new(RouteLimits::new(name.clone(), limits, metrics)),
             tasks: None,
         })

@@ -50,6 +50,7 @@ fn record(
         repeated_fields: Vec::new(),
         default_offered: Vec::new(),
         default_kept: Vec::new(),
+        narrowed: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,

@@ -510,6 +510,7 @@ pub(super) fn routes(
             }),
             policy,
             on_missing_capability: r.on_missing_capability,
+            shape_questions: r.shape_questions,
             limits: Arc::new(RouteLimits::new(name, &r.rate_limit, metrics.clone())),
             tasks: r.tasks.as_ref().map(|t| t.get_ref().clone()),
         };

@@ -222,6 +222,7 @@ fn same_route(a: &RouteConfig, b: &RouteConfig) -> bool {
         && format!("{:?}", a.pool) == format!("{:?}", b.pool)
         && format!("{:?}", a.cache) == format!("{:?}", b.cache)
         && a.on_missing_capability == b.on_missing_capability
+        && a.shape_questions == b.shape_questions
         && a.policy.as_ref().map(toml::Spanned::get_ref)
             == b.policy.as_ref().map(toml::Spanned::get_ref)
 }

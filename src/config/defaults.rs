@@ -104,3 +104,8 @@ pub fn sessions_per_principal() -> usize {
 pub fn sessions_total() -> usize {
     10_000
 }
+
+/// Forms are narrowed by the policy's field rules unless a route says otherwise.
+pub fn shape_questions() -> bool {
+    true
+}

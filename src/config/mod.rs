@@ -291,6 +291,12 @@ pub struct RouteConfig {
     /// A server asking for a capability the client lacks: `error` (default) or `decline`.
     #[serde(default)]
     pub on_missing_capability: MissingCapability,
+    /// Narrow the forms clients receive by the policy's field rules (bounds,
+    /// lengths, choices, formats), so people see the rules before answering;
+    /// `false` turns it off for the whole route (a policy can turn it off
+    /// per tool with `shape_questions = false`).
+    #[serde(default = "defaults::shape_questions")]
+    pub shape_questions: bool,
     /// Policy file for this route (relative to this config file), e.g. `policies/rooms.toml`.
     #[serde(default)]
     #[schemars(with = "Option<PathBuf>")]

@@ -189,6 +189,7 @@ pub fn question_record(
             .unwrap_or_default(),
         repeated_fields: Vec::new(),
         default_offered: q.offered.iter().map(|(f, _)| f.clone()).collect(),
+        narrowed: q.narrowed.clone(),
         default_kept: q
             .offered
             .iter()

@@ -83,6 +83,8 @@ pub struct Question {
     pub span: tracing::Span,
     /// Remembered answers offered as its fields' `default` (field, value).
     pub offered: Vec<(String, Value)>,
+    /// Fields the policy narrowed in the form the client sees ([`Question::shape`]).
+    pub narrowed: Vec<String>,
 }
 
 impl Question {
@@ -100,6 +102,31 @@ impl Question {
 
     fn set_request(&mut self, request: &Value) {
         self.request = text_of(request);
+    }
+
+    /// Narrows the form the client sees by the policy's field rules
+    /// ([`crate::policy::shape`]); `rules` from [`Policy::shaping`]. Only the
+    /// question's text changes: the server's own request (and a replay
+    /// fingerprint taken from it) stays as the server sent it. Run before
+    /// defaults are offered, so a remembered value is offered only where the
+    /// narrowed field accepts it. A field no answer can satisfy leaves the
+    /// form as it is: the guard refused such a question already.
+    ///
+    /// [`Policy::shaping`]: crate::policy::Policy::shaping
+    pub fn shape(&mut self, rules: Option<&foldhash::HashMap<String, crate::policy::FieldRules>>) {
+        let Some(rules) = rules else {
+            return;
+        };
+        let mut request = self.request();
+        let Some(schema) = request.pointer_mut("/params/requestedSchema") else {
+            return;
+        };
+        if let Ok(narrowed) = crate::policy::shape::narrow(rules, schema)
+            && !narrowed.is_empty()
+        {
+            self.set_request(&request);
+            self.narrowed = narrowed;
+        }
     }
 
     /// Offers remembered values as the form fields' `default` (spec
@@ -324,6 +351,7 @@ pub fn question_and_params(
         asked_at: tokio::time::Instant::now(),
         span: tracing::Span::none(),
         offered: Vec::new(),
+        narrowed: Vec::new(),
     };
     Ok((q, params))
 }
@@ -367,6 +395,7 @@ impl Question {
             asked_at: tokio::time::Instant::now(),
             span: tracing::Span::none(),
             offered: Vec::new(),
+            narrowed: Vec::new(),
         }
     }
 }

@@ -256,3 +256,54 @@ fn a_native_input_request_is_the_question_under_its_key() {
     assert!(input_request("k", &json!({"method": "tools/call", "params": {}})).is_none());
     assert!(input_request("k", &json!({"method": "elicitation/create", "params": 3})).is_none());
 }
+
+#[test]
+fn shaping_narrows_the_question_as_asked_and_defaults_follow_it() {
+    let policy = crate::policy::Policy::parse(
+        "[tool.t.fields.amount]\nminimum = 0\nmaximum = 100\n[tool.t.fields.room]\nenum = [\"atrium\", \"nook\"]\n",
+        "p.toml",
+    )
+    .unwrap();
+    let params = json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+        "amount": {"type": "integer"},
+        "room": {"type": "string"},
+        "note": {"type": "string"},
+    }}});
+    let mut asked = q("elicitation/create", params.clone());
+    asked.fingerprint = crate::mrtr::state::fingerprint("elicitation/create", &params);
+    let before = asked.fingerprint.clone();
+    asked.shape(policy.shaping("t"));
+    assert_eq!(asked.narrowed, ["amount", "room"]);
+    let schema = asked.schema().unwrap();
+    assert_eq!(
+        schema["properties"]["amount"],
+        json!({"type": "integer", "minimum": 0, "maximum": 100})
+    );
+    assert_eq!(
+        schema["properties"]["room"]["enum"],
+        json!(["atrium", "nook"])
+    );
+    assert_eq!(schema["properties"]["note"], json!({"type": "string"}));
+    // Replay compares the server's question, which shaping leaves alone.
+    assert_eq!(asked.fingerprint, before);
+    // A default the narrowed field refuses is not offered.
+    asked.offer_defaults(vec![
+        ("room".into(), json!("studio")),
+        ("amount".into(), json!(5)),
+    ]);
+    assert_eq!(asked.offered, [("amount".to_owned(), json!(5))]);
+    // Off for the tool: the form stays the server's.
+    let mut plain = q("elicitation/create", params.clone());
+    plain.shape(None);
+    assert!(plain.narrowed.is_empty());
+    assert_eq!(plain.request()["params"], params);
+    // A native question rebuilt for tasks: only its schema changes.
+    let native = json!({"method": "elicitation/create", "params": params});
+    let shown = crate::policy::shape::request(&native, policy.shaping("t"));
+    assert_eq!(shown["params"]["message"], "m");
+    assert_eq!(
+        shown["params"]["requestedSchema"]["properties"]["amount"]["maximum"],
+        100
+    );
+    assert_eq!(crate::policy::shape::request(&native, None), native);
+}

@@ -113,6 +113,9 @@ pub struct WrappedAsk {
     /// the server's own schema lacked (redmark offers none where it has one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub of: Vec<String>,
+    /// Fields the policy narrowed in `r` (`shape_questions`), for the audit line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nw: Vec<String>,
 }
 
 /// Mode names in [`Claims::m`].

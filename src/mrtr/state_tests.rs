@@ -305,10 +305,12 @@ fn a_wrapped_ask_names_the_offered_fields_only_when_there_are_some() {
         rk: 0,
         at: 1,
         of: Vec::new(),
+        nw: Vec::new(),
     };
     let text = serde_json::to_string(&ask).unwrap();
     // A state sealed before defaults were offered reads the same.
     assert!(!text.contains("\"of\""), "{text}");
+    assert!(!text.contains("\"nw\""), "{text}");
     assert_eq!(serde_json::from_str::<WrappedAsk>(&text).unwrap(), ask);
     let offered = WrappedAsk {
         of: vec!["nights".into()],

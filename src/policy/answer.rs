@@ -88,7 +88,7 @@ pub fn judge(
     };
 
     if let Some(j) = against_schema(schema, &props, &content, &sensitive) {
-        return j;
+        return in_the_policys_words(j, rules, &content, &sensitive);
     }
     let Some(rules) = rules else {
         return Judgement::Valid(content);
@@ -142,6 +142,37 @@ pub fn judge(
     Judgement::Valid(content)
 }
 
+/// A schema failure on a keyword the policy may have put in the form
+/// ([`super::shape`]) is reported as the policy's own rule would report it,
+/// when that rule also refuses the value: the same red mark, and the same
+/// `rule` in the audit line, whether or not the form was narrowed.
+fn in_the_policys_words(
+    j: Judgement,
+    rules: Option<&foldhash::HashMap<String, FieldRules>>,
+    content: &Map<String, Value>,
+    sensitive: &dyn Fn(&str) -> bool,
+) -> Judgement {
+    let Judgement::Invalid { field, rule, .. } = &j else {
+        return j;
+    };
+    let shaped = [
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "enum",
+        "oneOf",
+        "format",
+    ];
+    if !shaped.contains(&rule.as_str()) {
+        return j;
+    }
+    let (Some(r), Some(value)) = (rules.and_then(|r| r.get(field)), content.get(field)) else {
+        return j;
+    };
+    against_rules(field, r, value, r.sensitive || sensitive(field)).unwrap_or(j)
+}
+
 /// Whether `value`, remembered for `field`, may be offered as that field's
 /// default in a form whose schema is `schema` ([`crate::mrtr::remember`]):
 /// the field's own property accepts it (type, `enum`, bounds, lengths,
@@ -183,6 +214,13 @@ pub fn offerable(
         }
         _ => true,
     }
+}
+
+/// Whether one form property (`{"type": "string", "minLength": 3}`) accepts
+/// `value`, formats included: the check a whole form's schema makes of it.
+pub(super) fn property_accepts(property: &Value, value: &Value) -> bool {
+    let one = json!({"type": "object", "properties": {"v": property}});
+    compiled(&one).is_ok_and(|v| v.is_valid(&json!({ "v": value })))
 }
 
 /// Compiled schemas kept for reuse, at most. A server asks the same few
@@ -310,7 +348,12 @@ fn list(values: &Value) -> String {
 }
 
 /// The policy's own rules for one field.
-fn against_rules(field: &str, r: &FieldRules, value: &Value, sensitive: bool) -> Option<Judgement> {
+pub(super) fn against_rules(
+    field: &str,
+    r: &FieldRules,
+    value: &Value,
+    sensitive: bool,
+) -> Option<Judgement> {
     let given = shown(value, sensitive);
     if r.minimum.is_some() || r.maximum.is_some() {
         let Some(n) = value.as_f64() else {

@@ -89,6 +89,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
             .map(|h| h.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
         mode: d.mode.unwrap_or(base.mode),
         task: d.task,
+        shape_questions: d.shape_questions.unwrap_or(base.shape_questions),
     };
     let env = Arc::new(cel::Env::stdlib());
     let mut tools = HashMap::new();
@@ -165,6 +166,7 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Policy, ConfigErrors> {
                 max_reasks: t.max_reasks.unwrap_or(defaults.max_reasks),
                 max_questions: t.max_questions.unwrap_or(defaults.max_questions),
                 fields,
+                shape_questions: t.shape_questions.unwrap_or(defaults.shape_questions),
                 rate: t.rate,
                 allow,
                 scopes: t
@@ -396,7 +398,7 @@ fn compile_field(
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok(FieldRules {
+    let rules = FieldRules {
         minimum: raw.minimum,
         maximum: raw.maximum,
         min_length: raw.min_length,
@@ -412,5 +414,18 @@ fn compile_field(
         sensitive: raw.sensitive,
         log_value: raw.log_value,
         remember,
-    })
+    };
+    // Known before any server asks: an `enum` none of whose values passes
+    // the field's own bounds, lengths, pattern or format allows nothing,
+    // and a form narrowed by it would offer no choice (issue 50).
+    if let Some(values) = &rules.allowed
+        && values
+            .iter()
+            .all(|v| super::answer::against_rules(field, &rules, v, true).is_some())
+    {
+        return Err(vec![format!(
+            "{here}: no value of the enum passes the field's other rules (bounds, lengths, pattern, format): no answer could pass"
+        )]);
+    }
+    Ok(rules)
 }

@@ -220,6 +220,20 @@ pub fn check(policy: &Policy, tool: &str, method: &str, params: &Value, asked: u
             ),
         );
     }
+    // Whether or not the form is narrowed for the client (`shape_questions`),
+    // a field no answer can satisfy would only collect red marks.
+    if let Some(rules) = policy
+        .tool(tool)
+        .map(|t| &t.fields)
+        .filter(|f| !f.is_empty())
+        && let Err(e) = super::shape::narrow(rules, &mut schema.clone())
+    {
+        return refuse(
+            Reason::PolicyUnsatisfiable,
+            Some(&e.field),
+            format!("`{tool}` asked a question nobody can answer: {e}"),
+        );
+    }
     let owned = policy.tool(tool).map(|t| &t.model_owned);
     if let Some((field, property)) = props
         .iter()

@@ -26,6 +26,7 @@ pub mod lint;
 mod raw;
 pub mod reload;
 mod schema;
+pub mod shape;
 
 pub use raw::PolicyFile;
 pub use schema::policy_schema;
@@ -150,6 +151,8 @@ pub struct Defaults {
     pub mode: DefaultMode,
     /// `None`: calls of tools without their own `task` never become tasks.
     pub task: Option<TaskMode>,
+    /// Forms are narrowed by the field rules before a client sees them ([`shape`]).
+    pub shape_questions: bool,
 }
 
 impl Default for Defaults {
@@ -164,6 +167,7 @@ impl Default for Defaults {
             url_hosts: None,
             mode: DefaultMode::Hold,
             task: None,
+            shape_questions: true,
         }
     }
 }
@@ -249,6 +253,8 @@ pub struct ToolRules {
     pub max_reasks: u32,
     pub max_questions: usize,
     pub fields: HashMap<String, FieldRules>,
+    /// The tool's `shape_questions`, else `[defaults] shape_questions`.
+    pub shape_questions: bool,
     /// `rate`: calls of this tool per principal (retries with `requestState` not counted).
     pub rate: Option<crate::config::Rate>,
     /// `allow`: whether this principal may make this call (with these arguments).
@@ -352,6 +358,14 @@ impl Policy {
     /// Whether any tool (or the defaults) asks for tasks.
     pub fn uses_tasks(&self) -> bool {
         self.defaults.task.is_some() || self.tools.values().any(|t| t.task.is_some())
+    }
+
+    /// The field rules that narrow the forms of `tool` ([`shape`]): none
+    /// for a tool without rules or with `shape_questions = false`.
+    pub fn shaping(&self, tool: &str) -> Option<&HashMap<String, FieldRules>> {
+        self.tool(tool)
+            .filter(|t| t.shape_questions && !t.fields.is_empty())
+            .map(|t| &t.fields)
     }
 
     pub fn max_questions(&self, tool: &str) -> usize {

@@ -74,6 +74,12 @@ pub(super) struct RawDefaults {
     /// `task` become tasks (the tasks extension; only on a route with
     /// `[route.tasks]`). Unset: no tool becomes a task.
     pub(super) task: Option<TaskMode>,
+    /// Narrow each form a client receives by the field rules (numeric
+    /// bounds, lengths, `enum` choices, `format`, `required`), so people see
+    /// the rules before answering; `false` sends the server's form as it is.
+    /// The red mark judges answers either way.
+    #[schemars(extend("default" = true))]
+    pub(super) shape_questions: Option<bool>,
 }
 
 /// `[defaults] secret_fields`.
@@ -202,6 +208,9 @@ pub(super) struct RawTool {
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub(super) scopes: Option<Spanned<Vec<String>>>,
+    /// Narrow this tool's forms by its field rules before a client sees
+    /// them (default: `[defaults] shape_questions`).
+    pub(super) shape_questions: Option<bool>,
 }
 
 /// `[tool.NAME.fields.FIELD]`: rules an answer's field must satisfy before

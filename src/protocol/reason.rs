@@ -215,6 +215,11 @@ reasons! {
     PolicySecretRequest => "policy_secret_request", OK, code::INTERNAL_ERROR, Upstream;
     PolicyUrlNotAllowed => "policy_url_not_allowed", OK, code::INTERNAL_ERROR, Upstream;
     PolicyTooManyQuestions => "policy_too_many_questions", OK, code::INTERNAL_ERROR, Upstream;
+    /// A form field no answer can satisfy: the policy's rules and the
+    /// server's schema leave no common value (`minimum` above the server's
+    /// `maximum`, no choice of the server's in the policy's `enum`). Never
+    /// put to a person; `redmark check --probe` reports it ahead.
+    PolicyUnsatisfiable => "policy_unsatisfiable", OK, code::INTERNAL_ERROR, Gateway;
     /// The question asks a person for a value the model owns (seed 003).
     PolicyModelOwned => "policy_model_owned", OK, code::INVALID_PARAMS, Client;
     PolicyInvalidAnswer => "policy_invalid_answer", OK, code::INVALID_PARAMS, Client;

@@ -158,6 +158,10 @@ pub struct AuditRecord {
     /// Of those, the ones the person accepted unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default_kept: Vec<String>,
+    /// Fields whose rules the policy put in the form itself (bounds,
+    /// lengths, choices, format, `required`: `shape_questions`), names only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub narrowed: Vec<String>,
     pub trace_id: Option<String>,
     /// This answer broke a rule and the question was asked again with a red
     /// mark: the attempt cost a person's attention, so it is a record of its

@@ -24,6 +24,7 @@ fn rec(principal: &str, n: usize) -> AuditRecord {
         repeated_fields: Vec::new(),
         default_offered: Vec::new(),
         default_kept: Vec::new(),
+        narrowed: Vec::new(),
         trace_id: None,
         reask: false,
         rule: None,
@@ -225,6 +226,7 @@ fn every_field_of_a_record_is_documented() {
     full.repeated_fields = vec!["room_id".into()];
     full.default_offered = vec!["room_id".into()];
     full.default_kept = vec!["room_id".into()];
+    full.narrowed = vec!["room_id".into()];
     let serde_json::Value::Object(record) = serde_json::to_value(&full).unwrap() else {
         panic!("a record is a JSON object");
     };

@@ -81,6 +81,13 @@ impl Run {
             };
             let mut request = request.clone();
             if q.kind == Kind::Elicitation && !q.url_mode {
+                // Narrowed before defaults are offered, as a converted question is.
+                q.shape(
+                    self.route
+                        .shape_questions
+                        .then(|| policy.shaping(&target))
+                        .flatten(),
+                );
                 self.remembering().offer(&mut q).await;
                 with_offered_schema(&mut request, &q);
             }
@@ -91,6 +98,7 @@ impl Run {
                 rk: 0,
                 at: now,
                 of: q.offered.iter().map(|(f, _)| f.clone()).collect(),
+                nw: q.narrowed.clone(),
             });
         }
         let server_state = result
@@ -193,10 +201,11 @@ impl Run {
     }
 }
 
-/// The server's input request as the client sees it: with the defaults `q`
-/// was offered (its `requestedSchema`), the rest exactly the server's.
+/// The server's input request as the client sees it: narrowed by the policy
+/// and with the defaults `q` was offered (its `requestedSchema`), the rest
+/// exactly the server's.
 fn with_offered_schema(request: &mut Value, q: &Question) {
-    if q.offered.is_empty() {
+    if q.offered.is_empty() && q.narrowed.is_empty() {
         return;
     }
     if let (Some(schema), Some(params)) = (

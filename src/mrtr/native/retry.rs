@@ -135,6 +135,7 @@ impl Run {
                         rk: marked.reasks,
                         at: self.engine.clock.unix_now_ms(),
                         of: ask.of.clone(),
+                        nw: ask.nw.clone(),
                     });
                 }
                 Some(Checked::End(ending)) => {
@@ -164,6 +165,8 @@ fn question(ask: &WrappedAsk) -> Option<Question> {
     q.reasks = ask.rk;
     // The defaults offered are in the question as asked; `of` names ours.
     q.recall_offered(&ask.of);
+    // The narrowing is in the question as asked; `nw` names its fields.
+    q.narrowed.clone_from(&ask.nw);
     Some(q)
 }
 

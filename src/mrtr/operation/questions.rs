@@ -151,6 +151,9 @@ impl Operation {
             return Some(Ending::MissingCapability(q.needs.to_value()));
         }
         if q.kind == Kind::Elicitation && !q.url_mode {
+            // Narrowed first: a remembered default is offered only where the
+            // narrowed field accepts it.
+            q.shape(self.shaping());
             self.offer_remembered(&mut q).await;
         }
         q.span = tracing::info_span!(
@@ -212,6 +215,15 @@ impl Operation {
         self.pending.reserve_exact(1);
         self.pending.push(q);
         None
+    }
+
+    /// The field rules that narrow this operation's forms, unless the route
+    /// or the tool turned `shape_questions` off.
+    fn shaping(&self) -> Option<&foldhash::HashMap<String, crate::policy::FieldRules>> {
+        self.route
+            .shape_questions
+            .then(|| self.policy.shaping(&self.target))
+            .flatten()
     }
 
     /// Holds a well-formed answer to the policy.

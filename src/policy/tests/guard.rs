@@ -164,3 +164,29 @@ fn model_owned_fields_become_precise_guidance() {
         "{guidance}"
     );
 }
+
+#[test]
+fn a_field_no_answer_can_satisfy_is_refused_whether_or_not_forms_are_shaped() {
+    for off in ["", "shape_questions = false\n"] {
+        let p = Policy::parse(
+            &format!("[tool.t]\n{off}[tool.t.fields.n]\nminimum = 100\n"),
+            "p.toml",
+        )
+        .unwrap();
+        let schema = form(json!({"n": {"type": "integer", "maximum": 10}}));
+        match check(&p, "t", "elicitation/create", &schema, 1) {
+            Verdict::Refuse(r) => {
+                assert_eq!(r.reason.as_str(), "policy_unsatisfiable");
+                assert_eq!(r.field.as_deref(), Some("n"));
+                assert!(
+                    r.message.contains("at least 100 and at most 10"),
+                    "{}",
+                    r.message
+                );
+            }
+            other => panic!("asked: {other:?}"),
+        }
+        let fine = form(json!({"n": {"type": "integer", "maximum": 1000}}));
+        assert_eq!(check(&p, "t", "elicitation/create", &fine, 1), Verdict::Ask);
+    }
+}

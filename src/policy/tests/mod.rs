@@ -285,3 +285,26 @@ fn task_is_per_tool_with_a_default_and_only_optional_or_required() {
         "{bad}"
     );
 }
+
+#[test]
+fn an_enum_none_of_whose_values_passes_the_fields_rules_is_an_error() {
+    for (rules, why) in [
+        ("enum = [200, 300]\nmaximum = 100\n", "bounds"),
+        ("enum = [\"abcdef\"]\nmax_length = 3\n", "lengths"),
+        ("enum = [\"abc\"]\npattern = '^[0-9]+$'\n", "pattern"),
+        ("enum = [\"not a mail\"]\nformat = \"email\"\n", "format"),
+    ] {
+        let e = Policy::parse(&format!("[tool.x.fields.a]\n{rules}"), "p.toml").unwrap_err();
+        assert_eq!(e.0[0].line, 1, "{why}: {e}");
+        assert!(
+            e.0[0].message.contains("no value of the enum passes"),
+            "{why}: {e}"
+        );
+    }
+    // One value that passes is enough: the others are only never chosen.
+    Policy::parse(
+        "[tool.x.fields.a]\nenum = [20, 300]\nmaximum = 100\n",
+        "p.toml",
+    )
+    .unwrap();
+}

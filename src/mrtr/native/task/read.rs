@@ -128,6 +128,12 @@ impl Relay<'_> {
             operation: &self.task.operation,
             trace_id: None,
         };
+        // The client sees each form narrowed by the policy (`shape_questions`).
+        let rules = self
+            .route
+            .shape_questions
+            .then(|| policy.shaping(&self.task.target))
+            .flatten();
         let mut shown = Map::new();
         // Declined on the user's behalf (`on_missing_capability = "decline"`).
         let mut declined = Map::new();
@@ -202,7 +208,7 @@ impl Relay<'_> {
                     continue;
                 }
                 state.used.insert(key.clone());
-                shown.insert(key.clone(), request.clone());
+                shown.insert(key.clone(), crate::policy::shape::request(request, rules));
             }
         }
         if let Some((ended, outcome)) = verdict {

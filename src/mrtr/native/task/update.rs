@@ -158,6 +158,17 @@ impl Relay<'_> {
         // Judged against the server's question; the red mark only changes
         // its message.
         let mut q = convert::input_request(&server_key, original)?;
+        // As the client was shown it (`guard`): narrowed, so a red-marked
+        // question is asked again in the same narrowed form.
+        let policy = self.route.policy.current();
+        if q.kind == convert::Kind::Elicitation && !q.url_mode {
+            q.shape(
+                self.route
+                    .shape_questions
+                    .then(|| policy.shaping(&self.task.target))
+                    .flatten(),
+            );
+        }
         q.reasks = reasks;
         q.base_message = original
             .pointer("/params/message")
