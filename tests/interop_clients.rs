@@ -1,0 +1,99 @@
+//! The client matrix (issue 53): the MCP client libraries and hosts people
+//! run, each first straight at a PyPI `mcp` 1.30 FastMCP server (the control,
+//! so a client's own limits are told apart from redmark's), then through
+//! redmark in front of the same server over stdio and over Streamable HTTP
+//! (tests/fixtures/interop_clients_server.py). Cells: list tools, call a tool,
+//! a tool error, read a resource, get a prompt, a question answered wrong (a
+//! red mark from the policy) then right, red marks run out, and a client that
+//! declares no elicitation. A cell the client has no API for is asserted
+//! "unsupported", never a pass. The drivers are tests/peers/interop_py.py and
+//! tests/peers/interop_node.mjs; the machinery is tests/interop_clients_support.
+
+// A test may panic (that is how it fails).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod interop_clients_support;
+
+use interop_clients_support::*;
+
+fn all_pass() -> Expect {
+    Expect::default()
+}
+
+/// PyPI `mcp` 1.9.4 predates elicitation: no callback API, and it
+/// negotiates 2025-03-26.
+#[tokio::test(flavor = "multi_thread")]
+async fn pypi_mcp_1_9_client_session() {
+    let driver = Driver::python("mcp 1.9.4 ClientSession", "venv-mcp19", "session");
+    let expect = Expect {
+        unsupported: vec!["reask", "run_out"],
+    };
+    check_client(&driver, &expect).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pypi_mcp_1_10_client_session() {
+    let driver = Driver::python("mcp 1.10.1 ClientSession", "venv-mcp110", "session");
+    check_client(&driver, &all_pass()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pypi_mcp_1_30_client_session() {
+    let driver = Driver::python("mcp 1.30.0 ClientSession", "venv-legacy", "session");
+    check_client(&driver, &all_pass()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pypi_mcp_2_client() {
+    let driver = Driver::python("mcp 2.3.0 Client", "venv-client", "mcp2");
+    check_client(&driver, &all_pass()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fastmcp_2_client() {
+    let driver = Driver::python("fastmcp 2.14.7 Client", "venv-fastmcp", "fastmcp");
+    check_client(&driver, &all_pass()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fastmcp_4_client() {
+    let driver = Driver::python("fastmcp 4.2.3 Client", "venv-fastmcp4", "fastmcp");
+    check_client(&driver, &all_pass()).await;
+}
+
+/// pydantic-ai 2.78 `MCPToolset` (on fastmcp 4's client), its own methods.
+#[tokio::test(flavor = "multi_thread")]
+async fn pydantic_ai_mcp_toolset() {
+    let driver = Driver::python(
+        "pydantic-ai 2.78.0 MCPToolset",
+        "venv-pydantic-ai",
+        "pydantic_ai",
+    );
+    check_client(&driver, &all_pass()).await;
+}
+
+/// openai-agents 0.25 has no elicitation handler API: it never declares
+/// the capability, so its questions cannot be answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_agents_mcp_server() {
+    let driver = Driver::python(
+        "openai-agents 0.25.0 MCPServer*",
+        "venv-openai-agents",
+        "openai_agents",
+    );
+    let expect = Expect {
+        unsupported: vec!["reask", "run_out"],
+    };
+    check_client(&driver, &expect).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn langchain_mcp_adapters() {
+    let driver = Driver::python(
+        "langchain-mcp-adapters 0.3.2",
+        "venv-langchain-mcp",
+        "langchain",
+    );
+    check_client(&driver, &all_pass()).await;
+}
