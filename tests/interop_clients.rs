@@ -28,6 +28,7 @@ async fn pypi_mcp_1_9_client_session() {
     let driver = Driver::python("mcp 1.9.4 ClientSession", "venv-mcp19", "session");
     let expect = Expect {
         unsupported: vec!["reask", "run_out"],
+        ..Expect::default()
     };
     check_client(&driver, &expect).await;
 }
@@ -84,6 +85,7 @@ async fn openai_agents_mcp_server() {
     );
     let expect = Expect {
         unsupported: vec!["reask", "run_out"],
+        ..Expect::default()
     };
     check_client(&driver, &expect).await;
 }
@@ -96,4 +98,83 @@ async fn langchain_mcp_adapters() {
         "langchain",
     );
     check_client(&driver, &all_pass()).await;
+}
+
+/// npm `@modelcontextprotocol/sdk` 1.32: `close()` sends no DELETE.
+#[tokio::test(flavor = "multi_thread")]
+async fn npm_sdk_1_client() {
+    let driver = Driver::node("npm sdk 1.32.2 Client", "sdk1");
+    let expect = Expect {
+        sessions: true,
+        ..Expect::default()
+    };
+    check_client(&driver, &expect).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn npm_client_2() {
+    let driver = Driver::node("npm @modelcontextprotocol/client 2.4.0", "client2");
+    check_client(&driver, &all_pass()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ai_sdk_mcp() {
+    let driver = Driver::node("npm @ai-sdk/mcp 2.0.102", "aisdk");
+    check_client(&driver, &all_pass()).await;
+}
+
+/// mcp-remote 0.15 (a stdio proxy to a URL) with the npm sdk 1.x client as
+/// its stdio host; its control is against the HTTP server (it reaches URLs
+/// only). One mcp-remote process per session, none DELETEd.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_remote() {
+    let mut driver = Driver::node(
+        "mcp-remote 0.15.1 (host: npm sdk 1.32.2 stdio)",
+        "mcp-remote",
+    );
+    driver.control_over_http = true;
+    let expect = Expect {
+        sessions: true,
+        ..Expect::default()
+    };
+    check_client(&driver, &expect).await;
+}
+
+/// What the Inspector CLI cannot do: it answers every question `cancel`
+/// and always declares elicitation.
+fn inspector() -> Expect {
+    Expect {
+        unsupported: vec!["reask", "run_out", "no_elicitation"],
+        ..Expect::default()
+    }
+}
+
+/// Inspector CLI 2.12, `--protocol-era legacy` (the default of ad-hoc
+/// runs): one session per command, never DELETEd.
+#[tokio::test(flavor = "multi_thread")]
+async fn inspector_cli_legacy() {
+    let driver = Driver::node("Inspector CLI 2.12.0 legacy", "inspector-legacy");
+    let expect = Expect {
+        sessions: true,
+        ..inspector()
+    };
+    check_client(&driver, &expect).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inspector_cli_auto() {
+    let driver = Driver::node("Inspector CLI 2.12.0 auto", "inspector-auto");
+    check_client(&driver, &inspector()).await;
+}
+
+/// `modern` pins 2026-07-28: it cannot talk to the legacy server alone (the
+/// control fails), only through redmark.
+#[tokio::test(flavor = "multi_thread")]
+async fn inspector_cli_modern() {
+    let driver = Driver::node("Inspector CLI 2.12.0 modern", "inspector-modern");
+    let expect = Expect {
+        control_cannot: true,
+        ..inspector()
+    };
+    check_client(&driver, &expect).await;
 }

@@ -1,20 +1,22 @@
 """One Python MCP client library through the cells of the client matrix
 (tests/interop_clients.rs), used as its own users use it and without any LLM.
 
-    python interop_py.py LIB MODE TARGET
+    python interop_py.py LIB MODE TARGET [MODE TARGET]...
 
 LIB     session (PyPI `mcp` 1.x `ClientSession`), mcp2 (PyPI `mcp` 2.x `Client`),
-        fastmcp (`fastmcp.Client`, 2.x or 4.x), pydantic_ai (`MCPServerStreamableHTTP` /
-        `MCPServerStdio`), openai_agents (`MCPServerStreamableHttp` / `MCPServerStdio`),
+        fastmcp (`fastmcp.Client`, 2.x or 4.x), pydantic_ai (2.x `MCPToolset`),
+        openai_agents (`MCPServerStreamableHttp` / `MCPServerStdio`),
         langchain (`langchain_mcp_adapters` sessions and loaders)
 MODE    control (straight at the server: no policy, so an answer is never re-asked)
         or redmark (through the gateway, whose policy re-asks a `name` that is not
         capitalised, once: max_reasks = 1)
 TARGET  an http(s) URL, or a JSON list: the stdio command of the server
+(several runs in one process, one after the other: one import of the library)
 
 The server is tests/fixtures/interop_clients_server.py. Prints one JSON line per
-cell (the last, `after`, is five plain calls after the early endings): {"cell", "status": "pass" | "fail" | "unsupported", "detail"}, and first a
-line {"cell": "negotiated", "version", "elicitation"} when the library tells.
+cell, {"mode", "cell", "status": "pass" | "fail" | "unsupported", "detail"}, the
+first {"cell": "negotiated", "version", "elicitation"}, the last `after` (five
+plain calls after the early endings).
 Always exits 0 once it ran: a broken cell is a line, not an exit code.
 """
 
@@ -30,8 +32,12 @@ import peer_libs
 CELL_TIMEOUT = 40
 
 
+MODE = {"mode": "control"}
+
+
 def emit(cell: str, status: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"cell": cell, "status": status, **fields}, default=str) + "\n")
+    line = {"mode": MODE["mode"], "cell": cell, "status": status, **fields}
+    sys.stdout.write(json.dumps(line, default=str) + "\n")
     sys.stdout.flush()
 
 
@@ -160,17 +166,20 @@ async def main_cells(lib, mode: str, target: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 4 or argv[2] not in ("control", "redmark"):
-        sys.stderr.write("usage: interop_py.py LIB control|redmark URL|COMMAND_JSON\n")
+    runs = list(zip(argv[2::2], argv[3::2]))
+    if len(argv) < 4 or len(argv) % 2 or any(m not in ("control", "redmark") for m, _ in runs):
+        sys.stderr.write("usage: interop_py.py LIB (control|redmark URL|COMMAND_JSON)...\n")
         return 2
-    target = argv[3] if argv[3].startswith("http") else json.loads(argv[3])
     lib = peer_libs.library(argv[1])
-    try:
-        asyncio.run(main_cells(lib, argv[2], target))
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        emit("connect", "fail", detail=error_text(exc))
+    for mode, arg in runs:
+        MODE["mode"] = mode
+        target = arg if arg.startswith("http") else json.loads(arg)
+        try:
+            asyncio.run(main_cells(lib, mode, target))
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            emit("connect", "fail", detail=error_text(exc))
     return 0
 
 

@@ -179,13 +179,20 @@ class FastMcp:
             yield FastMcpClient(c)
 
 
+def fastmcp_version(c) -> str | None:
+    """fastmcp 4: `protocol_version`; fastmcp 2: the InitializeResult's."""
+    v = getattr(c, "protocol_version", None)
+    if isinstance(v, str):
+        return v
+    return getattr(getattr(c, "initialize_result", None), "protocolVersion", None)
+
+
 class FastMcpClient:
     def __init__(self, c) -> None:
         self.c = c
 
     def version(self):
-        init = getattr(self.c, "initialize_result", None)
-        return getattr(init, "protocolVersion", None)
+        return fastmcp_version(self.c)
 
     async def tools(self):
         return [t.name for t in await self.c.list_tools()]

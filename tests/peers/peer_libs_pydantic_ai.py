@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from peer_libs import text_of
+from peer_libs import fastmcp_version, text_of
 
 
 class Library:
@@ -37,9 +37,7 @@ class Client:
         self.t = toolset
 
     def version(self):
-        client = getattr(self.t, "client", None) or getattr(self.t, "_client", None)
-        init = getattr(client, "initialize_result", None)
-        return getattr(init, "protocolVersion", None)
+        return fastmcp_version(getattr(self.t, "client", None))
 
     async def tools(self):
         return [t.name for t in await self.t.list_tools()]
