@@ -2,8 +2,8 @@
 // `inspector-legacy`, `inspector-auto` or `inspector-modern` runs
 // `inspector --cli TARGET --method ... --protocol-era ERA --format json -q`,
 // one process (so one session, never DELETEd) per request, as its users do.
-// The CLI has no elicitation handler yet declares elicitation, answering every
-// question `cancel`: `reask`, `run_out` and `no_elicitation` are "unsupported".
+// The CLI has no elicitation handler and declares no elicitation (a question
+// pushed anyway is answered `cancel`): `reask` and `run_out` are "unsupported".
 // `sessions` runs in the legacy era (the default of ad-hoc runs) only.
 
 import { join } from 'node:path';
@@ -74,18 +74,18 @@ export function inspector(lib, { cache, emit, cell, Unsupported, Skipped, sessio
         const text = r.messages.map((m) => m.content?.text ?? '').join('\n');
         return [text.includes('Hello, Ada!') ? 'pass' : 'fail', text];
       });
-      // The CLI declares elicitation and answers every question `cancel`: it
-      // can neither answer a question nor leave the capability out.
-      let asked;
       await cell('reask', async () => {
-        asked = await call(target, 'ask', { tag: 'cancelled' });
-        throw new Unsupported(`no elicitation handler: every question is answered cancel (${asked[1]})`);
+        throw new Unsupported('no elicitation handler');
       });
       await cell('run_out', async () => {
         throw new Unsupported('no elicitation handler');
       });
+      // It declares no elicitation; a server that pushes a question anyway
+      // (straight, in the control) hears `cancel`.
       await cell('no_elicitation', async () => {
-        throw new Unsupported('always declares elicitation');
+        const [isError, text] = await call(target, 'ask', { tag: 'bare' });
+        const cancelled = mode === 'control' && text.includes('"action": "cancel"');
+        return [isError || cancelled ? 'pass' : 'fail', { result: text }];
       });
       // Five commands, each starting a stdio server of its own in the control.
       await cell(
