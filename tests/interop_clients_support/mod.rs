@@ -63,8 +63,7 @@ pub struct Bench {
 }
 
 impl Bench {
-    /// `extra` is added to the config's top (e.g. a `[sessions]` table).
-    pub async fn start(extra: &str) -> Bench {
+    pub async fn start() -> Bench {
         let mut cmd = Command::new(legacy_python());
         cmd.arg(fixture_file("interop_clients_server.py"))
             .args(["--http", "0"]);
@@ -76,7 +75,7 @@ impl Bench {
         std::fs::write(&policy, POLICY).unwrap();
         let route = |upstream: String| {
             format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{extra}\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\n{upstream}\n",
+                "[server]\nlisten = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n[[route]]\nname = \"main\"\npath = \"/mcp\"\npolicy = {}\n[route.upstream]\n{upstream}\n",
                 toml_path(&policy)
             )
         };
@@ -86,8 +85,9 @@ impl Bench {
         let gw_stdio = start_redmark(&dir.path().join("stdio.toml"), &stdio).await;
         let gw_http = start_redmark(&dir.path().join("http.toml"), &http).await;
         // Each gateway's upstream is started and listed once before any client
-        // comes, as a gateway in service is: a client's connect timeout (5 s in
-        // some) is then not spent starting a Python server on a loaded machine.
+        // comes, as a gateway in service is: a client's connect timeout (a short
+        // one in pydantic-ai) is then not spent starting a Python server on a
+        // loaded machine.
         for gw in [&gw_stdio, &gw_http] {
             let listed = McpClient::new(gw.url("/mcp"))
                 .rpc("tools/list", json!({}), json!({}))
@@ -310,7 +310,7 @@ pub fn wire_habits(lines: &[String]) -> BTreeMap<&'static str, usize> {
 /// The failure names each cell that is not as wanted (a control's failure is
 /// the client's own limit), with what redmark and the HTTP server logged.
 pub async fn check_client(driver: &Driver, expect: &Expect) -> BTreeMap<String, Cells> {
-    let bench = Bench::start("").await;
+    let bench = Bench::start().await;
     let run = |server: Server| {
         let control = match driver.control_over_http {
             true => bench.control_target(Server::Http),
