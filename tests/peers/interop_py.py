@@ -27,7 +27,8 @@ import json
 import sys
 from typing import Any
 
-import peer_libs
+sys.dont_write_bytecode = True  # no __pycache__ of peer_libs in the source tree
+import peer_libs  # noqa: E402
 
 CELL_TIMEOUT = 40
 
