@@ -18,7 +18,8 @@
 #     .cache/venv-mcp19         mcp==1.9.4 (+ pydantic==2.11.7, which it needs)
 #     .cache/venv-mcp110        mcp==1.10.1 (+ pydantic==2.11.7)
 #     .cache/venv-fastmcp4      fastmcp==4.2.3 (fastmcp 2.14.7 is venv-fastmcp below)
-#     .cache/venv-pydantic-ai   pydantic-ai-slim[mcp]==2.78.0
+#     .cache/venv-pydantic-ai   pydantic-ai-slim[mcp]==2.78.0 (`MCPToolset`)
+#     .cache/venv-pydantic-ai1  pydantic-ai-slim[mcp]==1.107.10 (`MCPServerStreamableHTTP`)
 #     .cache/venv-openai-agents openai-agents==0.25.0
 #     .cache/venv-langchain-mcp langchain-mcp-adapters==0.3.2
 #     .cache/npm-interop        `npm ci` from scripts/npm-interop/: @ai-sdk/mcp 2.0.102,
@@ -217,6 +218,7 @@ pinned_venv venv-mcp19 "mcp==1.9.4" "pydantic==2.11.7"
 pinned_venv venv-mcp110 "mcp==1.10.1" "pydantic==2.11.7"
 pinned_venv venv-fastmcp4 "fastmcp==4.2.3"
 pinned_venv venv-pydantic-ai "pydantic-ai-slim[mcp]==2.78.0"
+pinned_venv venv-pydantic-ai1 "pydantic-ai-slim[mcp]==1.107.10"
 pinned_venv venv-openai-agents "openai-agents==0.25.0"
 pinned_venv venv-langchain-mcp "langchain-mcp-adapters==0.3.2"
 

@@ -74,6 +74,18 @@ async fn pydantic_ai_mcp_toolset() {
     check_client(&driver, &all_pass()).await;
 }
 
+/// pydantic-ai 1.107 `MCPServerStreamableHTTP` / `MCPServerStdio` (on the
+/// PyPI `mcp` 1.x `ClientSession`), its own methods.
+#[tokio::test(flavor = "multi_thread")]
+async fn pydantic_ai_1_mcp_server() {
+    let driver = Driver::python(
+        "pydantic-ai 1.107.10 MCPServerStreamableHTTP",
+        "venv-pydantic-ai1",
+        "pydantic_ai1",
+    );
+    check_client(&driver, &all_pass()).await;
+}
+
 /// openai-agents 0.25 has no elicitation handler API: it never declares
 /// the capability, so its questions cannot be answered.
 #[tokio::test(flavor = "multi_thread")]

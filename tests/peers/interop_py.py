@@ -5,6 +5,7 @@
 
 LIB     session (PyPI `mcp` 1.x `ClientSession`), mcp2 (PyPI `mcp` 2.x `Client`),
         fastmcp (`fastmcp.Client`, 2.x or 4.x), pydantic_ai (2.x `MCPToolset`),
+        pydantic_ai1 (1.x `MCPServerStreamableHTTP` / `MCPServerStdio`),
         openai_agents (`MCPServerStreamableHttp` / `MCPServerStdio`),
         langchain (`langchain_mcp_adapters` sessions and loaders)
 MODE    control (straight at the server: no policy, so an answer is never re-asked)
