@@ -59,6 +59,8 @@ pub struct Bench {
     pub http_url: String,
     pub gw_stdio: RedmarkProcess,
     pub gw_http: RedmarkProcess,
+    /// How many stderr lines each gateway (stdio, HTTP) wrote during the warm-up.
+    warm_lines: [usize; 2],
     _dir: tempfile::TempDir,
 }
 
@@ -84,27 +86,18 @@ impl Bench {
         let http = route(format!("url = {}", toml_str(&http_url)));
         let gw_stdio = start_redmark(&dir.path().join("stdio.toml"), &stdio).await;
         let gw_http = start_redmark(&dir.path().join("http.toml"), &http).await;
-        // Each gateway's upstream is started and listed once before any client
-        // comes, as a gateway in service is: a client's connect timeout (a short
-        // one in pydantic-ai) is then not spent starting a Python server on a
-        // loaded machine.
         for gw in [&gw_stdio, &gw_http] {
-            let listed = McpClient::new(gw.url("/mcp"))
-                .rpc("tools/list", json!({}), json!({}))
-                .await;
-            assert_eq!(
-                listed.status,
-                200,
-                "warm-up tools/list: {:?}",
-                listed.last()
-            );
+            warm_up(&gw.url("/mcp")).await;
         }
+        // What redmark logged of the warm-up is not the clients'.
+        let warm_lines = [gw_stdio.stderr_lines().len(), gw_http.stderr_lines().len()];
         Bench {
             _http_server: guard,
             http_output,
             http_url,
             gw_stdio,
             gw_http,
+            warm_lines,
             _dir: dir,
         }
     }
@@ -115,6 +108,12 @@ impl Bench {
             Server::Stdio => &self.gw_stdio,
             Server::Http => &self.gw_http,
         }
+    }
+
+    /// What the redmark process in front of `server` logged after the warm-up.
+    pub fn client_lines(&self, server: Server) -> Vec<String> {
+        let skip = self.warm_lines[(server == Server::Http) as usize];
+        self.gateway(server).stderr_lines().split_off(skip)
     }
 
     /// The control's target: the HTTP server's URL, or the stdio command as JSON.
@@ -128,6 +127,40 @@ impl Bench {
     /// Every line the HTTP server printed so far.
     pub fn http_server_log(&self) -> Vec<String> {
         self.http_output.lock().unwrap().clone()
+    }
+}
+
+/// Starts the upstream sessions the clients will lease, as a gateway in
+/// service has them: one per capability profile (none; elicitation form;
+/// form and url), each a server process of its own over stdio. A client's
+/// connect timeout (5 s in pydantic-ai 1.x) is then not spent starting a
+/// Python server on a loaded machine.
+async fn warm_up(url: &str) {
+    let listed = McpClient::new(url)
+        .rpc("tools/list", json!({}), json!({}))
+        .await;
+    assert_eq!(
+        listed.status,
+        200,
+        "warm-up tools/list: {:?}",
+        listed.last()
+    );
+    for elicitation in [json!({"form": {}}), json!({"form": {}, "url": {}})] {
+        let mut session = Session2025::new(url);
+        let init = session
+            .initialize("2025-11-25", json!({"elicitation": elicitation}))
+            .await;
+        assert_eq!(init.status, 200, "warm-up initialize: {:?}", init.last());
+        session.notify("notifications/initialized", json!({})).await;
+        let listed = session.request(json!(1), "tools/list", json!({})).await;
+        assert_eq!(
+            listed.status,
+            200,
+            "warm-up tools/list: {:?}",
+            listed.last()
+        );
+        let deleted = session.delete().await;
+        assert!((200..300).contains(&deleted), "warm-up DELETE: {deleted}");
     }
 }
 
@@ -331,7 +364,7 @@ pub async fn check_client(driver: &Driver, expect: &Expect) -> BTreeMap<String, 
             bad.extend(mismatches(expect, mode, server, &cells));
             runs.insert(format!("{mode} {server:?}"), cells);
         }
-        let habits = wire_habits(&bench.gateway(server).stderr_lines());
+        let habits = wire_habits(&bench.client_lines(server));
         eprintln!("{} redmark {server:?} wire: {}", driver.name, json!(habits));
     }
     for (run, cells) in &runs {
